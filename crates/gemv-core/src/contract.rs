@@ -1,0 +1,109 @@
+//! The exact numeric contract (SPEC section 3), executed on the host.
+//!
+//! For output (t, n), with G = K/16 groups and 64 partial sums: partial `l` starts at +0.0 and
+//! visits groups `l, l+64, ...` in order, adding `(e2m1 * e4m3) * f32(x)` term by term; then a
+//! fixed tree (`d = 32, 16, ..., 1`: `a[l] += a[l+d]`) gives the total, and
+//! `Y = bf16_rne(total * global_scale)` with every NaN written as 0x7FC0.
+//!
+//! Every product is exact in f32 (at most 6 + 8 significant bits), so the only roundings are the
+//! additions in this fixed order, one multiply and the bf16 rounding: any backend that keeps the
+//! order writes the same bits, fused multiply-add or not.
+
+use crate::codec::{bf16_to_f32, decode_e2m1, decode_e4m3, f32_to_bf16};
+use crate::shape::GROUP_SIZE;
+use crate::{CoreError, Nvfp4View, Result};
+use std::sync::OnceLock;
+
+/// Partial sums per output.
+pub const PARTIALS: usize = 64;
+
+fn e4m3_table() -> &'static [f32; 256] {
+    static TABLE: OnceLock<[f32; 256]> = OnceLock::new();
+    TABLE.get_or_init(|| std::array::from_fn(|code| decode_e4m3(code as u8)))
+}
+
+/// Widens bf16 activations to f32 (exact).
+pub fn widen_bf16(x: &[u16]) -> Vec<f32> {
+    x.iter().map(|&b| bf16_to_f32(b)).collect()
+}
+
+/// Computes `Y[t][n]` for every t < m of one weight row `n`, writing `out[t]`.
+///
+/// `x` is `[m][K]` f32 (widened bf16); `partials` is scratch of at least `m * 64`.
+pub fn contract_column(w: &Nvfp4View<'_>, x: &[f32], m: usize, n: usize, partials: &mut [f32], out: &mut [u16]) {
+    let k = w.k();
+    let table = e4m3_table();
+    let partials = &mut partials[..m * PARTIALS];
+    partials.fill(0.0);
+    let packed = w.row_packed(n);
+    let scales = w.row_scales(n);
+    for (g, &scale_code) in scales.iter().enumerate() {
+        let scale = table[usize::from(scale_code)];
+        let bytes = &packed[g * GROUP_SIZE / 2..(g + 1) * GROUP_SIZE / 2];
+        let mut ws = [0f32; GROUP_SIZE];
+        for (j, &byte) in bytes.iter().enumerate() {
+            ws[2 * j] = decode_e2m1(byte & 0xF) * scale;
+            ws[2 * j + 1] = decode_e2m1(byte >> 4) * scale;
+        }
+        let l = g % PARTIALS;
+        for t in 0..m {
+            let xs = &x[t * k + g * GROUP_SIZE..t * k + (g + 1) * GROUP_SIZE];
+            let mut acc = partials[t * PARTIALS + l];
+            for j in 0..GROUP_SIZE {
+                acc += ws[j] * xs[j];
+            }
+            partials[t * PARTIALS + l] = acc;
+        }
+    }
+    for t in 0..m {
+        let a = &mut partials[t * PARTIALS..(t + 1) * PARTIALS];
+        let mut d = PARTIALS / 2;
+        while d >= 1 {
+            for l in 0..d {
+                a[l] += a[l + d];
+            }
+            d /= 2;
+        }
+        out[t] = f32_to_bf16(a[0] * w.global_scale());
+    }
+}
+
+/// `Y = contract(W, X)` for `x: [m][K]` bf16 bits into `y: [m][N]`, over `threads` OS threads
+/// (split over N). Lengths are validated; the result is the same bits for any thread count.
+pub fn gemv_contract(w: &Nvfp4View<'_>, x: &[u16], m: usize, y: &mut [u16], threads: usize) -> Result<()> {
+    let (n, k) = (w.n(), w.k());
+    crate::GemvShape::new(m, n, k)?;
+    check_len("x", x.len(), m * k, m, n, k)?;
+    check_len("y", y.len(), m * n, m, n, k)?;
+    let xf = widen_bf16(x);
+    let threads = threads.clamp(1, n);
+    let columns_per_thread = n.div_ceil(threads);
+    let mut transposed = vec![0u16; n * m]; // [n][m], so each thread owns a contiguous slice
+    std::thread::scope(|scope| {
+        for (chunk_index, chunk) in transposed.chunks_mut(columns_per_thread * m).enumerate() {
+            let xf = &xf;
+            scope.spawn(move || {
+                let mut partials = vec![0f32; m * PARTIALS];
+                let first = chunk_index * columns_per_thread;
+                for (offset, out) in chunk.chunks_mut(m).enumerate() {
+                    contract_column(w, xf, m, first + offset, &mut partials, out);
+                }
+            });
+        }
+    });
+    for (col, values) in transposed.chunks(m).enumerate() {
+        for (t, &v) in values.iter().enumerate() {
+            y[t * n + col] = v;
+        }
+    }
+    Ok(())
+}
+
+/// The worker count a host computation should use: the machine's parallelism.
+pub fn host_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |p| p.get())
+}
+
+fn check_len(what: &'static str, found: usize, expected: usize, m: usize, n: usize, k: usize) -> Result<()> {
+    if found == expected { Ok(()) } else { Err(CoreError::LengthMismatch { what, expected, found, m, n, k }) }
+}

@@ -1,0 +1,32 @@
+//! gemv-core: everything about W4A16 batched GEMV that needs no GPU.
+//!
+//! - [`codec`]: E2M1, E4M3 and bf16, bit-exact against ml_dtypes.
+//! - [`Nvfp4Matrix`] / [`Nvfp4View`]: the ModelOpt NVFP4 layout, validated at construction.
+//! - [`quantize_f32`]: ModelOpt's recipe.
+//! - [`gemv_contract`]: the exact numeric contract every backend reproduces bit for bit, and
+//!   [`f64_reference`], the independent reference with its derived error bound.
+//! - [`select_tier`], [`dispatch_plan`], [`KillSwitches`]: the one place tiers are decided.
+#![warn(missing_docs)]
+
+pub mod codec;
+mod contract;
+mod error;
+mod kill_switch;
+mod matrix;
+mod plan;
+mod quantize;
+mod reference;
+mod shape;
+mod tiers;
+
+pub use contract::{PARTIALS, contract_column, gemv_contract, host_threads, widen_bf16};
+pub use error::{CoreError, Result};
+pub use kill_switch::{KillSwitches, NO_BATCH8_RT, NO_EXACT_M_TIERS};
+pub use matrix::{Nvfp4Matrix, Nvfp4View};
+pub use plan::{Launch, TierMask, dispatch_plan};
+pub use quantize::{quantize_bf16, quantize_f32};
+pub use reference::{ReferenceOutput, f64_reference, rounding_depth};
+pub use shape::{GROUP_SIZE, GemvShape, validate_weight_shape};
+pub use tiers::{
+    BATCHM_FAMILY, KERNELS, KernelSpec, MODULE_NAME, TIERS, Tier, batchm_family, kernel_spec, select_tier,
+};
