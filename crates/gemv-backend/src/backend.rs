@@ -1,0 +1,54 @@
+//! The one trait every backend implements. Object-safe: callers hold `&dyn GpuBackend`.
+
+use crate::{BufferRange, DeviceBuffer, DeviceInfo, Error, GemvArgs, KernelHandle, Result};
+use std::time::{Duration, Instant};
+
+/// A device that can run the gemv kernels of the registry.
+pub trait GpuBackend: Send + Sync {
+    /// Short name: `host`, `cuda-emu`, `cuda`, `wgpu`.
+    fn name(&self) -> &'static str;
+
+    /// The device behind it.
+    fn device_info(&self) -> DeviceInfo;
+
+    /// Looks a kernel up by module and name; [`KernelHandle::NONE`] when this backend lacks it.
+    /// Never fails.
+    fn lookup_kernel(&self, module: &str, name: &str) -> KernelHandle;
+
+    /// Allocates `bytes` (zero-filled).
+    fn alloc(&self, bytes: usize) -> Result<DeviceBuffer>;
+
+    /// Frees a buffer; later use of it is [`Error::UnknownBuffer`].
+    fn free(&self, buffer: DeviceBuffer) -> Result<()>;
+
+    /// Copies `data` into `dst` (lengths must match).
+    fn upload(&self, dst: BufferRange, data: &[u8]) -> Result<()>;
+
+    /// Copies `src` into `out` (lengths must match).
+    fn download(&self, src: BufferRange, out: &mut [u8]) -> Result<()>;
+
+    /// Enqueues one launch; validates `args` against the kernel first ([`GemvArgs::validate`]).
+    fn launch_gemv(&self, kernel: KernelHandle, args: &GemvArgs) -> Result<()>;
+
+    /// Waits for all enqueued work.
+    fn synchronize(&self) -> Result<()>;
+
+    /// Runs `launches` in order, `repeats` times, and returns the device time of the whole span.
+    /// The default uses the host clock around a synchronised span; backends with events override.
+    fn time_launches(&self, launches: &[(KernelHandle, GemvArgs)], repeats: usize) -> Result<Duration> {
+        self.synchronize()?;
+        let start = Instant::now();
+        for _ in 0..repeats {
+            for (kernel, args) in launches {
+                self.launch_gemv(*kernel, args)?;
+            }
+        }
+        self.synchronize()?;
+        Ok(start.elapsed())
+    }
+}
+
+/// The registry entry of `kernel` or [`Error::UnresolvedKernel`]; for backends' launch paths.
+pub fn resolved_spec(backend: &'static str, kernel: KernelHandle) -> Result<&'static gemv_core::KernelSpec> {
+    kernel.spec().ok_or(Error::UnresolvedKernel { raw: kernel.raw(), backend })
+}

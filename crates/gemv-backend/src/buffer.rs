@@ -1,0 +1,72 @@
+//! Device buffers are opaque ids owned by the backend that made them; ranges address bytes.
+
+/// A buffer allocated by one backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DeviceBuffer {
+    id: u64,
+    len: usize,
+}
+
+impl DeviceBuffer {
+    /// Made by backends when they allocate.
+    pub fn new(id: u64, len: usize) -> Self {
+        Self { id, len }
+    }
+
+    /// The backend's id for it.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The whole buffer as a range.
+    pub fn whole(&self) -> BufferRange {
+        BufferRange { buffer: *self, offset: 0, len: self.len }
+    }
+
+    /// `len` bytes from `offset` (checked when used).
+    pub fn range(&self, offset: usize, len: usize) -> BufferRange {
+        BufferRange { buffer: *self, offset, len }
+    }
+}
+
+/// Bytes `[offset, offset + len)` of a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BufferRange {
+    /// The buffer.
+    pub buffer: DeviceBuffer,
+    /// First byte.
+    pub offset: usize,
+    /// Byte count.
+    pub len: usize,
+}
+
+impl BufferRange {
+    /// One past the last byte, or None on overflow.
+    pub fn end(&self) -> Option<usize> {
+        self.offset.checked_add(self.len)
+    }
+
+    /// Whether the range lies inside its buffer.
+    pub fn in_bounds(&self) -> bool {
+        self.end().is_some_and(|end| end <= self.buffer.len())
+    }
+
+    /// Whether two ranges share a byte.
+    pub fn overlaps(&self, other: &BufferRange) -> bool {
+        self.buffer.id() == other.buffer.id()
+            && self.len > 0
+            && other.len > 0
+            && self.offset < other.offset.saturating_add(other.len)
+            && other.offset < self.offset.saturating_add(self.len)
+    }
+}

@@ -1,0 +1,155 @@
+//! The conformance suite: SPEC section 5's eight gates, written once over `&dyn GpuBackend`.
+//!
+//! Every backend runs it (tests through [`conformance_tests!`](crate::conformance_tests), users
+//! through `gemv check`). Exact gates compare with the host contract bit for bit and print the
+//! first mismatches as expected vs found.
+
+mod data;
+mod gates;
+
+pub use data::{Lcg, activations, matrix};
+
+use crate::GpuBackend;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+/// The verification gates of SPEC section 5.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Gate {
+    /// 1: every tier at every m <= width equals the M=1 kernel run m times and the host contract.
+    TierAgreement,
+    /// 2: `batch8_rt2` equals `batch8` at every m <= 8.
+    RegisterTiled,
+    /// 3: within the derived bound of the independent f64 reference.
+    F64Bound,
+    /// 4: permuting X's rows permutes Y's rows, bit for bit.
+    RowPermutation,
+    /// 5: rows >= m and guard bytes around every buffer are untouched.
+    Guards,
+    /// 6: one-hot X gives `bf16(e2m1 * e4m3 * global_scale)` exactly.
+    Impulse,
+    /// 7: odd shapes, every M in 1..=32.
+    OddShapes,
+    /// 8: bad input gives typed errors or the documented NaN/Inf results, never a panic.
+    BadInput,
+}
+
+impl Gate {
+    /// All gates in order.
+    pub const ALL: [Gate; 8] = [
+        Gate::TierAgreement,
+        Gate::RegisterTiled,
+        Gate::F64Bound,
+        Gate::RowPermutation,
+        Gate::Guards,
+        Gate::Impulse,
+        Gate::OddShapes,
+        Gate::BadInput,
+    ];
+
+    /// SPEC number.
+    pub fn number(self) -> usize {
+        Self::ALL.iter().position(|&g| g == self).map_or(0, |i| i + 1)
+    }
+
+    /// Short name for tables.
+    pub fn title(self) -> &'static str {
+        match self {
+            Gate::TierAgreement => "tiers = M1 x m = host",
+            Gate::RegisterTiled => "batch8_rt2 = batch8",
+            Gate::F64Bound => "f64 reference bound",
+            Gate::RowPermutation => "row permutation",
+            Gate::Guards => "guards and dead rows",
+            Gate::Impulse => "impulse oracle",
+            Gate::OddShapes => "odd shapes, M 1..=32",
+            Gate::BadInput => "bad input",
+        }
+    }
+}
+
+/// One checked case of a gate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateResult {
+    /// Which gate.
+    pub gate: Gate,
+    /// The case (shape, kernel, m).
+    pub case: String,
+    /// None when it passed, else what differed.
+    pub failure: Option<String>,
+}
+
+impl GateResult {
+    /// Whether the case passed.
+    pub fn passed(&self) -> bool {
+        self.failure.is_none()
+    }
+}
+
+/// Runs one gate; a panic inside the backend becomes a failed case, not a crash.
+pub fn run_gate(backend: &dyn GpuBackend, gate: Gate) -> Vec<GateResult> {
+    let outcome = catch_unwind(AssertUnwindSafe(|| gates::run(backend, gate)));
+    outcome.unwrap_or_else(|payload| {
+        let message = payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "unknown panic".into());
+        vec![GateResult { gate, case: "whole gate".into(), failure: Some(format!("panicked: {message}")) }]
+    })
+}
+
+/// Runs every gate, reporting each result to `progress` as it completes.
+pub fn run_all(backend: &dyn GpuBackend, progress: &mut dyn FnMut(&GateResult)) -> Vec<GateResult> {
+    let mut all = Vec::new();
+    for gate in Gate::ALL {
+        for result in run_gate(backend, gate) {
+            progress(&result);
+            all.push(result);
+        }
+    }
+    all
+}
+
+/// Runs `gate` and panics with every failed case (for `#[test]`s).
+pub fn assert_gate(backend: &dyn GpuBackend, gate: Gate) {
+    let results = run_gate(backend, gate);
+    assert!(!results.is_empty(), "gate {} checked nothing", gate.number());
+    let failures: Vec<String> = results
+        .iter()
+        .filter_map(|r| r.failure.as_ref().map(|f| format!("  [{}] {}: {f}", r.gate.number(), r.case)))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "backend {}: gate {} ({}) failed {} of {} cases:\n{}",
+        backend.name(),
+        gate.number(),
+        gate.title(),
+        failures.len(),
+        results.len(),
+        failures.join("\n")
+    );
+    eprintln!("backend {}: gate {} ({}): {} cases passed", backend.name(), gate.number(), gate.title(), results.len());
+}
+
+/// Expands to one `#[test]` per gate for the backend `$make()` returns (`Option<B>` where
+/// `B: GpuBackend`; `None` means skipped, the maker prints why).
+#[macro_export]
+macro_rules! conformance_tests {
+    ($make:expr) => {
+        $crate::conformance_tests!(@gate $make, gate1_tier_agreement, TierAgreement);
+        $crate::conformance_tests!(@gate $make, gate2_register_tiled, RegisterTiled);
+        $crate::conformance_tests!(@gate $make, gate3_f64_bound, F64Bound);
+        $crate::conformance_tests!(@gate $make, gate4_row_permutation, RowPermutation);
+        $crate::conformance_tests!(@gate $make, gate5_guards, Guards);
+        $crate::conformance_tests!(@gate $make, gate6_impulse, Impulse);
+        $crate::conformance_tests!(@gate $make, gate7_odd_shapes, OddShapes);
+        $crate::conformance_tests!(@gate $make, gate8_bad_input, BadInput);
+    };
+    (@gate $make:expr, $name:ident, $gate:ident) => {
+        #[test]
+        fn $name() {
+            if let Some(backend) = $make() {
+                $crate::conformance::assert_gate(&backend, $crate::conformance::Gate::$gate);
+            }
+        }
+    };
+}

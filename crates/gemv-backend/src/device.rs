@@ -1,0 +1,40 @@
+//! What a backend reports about the device it runs on.
+
+/// The kind of device, for choosing a default backend and reading numbers right.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceKind {
+    /// A real GPU.
+    Gpu,
+    /// A software rasteriser posing as a GPU (lavapipe, WARP).
+    SoftwareGpu,
+    /// The host CPU running the reference.
+    Cpu,
+    /// An emulator running GPU kernels on the CPU (correctness only).
+    Emulator,
+}
+
+/// How `time_launches` measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimerKind {
+    /// Device events or timestamp queries.
+    DeviceEvents,
+    /// The host clock around a synchronised span.
+    HostClock,
+}
+
+/// The device behind a backend.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceInfo {
+    /// The backend's name (`host`, `cuda-emu`, `cuda`, `wgpu`).
+    pub backend: &'static str,
+    /// The device's own name.
+    pub name: String,
+    /// Architecture (e.g. `sm_90`, `x86_64`, `vulkan/llvmpipe`).
+    pub architecture: String,
+    /// What it is.
+    pub kind: DeviceKind,
+    /// Nominal peak memory bandwidth in GB/s, when known.
+    pub peak_bandwidth_gbps: Option<f64>,
+    /// How timing is measured.
+    pub timer: TimerKind,
+}

@@ -1,0 +1,134 @@
+//! The public error of every backend: typed, with the kernel, buffer or shape it is about.
+
+use gemv_core::CoreError;
+
+/// Everything a backend call can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A shape, length or plan error from gemv-core.
+    #[error(transparent)]
+    Core(#[from] CoreError),
+    /// The handle was zero or not one of this backend's.
+    #[error("kernel handle {raw} is not resolved on backend {backend}")]
+    UnresolvedKernel {
+        /// The raw handle.
+        raw: u64,
+        /// Backend name.
+        backend: &'static str,
+    },
+    /// More rows than the kernel's tier covers.
+    #[error("kernel {kernel}: M = {m} exceeds its width {width}")]
+    MExceedsWidth {
+        /// Kernel name.
+        kernel: &'static str,
+        /// Rows requested.
+        m: usize,
+        /// The kernel's width.
+        width: usize,
+    },
+    /// A range reaching past the end of its buffer.
+    #[error("{what}: range [{offset}, {offset} + {len}) lies outside its buffer of {buffer_len} bytes")]
+    RangeOutOfBounds {
+        /// Which argument.
+        what: &'static str,
+        /// Byte offset.
+        offset: usize,
+        /// Byte length.
+        len: usize,
+        /// The buffer's size.
+        buffer_len: usize,
+    },
+    /// A range smaller than the shape needs.
+    #[error("{what}: range holds {len} bytes but M = {m}, N = {n}, K = {k} needs {needed}")]
+    RangeTooSmall {
+        /// Which argument.
+        what: &'static str,
+        /// Bytes in the range.
+        len: usize,
+        /// Bytes needed.
+        needed: usize,
+        /// Rows.
+        m: usize,
+        /// Weight rows.
+        n: usize,
+        /// Weight columns.
+        k: usize,
+    },
+    /// A bf16 range not on a 2-byte boundary.
+    #[error("{what}: offset {offset} is not a multiple of {align}")]
+    Misaligned {
+        /// Which argument.
+        what: &'static str,
+        /// Byte offset.
+        offset: usize,
+        /// Required alignment.
+        align: usize,
+    },
+    /// Y shares bytes with an input.
+    #[error("y overlaps {what} in buffer {buffer}")]
+    OutputOverlaps {
+        /// The input it overlaps.
+        what: &'static str,
+        /// Buffer id.
+        buffer: u64,
+    },
+    /// A buffer id this backend does not know (freed, or from another backend).
+    #[error("buffer {id} is unknown to backend {backend} (freed, or from another backend)")]
+    UnknownBuffer {
+        /// Buffer id.
+        id: u64,
+        /// Backend name.
+        backend: &'static str,
+    },
+    /// A host slice whose length does not match the device range.
+    #[error("{what}: host data has {found} bytes, the device range {expected}")]
+    HostLengthMismatch {
+        /// Which transfer.
+        what: &'static str,
+        /// Bytes of the device range.
+        expected: usize,
+        /// Bytes given.
+        found: usize,
+    },
+    /// No usable device or driver: the backend cannot run here.
+    #[error("backend {backend} is unavailable: {reason}")]
+    Unavailable {
+        /// Backend name.
+        backend: &'static str,
+        /// Why, in one line.
+        reason: String,
+    },
+    /// A request over a device limit (binding size, allocation).
+    #[error("{backend}: {what} needs {requested} bytes, over the device limit of {limit}")]
+    LimitExceeded {
+        /// Backend name.
+        backend: &'static str,
+        /// What was too large.
+        what: String,
+        /// Bytes requested.
+        requested: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// A kernel fault: an out-of-bounds access or a barrier/shuffle error (emulator), or a
+    /// device-side error.
+    #[error("kernel {kernel} faulted: {message}")]
+    KernelFault {
+        /// Kernel name.
+        kernel: String,
+        /// What happened, with block/thread/offset where known.
+        message: String,
+    },
+    /// Any other driver or runtime error.
+    #[error("{backend}: {message}")]
+    Device {
+        /// Backend name.
+        backend: &'static str,
+        /// The driver's message with context.
+        message: String,
+    },
+}
+
+/// Result alias for backend calls.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,30 @@
+//! gemv-backend: what every gemv backend implements and proves.
+//!
+//! - [`GpuBackend`]: object-safe; kernels by (module, name) into [`KernelHandle`]s (0 = not
+//!   resolved), buffers, launches, synchronisation, timing, device info.
+//! - [`GemvArgs::validate`]: the one boundary check every launch goes through.
+//! - [`ResolvedTiers`]: the tier table bound to one backend; [`DeviceMatrix`]: weights uploaded
+//!   once, any M run through the dispatch plan.
+//! - [`conformance`]: SPEC section 5's gates, written once, run for every backend.
+#![warn(missing_docs)]
+
+mod args;
+mod backend;
+mod buffer;
+pub mod conformance;
+mod device;
+mod device_matrix;
+mod error;
+mod handle;
+mod host_memory;
+mod tiers;
+
+pub use args::GemvArgs;
+pub use backend::{GpuBackend, resolved_spec};
+pub use buffer::{BufferRange, DeviceBuffer};
+pub use device::{DeviceInfo, DeviceKind, TimerKind};
+pub use device_matrix::DeviceMatrix;
+pub use error::{Error, Result};
+pub use handle::KernelHandle;
+pub use host_memory::HostMemory;
+pub use tiers::ResolvedTiers;

@@ -1,0 +1,71 @@
+//! The resolved tier table: each width's handle on one backend, resolved once.
+//!
+//! Resolving never fails: a kernel the backend lacks is a zero handle. Width 8 resolves
+//! `batch8_rt2` unless `GEMV_NO_BATCH8_RT` (then, or when rt2 is missing, classic `batch8`). The
+//! decision itself lives in gemv-core ([`select_tier`], [`dispatch_plan`]); this only binds it.
+
+use crate::{GpuBackend, KernelHandle};
+use gemv_core::{BATCHM_FAMILY, KillSwitches, Launch, MODULE_NAME, TIERS, TierMask, dispatch_plan, select_tier};
+
+/// One backend's handles for every width of [`TIERS`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedTiers {
+    handles: [KernelHandle; TIERS.len()],
+    switches: KillSwitches,
+}
+
+impl ResolvedTiers {
+    /// Looks every tier up on `backend` under `switches`.
+    pub fn resolve(backend: &dyn GpuBackend, switches: KillSwitches) -> Self {
+        let handles = std::array::from_fn(|index| {
+            let tier = TIERS[index];
+            let preferred = backend.lookup_kernel(MODULE_NAME, tier.kernel_name(switches));
+            if preferred.is_resolved() { preferred } else { backend.lookup_kernel(MODULE_NAME, tier.kernel) }
+        });
+        let resolved = Self { handles, switches };
+        tracing::debug!(backend = backend.name(), present = resolved.present().bits(), "tiers resolved");
+        resolved
+    }
+
+    /// The switches it was resolved under.
+    pub fn switches(&self) -> KillSwitches {
+        self.switches
+    }
+
+    /// The handle of `TIERS[index]` (NONE when absent or out of range).
+    pub fn handle(&self, index: usize) -> KernelHandle {
+        self.handles.get(index).copied().unwrap_or(KernelHandle::NONE)
+    }
+
+    /// Which tiers resolved.
+    pub fn present(&self) -> TierMask {
+        (0..TIERS.len()).filter(|&i| self.handles[i].is_resolved()).fold(TierMask::NONE, TierMask::with)
+    }
+
+    fn family_choice(&self, m: usize) -> Option<usize> {
+        let present: Vec<bool> = self.handles[BATCHM_FAMILY].iter().map(|h| h.is_resolved()).collect();
+        select_tier(m, &present, self.switches.exact_m_tiers).map(|i| BATCHM_FAMILY.start + i)
+    }
+
+    /// The batchm-family kernel for `m` (zero handle when nothing covers m).
+    pub fn kernel(&self, m: usize) -> KernelHandle {
+        self.family_choice(m).map_or(KernelHandle::NONE, |index| self.handles[index])
+    }
+
+    /// The width the batchm family dispatches `m` on.
+    pub fn width(&self, m: usize) -> Option<usize> {
+        let width = self.family_choice(m).map(|index| TIERS[index].width);
+        tracing::trace!(m, ?width, "tier chosen");
+        width
+    }
+
+    /// Whether batch4 resolved: can this build do NVFP4 batched decode at all.
+    pub fn has_base(&self) -> bool {
+        self.handles[BATCHM_FAMILY.start].is_resolved()
+    }
+
+    /// A dispatch plan for any `m` within `width_cap` over the present tiers.
+    pub fn plan(&self, m: usize, width_cap: usize) -> gemv_core::Result<Vec<Launch>> {
+        dispatch_plan(m, width_cap, self.present(), self.switches.exact_m_tiers)
+    }
+}

@@ -1,0 +1,13 @@
+//! gemv-mock: the host reference backend.
+//!
+//! It executes the exact numeric contract ([`gemv_core::gemv_contract`]) on the CPU, threaded over
+//! N. All tiers share that one implementation; a tier only caps M. Tests choose which kernels are
+//! "present" (to simulate a target missing tiers) and read a log of which kernel ran for which M.
+//! The independent f64 reference lives beside the contract in gemv-core
+//! ([`gemv_core::f64_reference`]) and is re-exported here.
+#![warn(missing_docs)]
+
+mod backend;
+
+pub use backend::{LaunchRecord, MockBackend, UnknownKernel};
+pub use gemv_core::{ReferenceOutput, f64_reference};

@@ -1,0 +1,100 @@
+//! Resolution and dispatch against a backend that lacks kernels, read through the launch log.
+
+use gemv_backend::{DeviceMatrix, KernelHandle, ResolvedTiers, conformance};
+use gemv_core::{KillSwitches, TIERS};
+use gemv_mock::{LaunchRecord, MockBackend};
+use rstest::rstest;
+
+const ON: KillSwitches = KillSwitches { exact_m_tiers: true, batch8_register_tiled: true };
+
+fn widths(backend: &MockBackend, switches: KillSwitches) -> Vec<Option<usize>> {
+    let tiers = ResolvedTiers::resolve(backend, switches);
+    (0..=9).map(|m| tiers.width(m)).collect()
+}
+
+#[test]
+fn full_backend_dispatches_narrowest() {
+    let backend = MockBackend::new();
+    assert_eq!(
+        widths(&backend, ON),
+        [None, Some(4), Some(4), Some(4), Some(4), Some(5), Some(6), Some(7), Some(8), None]
+    );
+    let off = KillSwitches { exact_m_tiers: false, ..ON };
+    assert_eq!(
+        widths(&backend, off),
+        [None, Some(4), Some(4), Some(4), Some(4), Some(8), Some(8), Some(8), Some(8), None]
+    );
+}
+
+#[test]
+fn missing_tier_falls_to_next_wider_and_zero_handles_on_miss() {
+    let backend =
+        MockBackend::with_present(&["w4a16_gemv_batch4", "w4a16_gemv_batch7", "w4a16_gemv_batch8"]).expect("names");
+    let tiers = ResolvedTiers::resolve(&backend, ON);
+    assert_eq!(tiers.width(5), Some(7));
+    assert_eq!(tiers.width(8), Some(8));
+    assert_eq!(tiers.kernel(9), KernelHandle::NONE);
+    assert_eq!(tiers.kernel(0), KernelHandle::NONE);
+    assert!(tiers.has_base());
+    // rt2 is absent: width 8 falls back to the classic kernel even though rt2 is preferred.
+    assert_eq!(tiers.kernel(8), KernelHandle::for_name("w4a16_gemv_batch8"));
+}
+
+#[test]
+fn has_base_means_batch4() {
+    let without = MockBackend::with_present(&["w4a16_gemv_batch8", "w4a16_gemv"]).expect("names");
+    assert!(!ResolvedTiers::resolve(&without, ON).has_base());
+    let nothing = MockBackend::with_present(&[]).expect("names");
+    let tiers = ResolvedTiers::resolve(&nothing, ON);
+    assert!(!tiers.has_base());
+    assert!((0..=8).all(|m| tiers.kernel(m) == KernelHandle::NONE));
+}
+
+#[rstest]
+#[case::rt2(true, "w4a16_gemv_batch8_rt2")]
+#[case::classic(false, "w4a16_gemv_batch8")]
+fn width_8_resolves_per_switch(#[case] rt: bool, #[case] expected: &str) {
+    let backend = MockBackend::new();
+    let tiers = ResolvedTiers::resolve(&backend, KillSwitches { batch8_register_tiled: rt, ..ON });
+    assert_eq!(tiers.kernel(8), KernelHandle::for_name(expected));
+    assert_eq!(tiers.kernel(6), KernelHandle::for_name("w4a16_gemv_batch6"));
+}
+
+#[rstest]
+#[case::m3(3, &[("w4a16_gemv_batch3", 3)])]
+#[case::m8(8, &[("w4a16_gemv_batch8_rt2", 8)])]
+#[case::m11(11, &[("w4a16_gemv_batch16", 11)])]
+#[case::m40(40, &[("w4a16_gemv_batch32", 32), ("w4a16_gemv_batch8_rt2", 8)])]
+fn plan_launches_are_logged(#[case] m: usize, #[case] expected: &[(&'static str, usize)]) {
+    let backend = MockBackend::new();
+    let tiers = ResolvedTiers::resolve(&backend, ON);
+    let (n, k) = (9, 48);
+    let w = conformance::matrix(n, k, 1);
+    let x = conformance::activations(m, k, 2);
+    let matrix = DeviceMatrix::upload(&backend, &w.view()).expect("upload");
+    matrix.gemv(&tiers, &x, m, 32).expect("runs");
+    let expected: Vec<LaunchRecord> = expected.iter().map(|&(kernel, m)| LaunchRecord { kernel, m }).collect();
+    assert_eq!(backend.launches(), expected);
+}
+
+#[test]
+fn a_target_missing_tiers_gives_the_same_bits() {
+    let full = MockBackend::new();
+    let sparse = MockBackend::with_present(&["w4a16_gemv_batch8"]).expect("names");
+    let (n, k, m) = (13, 96, 6);
+    let w = conformance::matrix(n, k, 3);
+    let x = conformance::activations(m, k, 4);
+    let run = |backend: &MockBackend| {
+        let tiers = ResolvedTiers::resolve(backend, ON);
+        DeviceMatrix::upload(backend, &w.view()).expect("upload").gemv(&tiers, &x, m, 8).expect("runs")
+    };
+    assert_eq!(run(&full), run(&sparse));
+    assert_eq!(sparse.launches(), [LaunchRecord { kernel: "w4a16_gemv_batch8", m: 6 }]);
+    assert_eq!(TIERS.len(), 10);
+}
+
+#[test]
+fn unknown_names_are_rejected() {
+    let error = MockBackend::with_present(&["w4a16_gemv_batch9"]).expect_err("unknown");
+    assert!(error.to_string().contains("w4a16_gemv_batch9"));
+}
