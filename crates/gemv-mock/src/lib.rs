@@ -11,3 +11,8 @@ mod backend;
 
 pub use backend::{LaunchRecord, MockBackend, UnknownKernel};
 pub use gemv_core::{ReferenceOutput, f64_reference};
+
+/// The README's usage example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeExample;

@@ -1,0 +1,63 @@
+//! Which backends this build has and how to open one by name. The one place the CLI knows them.
+
+use clap::ValueEnum;
+use gemv_backend::{DeviceKind, GpuBackend};
+
+/// A backend name on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendChoice {
+    /// The best one found: CUDA, then wgpu on a real GPU, then the host.
+    Auto,
+    /// The host reference (exact contract on the CPU).
+    Host,
+    /// The CUDA kernels compiled for the CPU under the SIMT emulator.
+    CudaEmu,
+    /// CUDA on an NVIDIA GPU.
+    Cuda,
+    /// wgpu (Vulkan, Metal, DX12; lavapipe as a software fallback).
+    Wgpu,
+}
+
+impl BackendChoice {
+    /// Every concrete backend, in the order `auto` prefers them.
+    pub const CONCRETE: [BackendChoice; 4] =
+        [BackendChoice::Cuda, BackendChoice::Wgpu, BackendChoice::Host, BackendChoice::CudaEmu];
+
+    /// The name users type.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendChoice::Auto => "auto",
+            BackendChoice::Host => "host",
+            BackendChoice::CudaEmu => "cuda-emu",
+            BackendChoice::Cuda => "cuda",
+            BackendChoice::Wgpu => "wgpu",
+        }
+    }
+}
+
+/// Opens a concrete backend, or says in one line why it cannot be opened here.
+pub fn open(choice: BackendChoice) -> Result<Box<dyn GpuBackend>, String> {
+    match choice {
+        BackendChoice::Auto => open_auto(),
+        BackendChoice::Host => Ok(Box::new(gemv_mock::MockBackend::new())),
+        BackendChoice::CudaEmu => Err("the cuda-emu backend is not part of this build yet".into()),
+        BackendChoice::Cuda => Err("the cuda backend is not part of this build yet".into()),
+        BackendChoice::Wgpu => Err("the wgpu backend is not part of this build yet".into()),
+    }
+}
+
+/// CUDA first, then wgpu on a real GPU, then the host reference.
+fn open_auto() -> Result<Box<dyn GpuBackend>, String> {
+    for choice in [BackendChoice::Cuda, BackendChoice::Wgpu] {
+        match open(choice) {
+            Ok(backend) if backend.device_info().kind == DeviceKind::Gpu => {
+                tracing::info!(backend = backend.name(), "auto picked a GPU backend");
+                return Ok(backend);
+            }
+            Ok(backend) => tracing::debug!(backend = backend.name(), "auto skipped: not a real GPU"),
+            Err(reason) => tracing::debug!(backend = choice.name(), %reason, "auto skipped"),
+        }
+    }
+    tracing::info!(backend = "host", "auto picked the host reference");
+    open(BackendChoice::Host)
+}

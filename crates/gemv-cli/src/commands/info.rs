@@ -1,0 +1,79 @@
+//! `gemv info`: backends found, kernels resolved, kill-switch state, and the tier each M gets.
+
+use crate::backends::{BackendChoice, open};
+use gemv_backend::{GpuBackend, ResolvedTiers};
+use gemv_core::{KERNELS, KillSwitches, MODULE_NAME, NO_BATCH8_RT, NO_EXACT_M_TIERS, TIERS};
+use std::fmt::Write;
+
+/// Renders the report for every backend (or the one chosen).
+pub fn report(choice: Option<BackendChoice>) -> String {
+    let mut out = String::new();
+    let switches = KillSwitches::process();
+    let _ = writeln!(out, "kill switches (presence-checked):");
+    let _ = writeln!(
+        out,
+        "  {NO_EXACT_M_TIERS:<24} {}",
+        if switches.exact_m_tiers { "unset: exact-M tiers 5, 6, 7 on" } else { "set: widths 5, 6, 7 hidden" }
+    );
+    let _ = writeln!(
+        out,
+        "  {NO_BATCH8_RT:<24} {}",
+        if switches.batch8_register_tiled { "unset: width 8 -> batch8_rt2" } else { "set: width 8 -> batch8" }
+    );
+    let choices: Vec<BackendChoice> = match choice {
+        Some(BackendChoice::Auto) | None => BackendChoice::CONCRETE.to_vec(),
+        Some(one) => vec![one],
+    };
+    let _ = writeln!(out, "\nbackends:");
+    let mut opened = Vec::new();
+    for choice in choices {
+        match open(choice) {
+            Ok(backend) => {
+                let info = backend.device_info();
+                let peak = info.peak_bandwidth_gbps.map_or("peak unknown".to_string(), |p| format!("{p:.0} GB/s peak"));
+                let _ = writeln!(
+                    out,
+                    "  {:<9} available: {} [{}; {:?}; {peak}]",
+                    choice.name(),
+                    info.name,
+                    info.architecture,
+                    info.kind
+                );
+                opened.push(backend);
+            }
+            Err(reason) => {
+                let _ = writeln!(out, "  {:<9} unavailable: {reason}", choice.name());
+            }
+        }
+    }
+    for backend in &opened {
+        backend_report(&mut out, backend.as_ref(), switches);
+    }
+    out
+}
+
+fn backend_report(out: &mut String, backend: &dyn GpuBackend, switches: KillSwitches) {
+    let _ = writeln!(out, "\n{}: kernels in module {MODULE_NAME}", backend.name());
+    for spec in KERNELS {
+        let handle = backend.lookup_kernel(MODULE_NAME, spec.name);
+        let state = if handle.is_resolved() { "resolved" } else { "MISSING" };
+        let _ = writeln!(out, "  {:<24} max M {:>2}  {state}", spec.name, spec.max_m);
+    }
+    let tiers = ResolvedTiers::resolve(backend, switches);
+    let _ = writeln!(out, "  has_base (batch4 resolved): {}", tiers.has_base());
+    let _ =
+        writeln!(out, "\n{}: tier per M (family = batchm table, capped at 8; plan = any M, cap 32)", backend.name());
+    let _ = writeln!(out, "  {:>2}  {:<8} plan", "M", "family");
+    for m in 1..=32 {
+        let family = tiers.width(m).map_or("-".to_string(), |w| format!("batch{w}"));
+        let plan = match tiers.plan(m, 32) {
+            Ok(plan) => plan
+                .iter()
+                .map(|l| format!("{}[{} rows]", TIERS[l.tier].kernel_name(switches), l.rows))
+                .collect::<Vec<_>>()
+                .join(" + "),
+            Err(error) => format!("none ({error})"),
+        };
+        let _ = writeln!(out, "  {m:>2}  {family:<8} {plan}");
+    }
+}
