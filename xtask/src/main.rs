@@ -40,8 +40,14 @@ fn main() -> ExitCode {
 
 fn test() -> Result<(), String> {
     provision::rust_components()?;
+    provision::host_compiler()?;
     util::run("cargo", &["fmt", "--all", "--", "--check"])?;
     util::run("cargo", &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
     util::run("cargo", &["test", "--workspace"])?;
+    // Release-only tests: real shapes under the emulator.
+    util::run(
+        "cargo",
+        &["test", "--release", "-p", "gemv-cuda", "--features", "emulator", "--test", "emulator_real_shape"],
+    )?;
     Ok(())
 }

@@ -11,3 +11,24 @@ pub fn rust_components() -> Result<(), String> {
     }
     Ok(())
 }
+
+/// g++ builds the CUDA kernels for the emulator; Debian's package when it is missing.
+pub fn host_compiler() -> Result<(), String> {
+    if has("g++", &["--version"]) {
+        return Ok(());
+    }
+    apt_install(&["g++"])
+}
+
+/// `apt-get install -y` (with sudo when not root), after one `apt-get update`.
+pub fn apt_install(packages: &[&str]) -> Result<(), String> {
+    let root = std::process::Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0"));
+    let (program, prefix): (&str, Vec<&str>) = if root { ("apt-get", vec![]) } else { ("sudo", vec!["apt-get"]) };
+    let mut update = prefix.clone();
+    update.extend(["update", "-q"]);
+    run(program, &update)?;
+    let mut install = prefix;
+    install.extend(["install", "-y", "-q", "--no-install-recommends"]);
+    install.extend(packages);
+    run(program, &install)
+}

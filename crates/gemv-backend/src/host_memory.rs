@@ -87,3 +87,50 @@ impl HostMemory {
         Ok(f(self.checked(&mut state, what, range)?))
     }
 }
+
+/// A launch's inputs copied out of host memory: exactly the bytes the shape needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostLaunchInputs {
+    /// X `[m][K]` bf16 bits.
+    pub x: Vec<u16>,
+    /// Packed weights `[N][K/2]`.
+    pub packed: Vec<u8>,
+    /// Scales `[N][K/16]`.
+    pub scales: Vec<u8>,
+    /// The bytes of Y the launch writes: its first `m` rows.
+    pub y_range: BufferRange,
+}
+
+impl HostMemory {
+    /// Copies out what a validated launch reads, and names the range it writes.
+    pub fn launch_inputs(&self, args: &crate::GemvArgs, shape: gemv_core::GemvShape) -> Result<HostLaunchInputs> {
+        let (m, n, k) = (shape.m, shape.n, shape.k);
+        let x_bytes = self.read("x", args.x.buffer.range(args.x.offset, 2 * m * k))?;
+        Ok(HostLaunchInputs {
+            x: x_bytes.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect(),
+            packed: self.read("packed", args.packed.buffer.range(args.packed.offset, n * k / 2))?,
+            scales: self.read("scales", args.scales.buffer.range(args.scales.offset, n * k / 16))?,
+            y_range: args.y.buffer.range(args.y.offset, 2 * m * n),
+        })
+    }
+}
+
+/// Implements `alloc`, `free`, `upload` and `download` of [`GpuBackend`](crate::GpuBackend) by
+/// delegating to a [`HostMemory`] field, for backends whose buffers live in host memory.
+#[macro_export]
+macro_rules! delegate_buffers_to_host_memory {
+    ($field:ident) => {
+        fn alloc(&self, bytes: usize) -> $crate::Result<$crate::DeviceBuffer> {
+            self.$field.alloc(bytes)
+        }
+        fn free(&self, buffer: $crate::DeviceBuffer) -> $crate::Result<()> {
+            self.$field.free(buffer)
+        }
+        fn upload(&self, dst: $crate::BufferRange, data: &[u8]) -> $crate::Result<()> {
+            self.$field.upload(dst, data)
+        }
+        fn download(&self, src: $crate::BufferRange, out: &mut [u8]) -> $crate::Result<()> {
+            self.$field.download(src, out)
+        }
+    };
+}

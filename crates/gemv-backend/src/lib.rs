@@ -26,5 +26,5 @@ pub use device::{DeviceInfo, DeviceKind, TimerKind};
 pub use device_matrix::DeviceMatrix;
 pub use error::{Error, Result};
 pub use handle::KernelHandle;
-pub use host_memory::HostMemory;
+pub use host_memory::{HostLaunchInputs, HostMemory};
 pub use tiers::ResolvedTiers;

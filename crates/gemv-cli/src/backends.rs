@@ -40,7 +40,7 @@ pub fn open(choice: BackendChoice) -> Result<Box<dyn GpuBackend>, String> {
     match choice {
         BackendChoice::Auto => open_auto(),
         BackendChoice::Host => Ok(Box::new(gemv_mock::MockBackend::new())),
-        BackendChoice::CudaEmu => Err("the cuda-emu backend is not part of this build yet".into()),
+        BackendChoice::CudaEmu => Ok(Box::new(gemv_cuda::CudaEmulator::new())),
         BackendChoice::Cuda => Err("the cuda backend is not part of this build yet".into()),
         BackendChoice::Wgpu => Err("the wgpu backend is not part of this build yet".into()),
     }

@@ -64,3 +64,11 @@ fn kill_switch_is_presence_checked_in_info() {
     let m5 = stdout.lines().find(|l| l.trim_start().starts_with("5 ")).expect("M = 5 row");
     assert!(m5.contains("batch8"), "=0 must still switch exact-M off: {m5}");
 }
+
+#[test]
+fn check_cuda_emulator_runs_the_cuda_kernels() {
+    let (code, stdout, stderr) = gemv(&["check", "--backend", "cuda-emu", "--gate", "1", "--gate", "5", "--gate", "8"]);
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("conformance on cuda-emu"), "{stdout}");
+    assert!(stdout.contains(" 0 failed"), "{stdout}");
+}

@@ -1,8 +1,7 @@
 //! [`MockBackend`]: buffers in host memory, launches run the host contract synchronously.
 
 use gemv_backend::{
-    BufferRange, DeviceBuffer, DeviceInfo, DeviceKind, GemvArgs, GpuBackend, HostMemory, KernelHandle, Result,
-    TimerKind, resolved_spec,
+    DeviceInfo, DeviceKind, GemvArgs, GpuBackend, HostMemory, KernelHandle, Result, TimerKind, resolved_spec,
 };
 use gemv_core::{KERNELS, MODULE_NAME, Nvfp4View, gemv_contract, host_threads};
 use std::sync::Mutex;
@@ -103,21 +102,7 @@ impl GpuBackend for MockBackend {
         }
     }
 
-    fn alloc(&self, bytes: usize) -> Result<DeviceBuffer> {
-        self.memory.alloc(bytes)
-    }
-
-    fn free(&self, buffer: DeviceBuffer) -> Result<()> {
-        self.memory.free(buffer)
-    }
-
-    fn upload(&self, dst: BufferRange, data: &[u8]) -> Result<()> {
-        self.memory.upload(dst, data)
-    }
-
-    fn download(&self, src: BufferRange, out: &mut [u8]) -> Result<()> {
-        self.memory.download(src, out)
-    }
+    gemv_backend::delegate_buffers_to_host_memory!(memory);
 
     fn launch_gemv(&self, kernel: KernelHandle, args: &GemvArgs) -> Result<()> {
         let spec = resolved_spec(NAME, kernel)?;
@@ -127,16 +112,11 @@ impl GpuBackend for MockBackend {
         }
         let shape = args.validate(spec)?;
         let (m, n, k) = (shape.m, shape.n, shape.k);
-        let x_bytes = self.memory.read("x", args.x.buffer.range(args.x.offset, 2 * m * k))?;
-        let packed = self.memory.read("packed", args.packed.buffer.range(args.packed.offset, n * k / 2))?;
-        let scales = self.memory.read("scales", args.scales.buffer.range(args.scales.offset, n * k / 16))?;
-        let x: Vec<u16> = x_bytes.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect();
-        let weights = Nvfp4View::new(&packed, &scales, args.global_scale, n, k)?;
+        let inputs = self.memory.launch_inputs(args, shape)?;
+        let weights = Nvfp4View::new(&inputs.packed, &inputs.scales, args.global_scale, n, k)?;
         let mut y = vec![0u16; m * n];
-        gemv_contract(&weights, &x, m, &mut y, self.threads)?;
-        self.memory.write_with("y", args.y.buffer.range(args.y.offset, 2 * m * n), |out| {
-            out.copy_from_slice(bytemuck::cast_slice(&y));
-        })?;
+        gemv_contract(&weights, &inputs.x, m, &mut y, self.threads)?;
+        self.memory.write_with("y", inputs.y_range, |out| out.copy_from_slice(bytemuck::cast_slice(&y)))?;
         self.log.lock().unwrap_or_else(|p| p.into_inner()).push(LaunchRecord { kernel: spec.name, m });
         tracing::trace!(kernel = spec.name, m, n, k, "host launch");
         Ok(())

@@ -1,0 +1,44 @@
+//! The C interface of kernels/cuda/emu/emulator.h.
+
+use std::ffi::{c_char, c_int, c_uint, c_void};
+
+#[repr(C)]
+pub struct EmuKernel {
+    _name: *const c_char,
+    _entry: *const c_void,
+}
+
+#[repr(C)]
+pub struct EmuArgs {
+    pub x: *const u16,
+    pub packed: *const u8,
+    pub scales: *const u8,
+    pub y: *mut u16,
+    pub global_scale: f32,
+    pub m: c_int,
+    pub n: c_int,
+    pub k: c_int,
+}
+
+#[repr(C)]
+pub struct EmuRegion {
+    pub name: *const c_char,
+    pub base: *const c_void,
+    pub len: usize,
+    pub writable: c_int,
+}
+
+unsafe extern "C" {
+    pub fn gemv_emu_find(name: *const c_char) -> *const EmuKernel;
+    pub fn gemv_emu_launch(
+        kernel: *const EmuKernel,
+        grid_x: c_uint,
+        block_x: c_uint,
+        args: *const EmuArgs,
+        regions: *const EmuRegion,
+        region_count: c_int,
+        workers: c_int,
+        error: *mut c_char,
+        error_len: usize,
+    ) -> c_int;
+}

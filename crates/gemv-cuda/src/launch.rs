@@ -1,0 +1,20 @@
+//! Launch geometry, shared by the real driver and the emulator: 128 threads (4 warps) per block,
+//! one weight row per warp, two for the register-tiled `batch8_rt2`. Must match
+//! `GEMV_KERNELS` in kernels/cuda/w4a16_gemv.cu; the conformance suite would miss rows otherwise.
+
+use gemv_core::KernelSpec;
+
+/// Threads per block (`gemv::kThreadsPerBlock` in the kernel source).
+pub const THREADS_PER_BLOCK: u32 = 128;
+const WARPS_PER_BLOCK: u32 = THREADS_PER_BLOCK / 32;
+
+/// Weight rows one warp computes.
+pub fn rows_per_warp(kernel: &KernelSpec) -> u32 {
+    if kernel.name == "w4a16_gemv_batch8_rt2" { 2 } else { 1 }
+}
+
+/// Blocks for `n` weight rows.
+pub fn grid_size(kernel: &KernelSpec, n: usize) -> u32 {
+    let rows_per_block = (WARPS_PER_BLOCK * rows_per_warp(kernel)) as usize;
+    u32::try_from(n.div_ceil(rows_per_block)).unwrap_or(u32::MAX)
+}

@@ -1,0 +1,42 @@
+// The C interface between the emulator and Rust (crates/gemv-cuda/src/emulator/ffi.rs).
+#pragma once
+
+#include <cstddef>
+
+#include "../gemv_portable.cuh"
+
+extern "C" {
+
+// The gemv kernel signature every registered entry point has.
+typedef void (*EmuEntry)(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
+                         float global_scale, int m, int n, int k);
+
+struct EmuKernel {
+    const char* name;
+    EmuEntry entry;
+};
+
+struct EmuArgs {
+    const gemv_u16* x;
+    const gemv_u8* packed;
+    const gemv_u8* scales;
+    gemv_u16* y;
+    float global_scale;
+    int m, n, k;
+};
+
+// A buffer the launch may touch; anything else is out of bounds.
+struct EmuRegion {
+    const char* name;
+    const void* base;
+    size_t len;
+    int writable;
+};
+
+// The kernel named `name` (production and test kernels), or null.
+const EmuKernel* gemv_emu_find(const char* name);
+
+// Runs grid_x blocks of block_x threads; 0 on success, else 1 with a message in `error`.
+int gemv_emu_launch(const EmuKernel* kernel, unsigned grid_x, unsigned block_x, const EmuArgs* args,
+                    const EmuRegion* regions, int region_count, int workers, char* error, size_t error_len);
+}
