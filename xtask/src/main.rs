@@ -39,15 +39,27 @@ fn main() -> ExitCode {
 }
 
 fn test() -> Result<(), String> {
+    // Mesa's software drivers complain on stderr without it.
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        // SAFETY: xtask is single-threaded here; no other thread reads the environment.
+        unsafe { std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir()) };
+    }
     provision::rust_components()?;
     provision::host_compiler()?;
+    provision::vulkan_software_driver()?;
     util::run("cargo", &["fmt", "--all", "--", "--check"])?;
     util::run("cargo", &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
     util::run("cargo", &["test", "--workspace"])?;
-    // Release-only tests: real shapes under the emulator.
-    util::run(
-        "cargo",
-        &["test", "--release", "-p", "gemv-cuda", "--features", "emulator", "--test", "emulator_real_shape"],
-    )?;
+    // Release-only tests: the real qkv/o shape under the emulator and on the wgpu adapter.
+    let release = [
+        &["-p", "gemv-cuda", "--features", "emulator", "--test", "emulator_real_shape"][..],
+        &["-p", "gemv-wgpu", "--test", "limits_and_shapes", "qkv_shape"][..],
+    ];
+    for selection in release {
+        let mut args = vec!["test", "--release"];
+        args.extend(selection);
+        args.extend(["--", "--nocapture"]);
+        util::run("cargo", &args)?;
+    }
     Ok(())
 }

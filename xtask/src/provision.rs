@@ -32,3 +32,23 @@ pub fn apt_install(packages: &[&str]) -> Result<(), String> {
     install.extend(packages);
     run(program, &install)
 }
+
+/// lavapipe (Debian's mesa-vulkan-drivers) and the Vulkan loader, so the wgpu tests have an
+/// adapter on a machine without a GPU. Installed only where apt-get exists and it is missing.
+pub fn vulkan_software_driver() -> Result<(), String> {
+    let icd_dirs = ["/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d"];
+    let has_lavapipe = icd_dirs.iter().any(|dir| {
+        std::fs::read_dir(dir)
+            .is_ok_and(|entries| entries.flatten().any(|e| e.file_name().to_string_lossy().starts_with("lvp_icd")))
+    });
+    let has_loader = std::path::Path::new("/usr/lib/x86_64-linux-gnu/libvulkan.so.1").exists()
+        || std::path::Path::new("/usr/lib/aarch64-linux-gnu/libvulkan.so.1").exists();
+    if has_lavapipe && has_loader {
+        return Ok(());
+    }
+    if !has("apt-get", &["--version"]) {
+        eprintln!("xtask: no lavapipe and no apt-get: the wgpu tests will skip unless GEMV_REQUIRE_WGPU is set");
+        return Ok(());
+    }
+    apt_install(&["mesa-vulkan-drivers", "libvulkan1"])
+}

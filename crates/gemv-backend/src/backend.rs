@@ -52,3 +52,37 @@ pub trait GpuBackend: Send + Sync {
 pub fn resolved_spec(backend: &'static str, kernel: KernelHandle) -> Result<&'static gemv_core::KernelSpec> {
     kernel.spec().ok_or(Error::UnresolvedKernel { raw: kernel.raw(), backend })
 }
+
+/// A shared reference is a backend too (tests share one device through a `static`).
+impl<T: GpuBackend + ?Sized> GpuBackend for &T {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+    fn device_info(&self) -> DeviceInfo {
+        (**self).device_info()
+    }
+    fn lookup_kernel(&self, module: &str, name: &str) -> KernelHandle {
+        (**self).lookup_kernel(module, name)
+    }
+    fn alloc(&self, bytes: usize) -> Result<DeviceBuffer> {
+        (**self).alloc(bytes)
+    }
+    fn free(&self, buffer: DeviceBuffer) -> Result<()> {
+        (**self).free(buffer)
+    }
+    fn upload(&self, dst: BufferRange, data: &[u8]) -> Result<()> {
+        (**self).upload(dst, data)
+    }
+    fn download(&self, src: BufferRange, out: &mut [u8]) -> Result<()> {
+        (**self).download(src, out)
+    }
+    fn launch_gemv(&self, kernel: KernelHandle, args: &GemvArgs) -> Result<()> {
+        (**self).launch_gemv(kernel, args)
+    }
+    fn synchronize(&self) -> Result<()> {
+        (**self).synchronize()
+    }
+    fn time_launches(&self, launches: &[(KernelHandle, GemvArgs)], repeats: usize) -> Result<Duration> {
+        (**self).time_launches(launches, repeats)
+    }
+}

@@ -42,7 +42,9 @@ pub fn open(choice: BackendChoice) -> Result<Box<dyn GpuBackend>, String> {
         BackendChoice::Host => Ok(Box::new(gemv_mock::MockBackend::new())),
         BackendChoice::CudaEmu => Ok(Box::new(gemv_cuda::CudaEmulator::new())),
         BackendChoice::Cuda => Err("the cuda backend is not part of this build yet".into()),
-        BackendChoice::Wgpu => Err("the wgpu backend is not part of this build yet".into()),
+        BackendChoice::Wgpu => gemv_wgpu::WgpuBackend::new()
+            .map(|backend| Box::new(backend) as Box<dyn GpuBackend>)
+            .map_err(|error| error.to_string()),
     }
 }
 

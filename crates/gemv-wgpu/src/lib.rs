@@ -1,0 +1,13 @@
+//! gemv-wgpu: the gemv tiers in WGSL on wgpu (Vulkan, Metal, DX12; lavapipe in CI).
+//!
+//! Every tier is generated from one template (`kernels/wgsl/w4a16_gemv.wgsl`) and implements the
+//! exact numeric contract, so its output is bit-identical to the host reference on any driver.
+#![warn(missing_docs)]
+
+mod adapter;
+mod backend;
+mod shader;
+
+pub use adapter::{ADAPTER_ENV, AdapterChoice};
+pub use backend::WgpuBackend;
+pub use shader::{rows_per_workgroup, shader_source};

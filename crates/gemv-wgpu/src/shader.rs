@@ -1,0 +1,51 @@
+//! Tier shaders from the one WGSL template: the template's `{{...}}` holes are the only
+//! per-tier difference.
+
+use gemv_core::KernelSpec;
+
+const TEMPLATE: &str = include_str!("../../../kernels/wgsl/w4a16_gemv.wgsl");
+
+/// Partials per output, and the workgroup size.
+pub const WORKGROUP_SIZE: u32 = 64;
+
+/// Weight rows one workgroup computes: two for the register-tiled `batch8_rt2`, else one.
+pub fn rows_per_workgroup(kernel: &KernelSpec) -> u32 {
+    if kernel.name == "w4a16_gemv_batch8_rt2" { 2 } else { 1 }
+}
+
+/// The WGSL module of one kernel; its entry point has the kernel's name.
+pub fn shader_source(kernel: &KernelSpec) -> String {
+    let rows = rows_per_workgroup(kernel) as usize;
+    let max_m = kernel.max_m;
+    TEMPLATE
+        .replace("{{NAME}}", kernel.name)
+        .replace("{{MAX_M}}", &max_m.to_string())
+        .replace("{{ROWS}}", &rows.to_string())
+        .replace("{{SUMS}}", &(rows * max_m * WORKGROUP_SIZE as usize).to_string())
+        .replace("{{ACC}}", &(rows * max_m).to_string())
+        .replace("{{WS}}", &(rows * 16).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gemv_core::KERNELS;
+
+    #[test]
+    fn every_tier_fills_every_hole_and_parses() {
+        for spec in KERNELS {
+            let source = shader_source(&spec);
+            assert!(!source.contains("{{"), "{}: unfilled template hole", spec.name);
+            assert!(source.contains(&format!("fn {}(", spec.name)), "{}: entry point", spec.name);
+            let module = wgpu::naga::front::wgsl::parse_str(&source)
+                .unwrap_or_else(|e| panic!("{}: {}", spec.name, e.emit_to_string(&source)));
+            let mut validator = wgpu::naga::valid::Validator::new(
+                wgpu::naga::valid::ValidationFlags::all(),
+                wgpu::naga::valid::Capabilities::empty(),
+            );
+            if let Err(error) = validator.validate(&module) {
+                panic!("{}: {}", spec.name, error.emit_to_string(&source));
+            }
+        }
+    }
+}
