@@ -26,25 +26,23 @@ constexpr int kPartials = 64;
 // Threads per block; every launcher uses this (crates/gemv-cuda/src/launch.rs).
 constexpr int kThreadsPerBlock = 128;
 
-// E2M1 nibble -> f32, exactly: magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6; bit 3 is the sign.
+// E2M1 nibble -> f32, exactly, branch-free. The magnitude bits e1 e0 m go to f32 bits 24..22:
+// that is the E2M1 value times 2^-126 (a normal number for e >= 1, the subnormal 2^-127 for code
+// 1), so one exact multiply by 2^126 finishes it; bit 3 becomes the sign. (Exact because nvcc
+// keeps subnormals unless --use_fast_math; the emulator's host does too.)
 __device__ __forceinline__ float decode_e2m1(gemv_u32 nibble) {
-    const gemv_u32 mag = nibble & 7u;
-    gemv_u32 bits = mag < 2u ? (mag ? 0x3F000000u : 0u) : ((((mag >> 1) + 126u) << 23) | ((mag & 1u) << 22));
-    bits |= (nibble & 8u) << 28;
-    return __uint_as_float(bits);
+    const gemv_u32 bits = ((nibble & 7u) << 22) | ((nibble & 8u) << 28);
+    return __uint_as_float(bits) * 0x1p126f;
 }
 
-// E4M3 "fn" -> f32, exactly: bias 7, 0x7F/0xFF NaN, subnormals m * 2^-9.
+// E4M3 "fn" -> f32, exactly, with the same trick: the 7 magnitude bits at f32 bits 26..20 are
+// the value times 2^-120 (subnormals m * 2^-9 land on f32 subnormals), times 2^120. 0x7F/0xFF
+// are NaN.
 __device__ __forceinline__ float decode_e4m3(gemv_u32 code) {
+    const gemv_u32 magnitude = code & 0x7Fu;
     const gemv_u32 sign = (code & 0x80u) << 24;
-    const gemv_u32 exponent = (code >> 3) & 0xFu;
-    const gemv_u32 mantissa = code & 7u;
-    if ((code & 0x7Fu) == 0x7Fu) return __uint_as_float(sign | 0x7FC00000u);
-    if (exponent == 0u) {
-        const float v = (float)mantissa * 0.001953125f;
-        return sign ? -v : v;
-    }
-    return __uint_as_float(sign | ((exponent + 120u) << 23) | (mantissa << 20));
+    const float value = __uint_as_float((magnitude << 20) | sign) * 0x1p120f;
+    return magnitude == 0x7Fu ? __uint_as_float(0x7FC00000u | sign) : value;
 }
 
 // f32 -> bf16 bits, round to nearest even; every NaN becomes 0x7FC0.
@@ -59,9 +57,10 @@ __device__ __forceinline__ float bf16_to_f32(gemv_u32 bits) {
 }
 
 // The 8 packed bytes of group g of a row (16 nibbles), as two 32-bit words.
-__device__ __forceinline__ void load_group_codes(const gemv_u8* row, int g, bool aligned, gemv_u32& lo, gemv_u32& hi) {
+template <bool ALIGNED>
+__device__ __forceinline__ void load_group_codes(const gemv_u8* row, int g, gemv_u32& lo, gemv_u32& hi) {
     const gemv_u8* p = row + 8 * (gemv_u64)g;
-    if (aligned) {
+    if (ALIGNED) {
         const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
         lo = v.x;
         hi = v.y;
@@ -76,9 +75,10 @@ __device__ __forceinline__ void load_group_codes(const gemv_u8* row, int g, bool
 }
 
 // The 16 activations of group g of one X row, widened to f32.
-__device__ __forceinline__ void load_group_x(const gemv_u16* row, int g, bool aligned, float (&xs)[kGroup]) {
+template <bool ALIGNED>
+__device__ __forceinline__ void load_group_x(const gemv_u16* row, int g, float (&xs)[kGroup]) {
     const gemv_u16* p = row + kGroup * (gemv_u64)g;
-    if (aligned) {
+    if (ALIGNED) {
         const uint4 a = __ldg(reinterpret_cast<const uint4*>(p));
         const uint4 b = __ldg(reinterpret_cast<const uint4*>(p + 8));
         const gemv_u32 words[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
@@ -93,18 +93,12 @@ __device__ __forceinline__ void load_group_x(const gemv_u16* row, int g, bool al
     }
 }
 
-// One warp computes ROWS consecutive weight rows for every t < m (m <= MAX_M).
-template <int MAX_M, int ROWS>
+// One warp computes ROWS consecutive weight rows for every t < m (m <= MAX_M). ALIGNED: the
+// packed base is 8-byte and the X base 16-byte aligned, so groups load as uint2 / 2 x uint4.
+template <int MAX_M, int ROWS, bool ALIGNED>
 __device__ __forceinline__ void gemv_rows(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
-                                          float global_scale, int m, int n, int k) {
-    const int lane = (int)(threadIdx.x % kWarp);
-    const int warp = (int)(threadIdx.x / kWarp);
-    const int warps_per_block = (int)(blockDim.x / kWarp);
-    const int row0 = ((int)blockIdx.x * warps_per_block + warp) * ROWS;
-    if (row0 >= n) return;  // warp-uniform
+                                          float global_scale, int m, int n, int k, int lane, int row0) {
     const int groups = k / kGroup;
-    const bool packed_aligned = (((gemv_u64)packed) & 7u) == 0u;
-    const bool x_aligned = (((gemv_u64)x) & 15u) == 0u;
 
     // acc[r][h][t]: row row0 + r, partial lane + 32 h, activation row t.
     float acc[ROWS][2][MAX_M];
@@ -126,7 +120,7 @@ __device__ __forceinline__ void gemv_rows(const gemv_u16* x, const gemv_u8* pack
                 const int row = row0 + r < n ? row0 + r : row0;  // a tail row reloads row0 and is never stored
                 const gemv_u8* row_packed = packed + (gemv_u64)row * (gemv_u64)(k / 2);
                 gemv_u32 lo, hi;
-                load_group_codes(row_packed, g, packed_aligned, lo, hi);
+                load_group_codes<ALIGNED>(row_packed, g, lo, hi);
                 const float scale = decode_e4m3(__ldg(scales + (gemv_u64)row * (gemv_u64)groups + g));
 #pragma unroll
                 for (int j = 0; j < 8; ++j) {
@@ -138,7 +132,7 @@ __device__ __forceinline__ void gemv_rows(const gemv_u16* x, const gemv_u8* pack
             for (int t = 0; t < MAX_M; ++t) {
                 if (t >= m) continue;
                 float xs[kGroup];
-                load_group_x(x + (gemv_u64)t * (gemv_u64)k, g, x_aligned, xs);
+                load_group_x<ALIGNED>(x + (gemv_u64)t * (gemv_u64)k, g, xs);
 #pragma unroll
                 for (int r = 0; r < ROWS; ++r) {
                     float a = acc[r][h][t];
@@ -191,6 +185,24 @@ __device__ __forceinline__ void gemv_rows(const gemv_u16* x, const gemv_u8* pack
     }
 }
 
+// Entry: picks the aligned or the byte-wise specialisation once (a uniform branch), so the hot
+// loop carries no alignment tests.
+template <int MAX_M, int ROWS>
+__device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
+                                           float global_scale, int m, int n, int k) {
+    const int lane = (int)(threadIdx.x % kWarp);
+    const int warp = (int)(threadIdx.x / kWarp);
+    const int warps_per_block = (int)(blockDim.x / kWarp);
+    const int row0 = ((int)blockIdx.x * warps_per_block + warp) * ROWS;
+    if (row0 >= n) return;  // warp-uniform
+    const bool aligned = (((gemv_u64)packed) & 7u) == 0u && (((gemv_u64)x) & 15u) == 0u;
+    if (aligned) {
+        gemv_rows<MAX_M, ROWS, true>(x, packed, scales, y, global_scale, m, n, k, lane, row0);
+    } else {
+        gemv_rows<MAX_M, ROWS, false>(x, packed, scales, y, global_scale, m, n, k, lane, row0);
+    }
+}
+
 }  // namespace gemv
 
 // name, MAX_M, rows per warp. The registry order of gemv_core::KERNELS.
@@ -212,7 +224,7 @@ __device__ __forceinline__ void gemv_rows(const gemv_u16* x, const gemv_u8* pack
         name(const gemv_u16* __restrict__ x, const gemv_u8* __restrict__ packed,                           \
              const gemv_u8* __restrict__ scales, gemv_u16* __restrict__ y, float global_scale, int m, int n, \
              int k) {                                                                                       \
-        gemv::gemv_rows<max_m, rows>(x, packed, scales, y, global_scale, m, n, k);                         \
+        gemv::gemv_entry<max_m, rows>(x, packed, scales, y, global_scale, m, n, k);                        \
     }
 
 GEMV_KERNELS(GEMV_DEFINE_ENTRY)

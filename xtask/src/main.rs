@@ -3,9 +3,14 @@
 //! - `test`: provision what is missing, then `cargo fmt --check`, clippy with `-D warnings`, and
 //!   `cargo test --workspace`. The README's test command; `.ci/run` calls it.
 //! - `fixtures [--check]`: regenerate the ml_dtypes codec fixture in a venv under target/.
+//! - `kernels [--check]`: CUDA sources to committed PTX with the pinned nvcc.
+//! - `sass [--check]`: the static SASS report docs/sass.md.
 
+mod cuda_toolchain;
 mod fixtures;
+mod kernels;
 mod provision;
+mod sass;
 mod util;
 
 use std::process::ExitCode;
@@ -15,13 +20,19 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   test              provision tools, then fmt --check, clippy -D warnings, cargo test --workspace
   fixtures [--check] regenerate crates/gemv-core/tests/fixtures/codecs.tsv with ml_dtypes
-                    (--check: fail if the committed fixture differs)";
+                    (--check: fail if the committed fixture differs)
+  kernels [--check] compile kernels/cuda/*.cu to PTX in crates/gemv-cuda/ptx/ with the pinned
+                    nvcc 13.0.88 (from PATH, or a venv under target/)
+  sass [--check]    assemble the PTX for sm_80..sm_121 and write docs/sass.md (registers,
+                    spills, SASS counts, hot loop, per-row slope, issue model); fails on spills";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("test") => test(),
         Some("fixtures") => fixtures::regenerate(args.iter().any(|a| a == "--check")),
+        Some("kernels") => kernels::run(args.iter().any(|a| a == "--check")),
+        Some("sass") => sass::run(args.iter().any(|a| a == "--check")),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())
@@ -49,6 +60,8 @@ fn test() -> Result<(), String> {
     provision::vulkan_software_driver()?;
     util::run("cargo", &["fmt", "--all", "--", "--check"])?;
     util::run("cargo", &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
+    kernels::run(true)?;
+    sass::run(true)?;
     util::run("cargo", &["test", "--workspace"])?;
     // Release-only tests: the real qkv/o shape under the emulator and on the wgpu adapter.
     let release = [

@@ -36,16 +36,26 @@ pub trait GpuBackend: Send + Sync {
     /// Runs `launches` in order, `repeats` times, and returns the device time of the whole span.
     /// The default uses the host clock around a synchronised span; backends with events override.
     fn time_launches(&self, launches: &[(KernelHandle, GemvArgs)], repeats: usize) -> Result<Duration> {
-        self.synchronize()?;
-        let start = Instant::now();
-        for _ in 0..repeats {
-            for (kernel, args) in launches {
-                self.launch_gemv(*kernel, args)?;
-            }
-        }
-        self.synchronize()?;
-        Ok(start.elapsed())
+        time_with_host_clock(self, launches, repeats)
     }
+}
+
+/// Runs `launches` `repeats` times between two synchronisations and returns the host-clock span:
+/// the timing of backends without device events.
+pub fn time_with_host_clock<B: GpuBackend + ?Sized>(
+    backend: &B,
+    launches: &[(KernelHandle, GemvArgs)],
+    repeats: usize,
+) -> Result<Duration> {
+    backend.synchronize()?;
+    let start = Instant::now();
+    for _ in 0..repeats {
+        for (kernel, args) in launches {
+            backend.launch_gemv(*kernel, args)?;
+        }
+    }
+    backend.synchronize()?;
+    Ok(start.elapsed())
 }
 
 /// The registry entry of `kernel` or [`Error::UnresolvedKernel`]; for backends' launch paths.

@@ -20,7 +20,7 @@ mod host_memory;
 mod tiers;
 
 pub use args::GemvArgs;
-pub use backend::{GpuBackend, resolved_spec};
+pub use backend::{GpuBackend, resolved_spec, time_with_host_clock};
 pub use buffer::{BufferRange, DeviceBuffer};
 pub use device::{DeviceInfo, DeviceKind, TimerKind};
 pub use device_matrix::DeviceMatrix;

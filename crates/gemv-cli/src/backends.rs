@@ -41,7 +41,9 @@ pub fn open(choice: BackendChoice) -> Result<Box<dyn GpuBackend>, String> {
         BackendChoice::Auto => open_auto(),
         BackendChoice::Host => Ok(Box::new(gemv_mock::MockBackend::new())),
         BackendChoice::CudaEmu => Ok(Box::new(gemv_cuda::CudaEmulator::new())),
-        BackendChoice::Cuda => Err("the cuda backend is not part of this build yet".into()),
+        BackendChoice::Cuda => gemv_cuda::CudaBackend::new(0)
+            .map(|backend| Box::new(backend) as Box<dyn GpuBackend>)
+            .map_err(|error| error.to_string()),
         BackendChoice::Wgpu => gemv_wgpu::WgpuBackend::new()
             .map(|backend| Box::new(backend) as Box<dyn GpuBackend>)
             .map_err(|error| error.to_string()),

@@ -72,3 +72,16 @@ fn check_cuda_emulator_runs_the_cuda_kernels() {
     assert!(stdout.contains("conformance on cuda-emu"), "{stdout}");
     assert!(stdout.contains(" 0 failed"), "{stdout}");
 }
+
+#[test]
+fn check_cuda_without_a_driver_is_one_line_not_a_panic() {
+    if gemv_cuda::driver_present() {
+        eprintln!("skipped: this machine has a CUDA driver");
+        return;
+    }
+    let (code, _, stderr) = gemv(&["check", "--backend", "cuda"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "one line expected:\n{stderr}");
+    assert!(stderr.contains("no CUDA driver"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -508,16 +508,7 @@ impl GpuBackend for WgpuBackend {
     fn time_launches(&self, launches: &[(KernelHandle, GemvArgs)], repeats: usize) -> Result<Duration> {
         let total = launches.len() * repeats;
         if !self.timestamps || total == 0 {
-            // Host clock around a synchronised span (the trait's default).
-            self.synchronize()?;
-            let start = std::time::Instant::now();
-            for _ in 0..repeats {
-                for (kernel, args) in launches {
-                    self.launch_gemv(*kernel, args)?;
-                }
-            }
-            self.synchronize()?;
-            return Ok(start.elapsed());
+            return gemv_backend::time_with_host_clock(self, launches, repeats);
         }
         let queries = self.device.create_query_set(&wgpu::QuerySetDescriptor {
             label: Some("gemv timing"),

@@ -1,0 +1,285 @@
+//! [`CudaBackend`]: the kernels on an NVIDIA GPU through cudarc (driver API, loaded at run time).
+//!
+//! Nothing here touches CUDA before `is_culib_present()` says libcuda can be loaded: a machine
+//! with no driver, or no device, gets [`Error::Unavailable`], never a panic.
+
+use crate::launch::{THREADS_PER_BLOCK, grid_size};
+use crate::ptx;
+use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
+};
+use gemv_backend::{
+    BufferRange, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, KernelHandle, Result, TimerKind,
+    resolved_spec,
+};
+use gemv_core::{KERNELS, MODULE_NAME};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const NAME: &str = "cuda";
+
+fn driver_error(what: &str, error: impl std::fmt::Display) -> Error {
+    Error::Device { backend: NAME, message: format!("{what}: {error}") }
+}
+
+/// The gemv kernels on one CUDA device.
+pub struct CudaBackend {
+    context: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    info: DeviceInfo,
+    module: Mutex<Option<Arc<CudaModule>>>,
+    functions: Mutex<HashMap<&'static str, CudaFunction>>,
+    buffers: Mutex<Buffers>,
+}
+
+impl std::fmt::Debug for CudaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaBackend").field("device", &self.info.name).field("arch", &self.info.architecture).finish()
+    }
+}
+
+#[derive(Default)]
+struct Buffers {
+    next_id: u64,
+    live: HashMap<u64, CudaSlice<u8>>,
+}
+
+/// Whether libcuda can be loaded on this machine (no CUDA call is made).
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to open the driver library by its well-known names with libloading;
+    // no CUDA function is called.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+impl CudaBackend {
+    /// Opens device `ordinal`. No driver or no such device is [`Error::Unavailable`].
+    pub fn new(ordinal: usize) -> Result<Self> {
+        let unavailable = |reason: String| Error::Unavailable { backend: NAME, reason };
+        if !driver_present() {
+            return Err(unavailable("no CUDA driver found (libcuda could not be loaded)".into()));
+        }
+        let count = CudaContext::device_count().map_err(|e| unavailable(format!("cannot count CUDA devices: {e}")))?;
+        if count <= 0 || ordinal >= count as usize {
+            return Err(unavailable(format!("no CUDA device {ordinal} ({count} found)")));
+        }
+        let context =
+            CudaContext::new(ordinal).map_err(|e| unavailable(format!("cannot open CUDA device {ordinal}: {e}")))?;
+        let stream = context.default_stream();
+        let info = device_info(&context)?;
+        tracing::info!(device = %info.name, arch = %info.architecture, "cuda backend opened");
+        Ok(Self {
+            context,
+            stream,
+            info,
+            module: Mutex::new(None),
+            functions: Mutex::new(HashMap::new()),
+            buffers: Mutex::new(Buffers { next_id: 1, live: HashMap::new() }),
+        })
+    }
+
+    /// The module, JIT-loaded from the embedded PTX on first use and cached.
+    fn module(&self) -> Result<Arc<CudaModule>> {
+        let mut module = self.module.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(loaded) = module.as_ref() {
+            return Ok(loaded.clone());
+        }
+        let loaded = self
+            .context
+            .load_module(cudarc::nvrtc::Ptx::from_src(ptx::W4A16_GEMV))
+            .map_err(|e| driver_error("loading module w4a16_gemv from PTX", e))?;
+        *module = Some(loaded.clone());
+        Ok(loaded)
+    }
+
+    fn function(&self, name: &'static str) -> Result<CudaFunction> {
+        let mut functions = self.functions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(function) = functions.get(name) {
+            return Ok(function.clone());
+        }
+        let function =
+            self.module()?.load_function(name).map_err(|e| driver_error(&format!("looking up kernel {name}"), e))?;
+        functions.insert(name, function.clone());
+        Ok(function)
+    }
+
+    fn unknown(buffer: DeviceBuffer) -> Error {
+        Error::UnknownBuffer { id: buffer.id(), backend: NAME }
+    }
+
+    /// The device address of `range`'s first byte, after checking the buffer and the bounds.
+    fn address(&self, buffers: &Buffers, what: &'static str, range: BufferRange) -> Result<u64> {
+        let slice = buffers.live.get(&range.buffer.id()).ok_or(Self::unknown(range.buffer))?;
+        if slice.len() != range.buffer.len() || !range.in_bounds() {
+            return Err(Error::RangeOutOfBounds {
+                what,
+                offset: range.offset,
+                len: range.len,
+                buffer_len: slice.len(),
+            });
+        }
+        let (base, _sync) = slice.device_ptr(&self.stream);
+        Ok(base + range.offset as u64)
+    }
+
+    fn launch_locked(&self, buffers: &Buffers, kernel: KernelHandle, args: &GemvArgs) -> Result<()> {
+        let spec = resolved_spec(NAME, kernel)?;
+        let shape = args.validate(spec)?;
+        let (m, n, k) = (shape.m, shape.n, shape.k);
+        let int = |what: &str, v: usize| {
+            i32::try_from(v).map_err(|_| Error::LimitExceeded {
+                backend: NAME,
+                what: format!("{what} = {v} (kernel parameters are 32-bit)"),
+                requested: v as u64,
+                limit: i32::MAX as u64,
+            })
+        };
+        let (m32, n32, k32) = (int("M", m)?, int("N", n)?, int("K", k)?);
+        let x = self.address(buffers, "x", args.x)?;
+        let packed = self.address(buffers, "packed", args.packed)?;
+        let scales = self.address(buffers, "scales", args.scales)?;
+        let y = self.address(buffers, "y", args.y)?;
+        let function = self.function(spec.name)?;
+        let config = LaunchConfig {
+            grid_dim: (grid_size(spec, n), 1, 1),
+            block_dim: (THREADS_PER_BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut launch = self.stream.launch_builder(&function);
+        launch.arg(&x).arg(&packed).arg(&scales).arg(&y).arg(&args.global_scale).arg(&m32).arg(&n32).arg(&k32);
+        // SAFETY: the argument list matches the kernels' signature (four device pointers, f32,
+        // three i32). `validate` proved every range lies inside a live buffer of this backend
+        // (held alive by the `buffers` lock for the enqueue) and is large enough for M, N, K;
+        // the kernels read only those ranges and write only the first m rows of y.
+        unsafe { launch.launch(config) }.map_err(|e| driver_error(&format!("launching {}", spec.name), e))?;
+        Ok(())
+    }
+}
+
+fn device_info(context: &Arc<CudaContext>) -> Result<DeviceInfo> {
+    let name = context.name().map_err(|e| driver_error("device name", e))?;
+    let (major, minor) = context.compute_capability().map_err(|e| driver_error("compute capability", e))?;
+    let attribute = |a| context.attribute(a).ok().filter(|&v| v > 0).map(f64::from);
+    // DDR: two transfers per memory clock; clock in kHz, bus width in bits.
+    let peak = attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)
+        .zip(attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH))
+        .map(|(khz, bits)| 2.0 * khz * 1e3 * bits / 8.0 / 1e9);
+    Ok(DeviceInfo {
+        backend: NAME,
+        name,
+        architecture: format!("sm_{major}{minor}"),
+        kind: DeviceKind::Gpu,
+        peak_bandwidth_gbps: peak,
+        timer: TimerKind::DeviceEvents,
+    })
+}
+
+impl GpuBackend for CudaBackend {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn device_info(&self) -> DeviceInfo {
+        self.info.clone()
+    }
+
+    fn lookup_kernel(&self, module: &str, name: &str) -> KernelHandle {
+        let Some(spec) = KERNELS.iter().find(|spec| spec.name == name) else { return KernelHandle::NONE };
+        if module != MODULE_NAME {
+            return KernelHandle::NONE;
+        }
+        match self.function(spec.name) {
+            Ok(_) => KernelHandle::for_name(name),
+            Err(error) => {
+                tracing::warn!(kernel = name, %error, "kernel not resolved");
+                KernelHandle::NONE
+            }
+        }
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<DeviceBuffer> {
+        let slice = self
+            .stream
+            .alloc_zeros::<u8>(bytes.max(1))
+            .map_err(|e| driver_error(&format!("allocating {bytes} bytes"), e))?;
+        let mut buffers = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
+        let id = buffers.next_id;
+        buffers.next_id += 1;
+        buffers.live.insert(id, slice);
+        Ok(DeviceBuffer::new(id, bytes.max(1)))
+    }
+
+    fn free(&self, buffer: DeviceBuffer) -> Result<()> {
+        let removed = self.buffers.lock().unwrap_or_else(|p| p.into_inner()).live.remove(&buffer.id());
+        removed.map(drop).ok_or(Self::unknown(buffer))
+    }
+
+    fn upload(&self, dst: BufferRange, data: &[u8]) -> Result<()> {
+        if data.len() != dst.len {
+            return Err(Error::HostLengthMismatch { what: "upload", expected: dst.len, found: data.len() });
+        }
+        let mut buffers = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
+        let slice = buffers.live.get_mut(&dst.buffer.id()).ok_or(Self::unknown(dst.buffer))?;
+        if slice.len() != dst.buffer.len() || !dst.in_bounds() {
+            return Err(Error::RangeOutOfBounds {
+                what: "upload",
+                offset: dst.offset,
+                len: dst.len,
+                buffer_len: slice.len(),
+            });
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        let mut view = slice.slice_mut(dst.offset..dst.offset + dst.len);
+        self.stream.memcpy_htod(data, &mut view).map_err(|e| driver_error("upload", e))?;
+        self.stream.synchronize().map_err(|e| driver_error("upload", e))
+    }
+
+    fn download(&self, src: BufferRange, out: &mut [u8]) -> Result<()> {
+        if out.len() != src.len {
+            return Err(Error::HostLengthMismatch { what: "download", expected: src.len, found: out.len() });
+        }
+        let buffers = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
+        let slice = buffers.live.get(&src.buffer.id()).ok_or(Self::unknown(src.buffer))?;
+        if slice.len() != src.buffer.len() || !src.in_bounds() {
+            return Err(Error::RangeOutOfBounds {
+                what: "download",
+                offset: src.offset,
+                len: src.len,
+                buffer_len: slice.len(),
+            });
+        }
+        if out.is_empty() {
+            return Ok(());
+        }
+        let view = slice.slice(src.offset..src.offset + src.len);
+        self.stream.memcpy_dtoh(&view, out).map_err(|e| driver_error("download", e))?;
+        self.stream.synchronize().map_err(|e| driver_error("download", e))
+    }
+
+    fn launch_gemv(&self, kernel: KernelHandle, args: &GemvArgs) -> Result<()> {
+        let buffers = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
+        self.launch_locked(&buffers, kernel, args)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.stream.synchronize().map_err(|e| driver_error("synchronize", e))
+    }
+
+    fn time_launches(&self, launches: &[(KernelHandle, GemvArgs)], repeats: usize) -> Result<Duration> {
+        let buffers = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
+        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let start = self.stream.record_event(timing).map_err(|e| driver_error("recording an event", e))?;
+        for _ in 0..repeats {
+            for (kernel, args) in launches {
+                self.launch_locked(&buffers, *kernel, args)?;
+            }
+        }
+        let end = self.stream.record_event(timing).map_err(|e| driver_error("recording an event", e))?;
+        end.synchronize().map_err(|e| driver_error("waiting for an event", e))?;
+        let ms = start.elapsed_ms(&end).map_err(|e| driver_error("reading event time", e))?;
+        Ok(Duration::from_secs_f64(f64::from(ms) / 1e3))
+    }
+}

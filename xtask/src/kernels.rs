@@ -1,0 +1,65 @@
+//! `cargo xtask kernels [--check]`: kernels/cuda/*.cu -> PTX committed under
+//! crates/gemv-cuda/ptx/ (embedded with include_str!, so building gemv-cuda needs no toolkit).
+
+use crate::cuda_toolchain::Toolchain;
+use crate::util::root;
+use std::path::PathBuf;
+
+/// The lowest architecture the scalar family needs (warp shuffles, __ldg).
+pub const PTX_ARCH: &str = "compute_75";
+/// Where the committed PTX lives.
+pub const PTX_DIR: &str = "crates/gemv-cuda/ptx";
+
+/// Every kernel source: kernels/cuda/*.cu.
+pub fn sources() -> Result<Vec<PathBuf>, String> {
+    let dir = root().join("kernels/cuda");
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "cu"))
+        .collect();
+    sources.sort();
+    Ok(sources)
+}
+
+/// Compiles one source to PTX at `out`.
+pub fn compile(toolchain: &Toolchain, source: &std::path::Path, out: &std::path::Path) -> Result<(), String> {
+    let arch = format!("-arch={PTX_ARCH}");
+    let include = format!("-I{}", root().join("kernels/cuda").display());
+    toolchain.output(
+        "nvcc",
+        &["-ptx", &arch, "-O3", "-std=c++17", &include, "-o", &out.to_string_lossy(), &source.to_string_lossy()],
+    )?;
+    Ok(())
+}
+
+/// Builds every PTX; with `check`, builds into target/ and fails if the committed files differ.
+pub fn run(check: bool) -> Result<(), String> {
+    let toolchain = Toolchain::find_or_install()?;
+    let out_dir = if check { root().join("target/kernels-check") } else { root().join(PTX_DIR) };
+    std::fs::create_dir_all(&out_dir).map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
+    let mut stale = Vec::new();
+    for source in sources()? {
+        let stem = source.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let out = out_dir.join(format!("{stem}.ptx"));
+        compile(&toolchain, &source, &out)?;
+        if check {
+            let committed = root().join(PTX_DIR).join(format!("{stem}.ptx"));
+            let fresh = std::fs::read(&out).map_err(|e| e.to_string())?;
+            if std::fs::read(&committed).ok() != Some(fresh) {
+                stale.push(committed.display().to_string());
+            }
+        } else {
+            eprintln!("xtask: wrote {}", out.display());
+        }
+    }
+    if stale.is_empty() {
+        if check {
+            eprintln!("xtask: committed PTX is fresh");
+        }
+        Ok(())
+    } else {
+        Err(format!("stale PTX (run `cargo xtask kernels`): {}", stale.join(", ")))
+    }
+}
