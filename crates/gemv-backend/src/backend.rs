@@ -38,6 +38,13 @@ pub trait GpuBackend: Send + Sync {
     fn time_launches(&self, launches: &[(KernelHandle, GemvArgs)], repeats: usize) -> Result<Duration> {
         time_with_host_clock(self, launches, repeats)
     }
+
+    /// Device time of `repeats` device-to-device copies of `bytes` (the bandwidth reference of
+    /// the performance protocol), or None when the backend has no such copy.
+    fn time_device_copy(&self, bytes: usize, repeats: usize) -> Result<Option<Duration>> {
+        let _ = (bytes, repeats);
+        Ok(None)
+    }
 }
 
 /// Runs `launches` `repeats` times between two synchronisations and returns the host-clock span:
@@ -94,5 +101,8 @@ impl<T: GpuBackend + ?Sized> GpuBackend for &T {
     }
     fn time_launches(&self, launches: &[(KernelHandle, GemvArgs)], repeats: usize) -> Result<Duration> {
         (**self).time_launches(launches, repeats)
+    }
+    fn time_device_copy(&self, bytes: usize, repeats: usize) -> Result<Option<Duration>> {
+        (**self).time_device_copy(bytes, repeats)
     }
 }

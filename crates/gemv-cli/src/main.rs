@@ -21,6 +21,43 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Benchmark the tiers (the main job): proves them bit-exact and within the f64 bound at a
+    /// small shape, then times them with cold weights, device events where available,
+    /// interleaved rounds and medians, and prints tier, M, time, effective GB/s and % of peak.
+    Bench {
+        /// Backend; auto picks CUDA, then wgpu on a real GPU, then the host reference.
+        #[arg(long, value_enum, default_value = "auto")]
+        backend: BackendChoice,
+        /// Weight shape NxK, or qkv (5120x5120), ffn-up (17408x5120), ffn-down (5120x17408).
+        /// Repeatable. Default: qkv.
+        #[arg(long = "shape", value_parser = commands::bench::parse_shape)]
+        shapes: Vec<(String, usize, usize)>,
+        /// Rows per launch, as a list of numbers and ranges.
+        #[arg(long, default_value = "1..8", value_parser = commands::bench::parse_ms)]
+        m: std::vec::Vec<usize>,
+        /// Force a kernel (e.g. w4a16_gemv_batch8 to reproduce the seed's batch8 rows at M =
+        /// 4..8); repeatable; `plan` is the dispatch plan. Default: the plan.
+        #[arg(long = "tier")]
+        tiers: Vec<String>,
+        /// Nominal peak bandwidth in GB/s for the % column (default: what the device reports).
+        #[arg(long)]
+        peak_gbps: Option<f64>,
+        /// Print JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// Write effective bandwidth against M as an SVG plot, one line per tier.
+        #[arg(long, value_name = "FILE.svg")]
+        plot: Option<std::path::PathBuf>,
+        /// Interleaved rounds; the median is reported.
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        /// Back-to-back launches per timing.
+        #[arg(long, default_value_t = 20)]
+        launches: usize,
+        /// Megabytes of weight copies to rotate through, so weights are cold (>= 4x the L2).
+        #[arg(long, default_value_t = 256)]
+        cold_mb: usize,
+    },
     /// Show the backends found, the kernels each resolves, the kill switches and the tier each
     /// M in 1..=32 is dispatched on.
     Info {
@@ -54,6 +91,29 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).init();
     let mut stdout = std::io::stdout();
     match cli.command {
+        Command::Bench { backend, shapes, m, tiers, peak_gbps, json, plot, rounds, launches, cold_mb } => {
+            let shapes = if shapes.is_empty() { vec![("qkv/o".to_string(), 5120, 5120)] } else { shapes };
+            let options = commands::bench::BenchOptions {
+                backend,
+                shapes,
+                ms: m,
+                tiers,
+                peak_gbps,
+                json,
+                plot,
+                rounds: rounds.max(1),
+                launches: launches.max(1),
+                cold_bytes: cold_mb << 20,
+            };
+            match commands::bench::run(&options, &mut stdout) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::from(1),
+                Err(reason) => {
+                    eprintln!("gemv bench: {reason}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Command::Info { backend } => {
             print!("{}", commands::info::report(backend));
             ExitCode::SUCCESS

@@ -85,3 +85,52 @@ fn check_cuda_without_a_driver_is_one_line_not_a_panic() {
     assert!(stderr.contains("no CUDA driver"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+const SMALL_BENCH: [&str; 10] =
+    ["--shape", "64x272", "--rounds", "2", "--launches", "2", "--cold-mb", "1", "--backend", "host"];
+
+#[test]
+fn bench_json_has_one_row_per_m_with_positive_times() {
+    let mut args = vec!["bench", "--m", "1..3,8", "--json"];
+    args.extend(SMALL_BENCH);
+    let (code, stdout, stderr) = gemv(&args);
+    assert_eq!(code, 0, "{stderr}");
+    let value: serde_json::Value = serde_json::from_str(&stdout).expect("bench --json prints JSON");
+    let rows = value["rows"].as_array().expect("rows");
+    let ms: Vec<u64> = rows.iter().map(|r| r["m"].as_u64().expect("m")).collect();
+    assert_eq!(ms, [1, 2, 3, 8]);
+    assert!(rows.iter().all(|r| r["time_us"].as_f64().is_some_and(|t| t > 0.0)), "{stdout}");
+    assert_eq!(rows[3]["kernels"], "w4a16_gemv_batch8_rt2");
+    assert_eq!(value["backend"], "host");
+}
+
+#[test]
+fn bench_forced_tier_reproduces_the_seed_rows_and_plots() {
+    let plot = std::env::temp_dir().join(format!("gemv-bench-{}.svg", std::process::id()));
+    let plot_arg = plot.to_string_lossy().into_owned();
+    let mut args = vec!["bench", "--m", "4..9", "--tier", "w4a16_gemv_batch8", "--tier", "plan", "--plot", &plot_arg];
+    args.extend(SMALL_BENCH);
+    let (code, stdout, stderr) = gemv(&args);
+    assert_eq!(code, 0, "{stderr}");
+    let batch8_rows = stdout.lines().filter(|l| l.starts_with("64x272") && l.contains(" w4a16_gemv_batch8 ")).count();
+    assert_eq!(batch8_rows, 5, "batch8 at M = 4..8:\n{stdout}");
+    assert!(stdout.contains("w4a16_gemv_batch8 skipped at M = 9"), "{stdout}");
+    let svg = std::fs::read_to_string(&plot).expect("plot written");
+    assert_eq!(svg.matches("<polyline").count(), 2, "one line per tier");
+    let _ = std::fs::remove_file(plot);
+}
+
+#[test]
+fn bench_rejects_bad_arguments_with_exit_2() {
+    for (args, needle) in [
+        (vec!["bench", "--m", "0"], "M >= 1"),
+        (vec!["bench", "--m", "5..2"], "empty range"),
+        (vec!["bench", "--shape", "64x24"], "multiple of 16"),
+        (vec!["bench", "--shape", "qkvv"], "expected NxK"),
+        (vec!["bench", "--tier", "w4a16_gemv_batch9", "--backend", "host"], "not a kernel"),
+    ] {
+        let (code, _, stderr) = gemv(&args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}

@@ -282,4 +282,19 @@ impl GpuBackend for CudaBackend {
         let ms = start.elapsed_ms(&end).map_err(|e| driver_error("reading event time", e))?;
         Ok(Duration::from_secs_f64(f64::from(ms) / 1e3))
     }
+
+    fn time_device_copy(&self, bytes: usize, repeats: usize) -> Result<Option<Duration>> {
+        let source = self.stream.alloc_zeros::<u8>(bytes.max(1)).map_err(|e| driver_error("copy source", e))?;
+        let mut target = self.stream.alloc_zeros::<u8>(bytes.max(1)).map_err(|e| driver_error("copy target", e))?;
+        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        self.stream.memcpy_dtod(&source, &mut target).map_err(|e| driver_error("warm-up copy", e))?;
+        let start = self.stream.record_event(timing).map_err(|e| driver_error("recording an event", e))?;
+        for _ in 0..repeats {
+            self.stream.memcpy_dtod(&source, &mut target).map_err(|e| driver_error("device copy", e))?;
+        }
+        let end = self.stream.record_event(timing).map_err(|e| driver_error("recording an event", e))?;
+        end.synchronize().map_err(|e| driver_error("waiting for an event", e))?;
+        let ms = start.elapsed_ms(&end).map_err(|e| driver_error("reading event time", e))?;
+        Ok(Some(Duration::from_secs_f64(f64::from(ms) / 1e3)))
+    }
 }

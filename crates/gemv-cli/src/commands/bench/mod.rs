@@ -1,0 +1,213 @@
+//! `gemv bench`: the main job. Proves the chosen tiers first (bit-exact against the host
+//! reference at a small shape, and the f64 bound), then times them with the performance
+//! protocol of SPEC section 6 and prints a table like the seed's (tier, M, time, GB/s, % peak).
+
+mod plot;
+mod protocol;
+
+use crate::backends::{BackendChoice, open};
+use gemv_backend::{DeviceMatrix, GpuBackend, KernelHandle, ResolvedTiers, conformance};
+use gemv_core::{KillSwitches, MODULE_NAME, TIERS, f64_reference, gemv_contract, host_threads, kernel_spec};
+use std::io::Write;
+use std::path::PathBuf;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// Backend.
+    pub backend: BackendChoice,
+    /// (label, N, K).
+    pub shapes: Vec<(String, usize, usize)>,
+    /// Rows per launch to sweep.
+    pub ms: Vec<usize>,
+    /// Forced kernels ("plan" or empty = the dispatch plan).
+    pub tiers: Vec<String>,
+    /// Nominal peak in GB/s, overriding the device's.
+    pub peak_gbps: Option<f64>,
+    /// JSON instead of a table.
+    pub json: bool,
+    /// Write an SVG plot here.
+    pub plot: Option<PathBuf>,
+    /// Interleaved rounds (median over them).
+    pub rounds: usize,
+    /// Back-to-back launches per timing.
+    pub launches: usize,
+    /// Bytes of weight copies to rotate through (cold weights).
+    pub cold_bytes: usize,
+}
+
+/// One timed configuration: a tier choice at one M.
+#[derive(Debug, Clone)]
+pub struct Arm {
+    /// "plan" or the forced kernel.
+    pub tier: String,
+    /// What actually runs, e.g. `w4a16_gemv_batch5` or `w4a16_gemv_batch32+w4a16_gemv_batch8_rt2`.
+    pub kernels: String,
+    /// Rows.
+    pub m: usize,
+    /// (kernel, row offset, rows) per launch.
+    pub launches: Vec<(KernelHandle, usize, usize)>,
+}
+
+/// One result row.
+#[derive(Debug, Clone)]
+pub struct Measurement {
+    /// Shape label.
+    pub shape: String,
+    /// N.
+    pub n: usize,
+    /// K.
+    pub k: usize,
+    /// The arm.
+    pub tier: String,
+    /// Kernels that ran.
+    pub kernels: String,
+    /// Rows.
+    pub m: usize,
+    /// Median time of one launch set, microseconds.
+    pub micros: f64,
+    /// Effective GB/s (packed + scales + X + Y bytes / time).
+    pub gbps: f64,
+    /// % of the nominal peak.
+    pub percent_peak: Option<f64>,
+    /// % of a device-to-device copy measured in the same run.
+    pub percent_copy: Option<f64>,
+}
+
+/// Parses `NxK` or a named shape of the 27B-class model.
+pub fn parse_shape(text: &str) -> Result<(String, usize, usize), String> {
+    match text {
+        "qkv" | "o" | "qkv/o" => return Ok(("qkv/o".into(), 5120, 5120)),
+        "ffn-up" | "up" => return Ok(("ffn-up".into(), 17408, 5120)),
+        "ffn-down" | "down" => return Ok(("ffn-down".into(), 5120, 17408)),
+        _ => {}
+    }
+    let (n, k) = text.split_once(['x', 'X']).ok_or(format!("shape {text:?}: expected NxK or qkv, ffn-up, ffn-down"))?;
+    let parse =
+        |s: &str, what: &str| s.trim().parse::<usize>().map_err(|_| format!("shape {text:?}: {what} is not a number"));
+    let (n, k) = (parse(n, "N")?, parse(k, "K")?);
+    gemv_core::validate_weight_shape(n, k).map_err(|e| format!("shape {text:?}: {e}"))?;
+    Ok((format!("{n}x{k}"), n, k))
+}
+
+/// Parses `1..8,16,32`.
+pub fn parse_ms(text: &str) -> Result<Vec<usize>, String> {
+    let mut ms = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let number = |s: &str| s.trim().parse::<usize>().map_err(|_| format!("--m {text:?}: {s:?} is not a number"));
+        match part.split_once("..") {
+            Some((a, b)) => {
+                let (a, b) = (number(a)?, number(b.trim_start_matches('='))?);
+                if a > b {
+                    return Err(format!("--m {text:?}: empty range {part}"));
+                }
+                ms.extend(a..=b);
+            }
+            None => ms.push(number(part)?),
+        }
+    }
+    if ms.is_empty() || ms.contains(&0) {
+        return Err(format!("--m {text:?}: need M >= 1"));
+    }
+    Ok(ms)
+}
+
+fn arms(
+    tiers: &ResolvedTiers,
+    backend: &dyn GpuBackend,
+    options: &BenchOptions,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Arm>, String> {
+    let choices: Vec<String> = if options.tiers.is_empty() { vec!["plan".into()] } else { options.tiers.clone() };
+    let mut arms = Vec::new();
+    for choice in &choices {
+        for &m in &options.ms {
+            if choice == "plan" {
+                let plan = tiers.plan(m, 32).map_err(|e| format!("M = {m}: {e}"))?;
+                let names: Vec<&str> = plan.iter().map(|l| TIERS[l.tier].kernel_name(tiers.switches())).collect();
+                let launches = plan.iter().map(|l| (tiers.handle(l.tier), l.row_offset, l.rows)).collect();
+                arms.push(Arm { tier: "plan".into(), kernels: names.join("+"), m, launches });
+                continue;
+            }
+            let spec =
+                kernel_spec(choice).ok_or(format!("--tier {choice:?} is not a kernel of module {MODULE_NAME}"))?;
+            if m > spec.max_m {
+                notes.push(format!("{choice} skipped at M = {m} (its width is {})", spec.max_m));
+                continue;
+            }
+            let handle = backend.lookup_kernel(MODULE_NAME, spec.name);
+            if !handle.is_resolved() {
+                return Err(format!("--tier {choice}: not present on backend {}", backend.name()));
+            }
+            arms.push(Arm { tier: choice.clone(), kernels: choice.clone(), m, launches: vec![(handle, 0, m)] });
+        }
+    }
+    Ok(arms)
+}
+
+/// The correctness gates before any timing: bit-exact against the host contract and within
+/// the f64 bound, at N = 256, K = 1040 (K % 32 != 0), for every arm.
+fn gates(backend: &dyn GpuBackend, tiers: &ResolvedTiers, arms: &[Arm]) -> Result<(), String> {
+    let (n, k) = (256, 1040);
+    let weights = conformance::matrix(n, k, 77);
+    let matrix = DeviceMatrix::upload(backend, &weights.view()).map_err(|e| format!("gate upload: {e}"))?;
+    for arm in arms {
+        let x = conformance::activations(arm.m, k, arm.m as u64);
+        let found = if arm.tier == "plan" {
+            matrix.gemv(tiers, &x, arm.m, 32)
+        } else {
+            matrix.gemv_with(arm.launches[0].0, &x, arm.m)
+        }
+        .map_err(|e| format!("gate {} M = {}: {e}", arm.kernels, arm.m))?;
+        let mut expected = vec![0u16; arm.m * n];
+        gemv_contract(&weights.view(), &x, arm.m, &mut expected, host_threads()).map_err(|e| e.to_string())?;
+        if let Some(i) = (0..expected.len()).find(|&i| expected[i] != found[i]) {
+            return Err(format!(
+                "gate failed: {} at M = {} is not bit-exact with the host reference: Y[{}][{}] expected {:#06x}, found {:#06x}",
+                arm.kernels,
+                arm.m,
+                i / n,
+                i % n,
+                expected[i],
+                found[i]
+            ));
+        }
+        let reference = f64_reference(&weights.view(), &x, arm.m).map_err(|e| e.to_string())?;
+        if let Some(i) = (0..found.len()).find(|&i| !reference[i].admits(found[i])) {
+            return Err(format!("gate failed: {} at M = {} output {i} is outside the f64 bound", arm.kernels, arm.m));
+        }
+    }
+    Ok(())
+}
+
+/// Runs the bench; Ok(false) when a gate failed (nothing was timed).
+pub fn run(options: &BenchOptions, out: &mut dyn Write) -> Result<bool, String> {
+    let backend = open(options.backend)?;
+    let info = backend.device_info();
+    let tiers = ResolvedTiers::resolve(backend.as_ref(), KillSwitches::process());
+    let mut notes = Vec::new();
+    let arms = arms(&tiers, backend.as_ref(), options, &mut notes)?;
+    if arms.is_empty() {
+        return Err("nothing to run: no tier covers the requested M".into());
+    }
+    eprintln!("bench: proving {} configuration(s) on {} before timing...", arms.len(), info.name);
+    if let Err(failure) = gates(backend.as_ref(), &tiers, &arms) {
+        let _ = writeln!(out, "{failure}\nno numbers printed: a correctness gate failed");
+        return Ok(false);
+    }
+    let peak = options.peak_gbps.or(info.peak_bandwidth_gbps);
+    let mut results = Vec::new();
+    for (label, n, k) in &options.shapes {
+        results.extend(protocol::measure(backend.as_ref(), &arms, label, *n, *k, options, peak)?);
+    }
+    if options.json {
+        let _ = writeln!(out, "{}", protocol::to_json(&info, options, peak, &results, &notes));
+    } else {
+        protocol::print_table(out, &info, options, peak, &results, &notes);
+    }
+    if let Some(path) = &options.plot {
+        plot::write(path, &results, peak).map_err(|e| format!("--plot {}: {e}", path.display()))?;
+        eprintln!("bench: wrote {}", path.display());
+    }
+    Ok(true)
+}
