@@ -5,8 +5,10 @@
 //! - `fixtures [--check]`: regenerate the ml_dtypes codec fixture in a venv under target/.
 //! - `kernels [--check]`: CUDA sources to committed PTX with the pinned nvcc.
 //! - `sass [--check]`: the static SASS report docs/sass.md.
+//! - `device-pack`: release binaries and run.sh for a GPU machine without Rust.
 
 mod cuda_toolchain;
+mod device_pack;
 mod fixtures;
 mod kernels;
 mod provision;
@@ -24,7 +26,9 @@ commands:
   kernels [--check] compile kernels/cuda/*.cu to PTX in crates/gemv-cuda/ptx/ with the pinned
                     nvcc 13.0.88 (from PATH, or a venv under target/)
   sass [--check]    assemble the PTX for sm_80..sm_121 and write docs/sass.md (registers,
-                    spills, SASS counts, hot loop, per-row slope, issue model); fails on spills";
+                    spills, SASS counts, hot loop, per-row slope, issue model); fails on spills
+  device-pack       build target/device-pack/ (release gemv, CUDA conformance tests, run.sh)
+                    for a GPU machine without Rust: there, `bash target/device-pack/run.sh`";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -33,6 +37,7 @@ fn main() -> ExitCode {
         Some("fixtures") => fixtures::regenerate(args.iter().any(|a| a == "--check")),
         Some("kernels") => kernels::run(args.iter().any(|a| a == "--check")),
         Some("sass") => sass::run(args.iter().any(|a| a == "--check")),
+        Some("device-pack") => device_pack::run(),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())

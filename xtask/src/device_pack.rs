@@ -1,0 +1,135 @@
+//! `cargo xtask device-pack`: everything the GPU check needs, built here (the GPU machine has
+//! no network and no Rust toolchain) into target/device-pack/ (at most 60 MiB): the release
+//! `gemv` binary, the release CUDA conformance test binary, and `run.sh`, which runs them there
+//! in under 8 minutes and writes its logs under $OUT (or target/device-check/).
+
+use crate::util::root;
+use std::process::Command;
+
+const PACK: &str = "target/device-pack";
+const LIMIT_BYTES: u64 = 60 << 20;
+
+const RUN_SH: &str = r#"#!/usr/bin/env bash
+# gemv device check. On the GPU machine: bash target/device-pack/run.sh
+# Logs go to $OUT (or target/device-check/): at most 8 files.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+out=${OUT:-$here/../device-check}
+mkdir -p "$out"
+summary="$out/summary.txt"
+: > "$summary"
+failed=0
+say() { echo "$*" | tee -a "$summary"; }
+step() {
+  local name=$1 limit=$2; shift 2
+  say "== $name: $*"
+  local started=$(date +%s)
+  timeout "$limit" "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  say "   exit $rc after $(( $(date +%s) - started )) s"
+  tail -n 30 "$out/$name.log"
+  [ $rc -eq 0 ] || failed=1
+}
+
+say "gemv device check, $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
+if command -v nvidia-smi > /dev/null; then
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv | tee -a "$summary"
+else
+  say "nvidia-smi not found: no NVIDIA driver on this machine"
+fi
+"$here/gemv" info --backend cuda > "$out/info.log" 2>&1
+head -n 12 "$out/info.log" | tee -a "$summary"
+
+# 1. The conformance suite on the GPU; a missing GPU is a failure here.
+GEMV_REQUIRE_CUDA=1 step conformance 300 "$here/cuda_conformance" --test-threads 1
+
+# 2. compute-sanitizer on small cases: guards and bad input (memcheck), register-tiled (racecheck).
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer /opt/nvidia/*/compute-sanitizer 2>/dev/null | head -n 1)
+if [ -n "$sanitizer" ]; then
+  step memcheck 150 "$sanitizer" --tool memcheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 5 --gate 8
+  step racecheck 120 "$sanitizer" --tool racecheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 2
+else
+  say "compute-sanitizer not found: memcheck and racecheck skipped"
+  failed=1
+fi
+
+# 3. The benchmark sweep (SPEC section 6): the three 27B shapes, M = 1..8, plus the seed's batch8.
+step bench 240 "$here/gemv" bench --backend cuda --shape qkv --shape ffn-up --shape ffn-down --m 1..8 \
+  --tier plan --tier w4a16_gemv_batch8 --peak-gbps 4800 --plot "$out/bench.svg"
+"$here/gemv" bench --backend cuda --shape qkv --m 1..8 --json --peak-gbps 4800 > "$out/bench.json" 2>/dev/null || failed=1
+
+if [ $failed -eq 0 ]; then say "device check: all steps passed"; else say "device check: FAILED (see the logs above)"; fi
+exit $failed
+"#;
+
+fn cargo_json_executable(args: &[&str], target_name: &str) -> Result<String, String> {
+    let output =
+        Command::new("cargo").args(args).current_dir(root()).output().map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !output.status.success() {
+        return Err(format!("cargo {} failed:\n{}", args.join(" "), String::from_utf8_lossy(&output.stderr)));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    stdout
+        .lines()
+        .rev()
+        .filter(|line| line.contains(&format!("\"name\":\"{target_name}\"")) && line.contains("\"executable\":\""))
+        .find_map(|line| line.split("\"executable\":\"").nth(1)?.split('"').next().map(str::to_string))
+        .ok_or(format!("cargo did not report an executable for {target_name}"))
+}
+
+/// The newest GLIBC symbol version a binary needs (the GPU machine must have at least this).
+fn glibc_needed(path: &std::path::Path) -> String {
+    let Ok(output) = Command::new("objdump").arg("-T").arg(path).output() else { return "unknown (no objdump)".into() };
+    let text = String::from_utf8_lossy(&output.stdout);
+    let mut versions: Vec<Vec<u32>> = text
+        .split("GLIBC_")
+        .skip(1)
+        .filter_map(|rest| {
+            let version: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+            let parts: Vec<u32> = version.split('.').filter_map(|p| p.parse().ok()).collect();
+            (!parts.is_empty()).then_some(parts)
+        })
+        .collect();
+    versions.sort();
+    versions.last().map_or("none".into(), |v| v.iter().map(u32::to_string).collect::<Vec<_>>().join("."))
+}
+
+/// Builds the pack.
+pub fn run() -> Result<(), String> {
+    eprintln!("xtask: building release binaries for the device pack");
+    let gemv = cargo_json_executable(
+        &["build", "--release", "-p", "gemv-cli", "--bin", "gemv", "--message-format=json"],
+        "gemv",
+    )?;
+    let conformance = cargo_json_executable(
+        &["test", "--release", "-p", "gemv-cuda", "--test", "cuda_conformance", "--no-run", "--message-format=json"],
+        "cuda_conformance",
+    )?;
+    let pack = root().join(PACK);
+    let _ = std::fs::remove_dir_all(&pack);
+    std::fs::create_dir_all(&pack).map_err(|e| format!("cannot create {}: {e}", pack.display()))?;
+    for (from, name) in [(gemv, "gemv"), (conformance, "cuda_conformance")] {
+        std::fs::copy(&from, pack.join(name)).map_err(|e| format!("cannot copy {from}: {e}"))?;
+        let _ = Command::new("strip").arg(pack.join(name)).status();
+    }
+    std::fs::write(pack.join("run.sh"), RUN_SH).map_err(|e| format!("cannot write run.sh: {e}"))?;
+    let mut total = 0;
+    let mut manifest = String::from("gemv device pack: bash run.sh on the GPU machine\n");
+    for name in ["gemv", "cuda_conformance", "run.sh"] {
+        let path = pack.join(name);
+        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        total += size;
+        let glibc = if name == "run.sh" { String::new() } else { format!(", needs glibc >= {}", glibc_needed(&path)) };
+        manifest.push_str(&format!("{name}: {size} bytes{glibc}\n"));
+    }
+    std::fs::write(pack.join("MANIFEST.txt"), &manifest).map_err(|e| format!("cannot write MANIFEST.txt: {e}"))?;
+    eprint!("{manifest}");
+    if total > LIMIT_BYTES {
+        return Err(format!("the pack is {total} bytes, over the {LIMIT_BYTES}-byte limit"));
+    }
+    eprintln!(
+        "xtask: {PACK} ready ({:.1} MiB); on the GPU machine: bash {PACK}/run.sh",
+        total as f64 / (1 << 20) as f64
+    );
+    Ok(())
+}
