@@ -1,7 +1,10 @@
 //! `gemv`: inspect backends and tiers, and prove a backend against the exact numeric contract.
 
 mod backends;
+mod checkpoint;
 mod commands;
+mod error;
+mod safetensors;
 
 use backends::BackendChoice;
 use clap::{Parser, Subcommand};
@@ -65,6 +68,46 @@ enum Command {
         #[arg(long, value_enum)]
         backend: Option<BackendChoice>,
     },
+    /// Compute Y = W X for NVFP4 checkpoint tensors (ModelOpt or compressed-tensors layout,
+    /// detected from the names) and write Y as BF16 [M, N]. Any M: the dispatch plan splits it.
+    Run {
+        /// safetensors file with the weights.
+        #[arg(long)]
+        weights: std::path::PathBuf,
+        /// Tensor prefix: reads PREFIX.weight, PREFIX.weight_scale, PREFIX.weight_scale_2 (or
+        /// PREFIX.weight_packed, PREFIX.weight_scale, PREFIX.weight_global_scale).
+        #[arg(long)]
+        name: String,
+        /// safetensors file with X, a 2-D [M, K] tensor of BF16, F16 or F32.
+        #[arg(long)]
+        input: std::path::PathBuf,
+        /// Name of X in the input file.
+        #[arg(long, default_value = "x")]
+        input_name: String,
+        /// Output safetensors file; must not exist.
+        #[arg(long)]
+        output: std::path::PathBuf,
+        /// Name of Y in the output file.
+        #[arg(long, default_value = "y")]
+        output_name: String,
+        /// Backend.
+        #[arg(long, value_enum, default_value = "auto")]
+        backend: BackendChoice,
+    },
+    /// Quantize 2-D BF16/F16/F32 tensors to NVFP4 with NVIDIA ModelOpt's recipe, named as
+    /// ModelOpt names them (T, T_scale, T_scale_2); other tensors are copied unchanged.
+    Quantize {
+        /// Input safetensors file.
+        #[arg(long)]
+        input: std::path::PathBuf,
+        /// Output safetensors file; must not exist.
+        #[arg(long)]
+        output: std::path::PathBuf,
+        /// Comma-separated tensors to quantize (default: every 2-D float tensor whose second
+        /// dimension is a multiple of 16).
+        #[arg(long, value_delimiter = ',')]
+        names: Vec<String>,
+    },
     /// Run the conformance gates (SPEC section 5) on a backend: bit-exact against the host
     /// contract, within the f64 bound, guards, odd shapes, bad input. Exits 1 if any case fails.
     Check {
@@ -111,6 +154,33 @@ fn main() -> ExitCode {
                 Err(reason) => {
                     eprintln!("gemv bench: {reason}");
                     ExitCode::from(2)
+                }
+            }
+        }
+        Command::Run { weights, name, input, input_name, output, output_name, backend } => {
+            let options = commands::run::RunOptions { weights, name, input, input_name, output, output_name, backend };
+            match commands::run::run(&options) {
+                Ok(summary) => {
+                    eprintln!("{summary}");
+                    ExitCode::SUCCESS
+                }
+                Err(error) => {
+                    eprintln!("gemv run: {error}");
+                    ExitCode::from(error.exit_code())
+                }
+            }
+        }
+        Command::Quantize { input, output, names } => {
+            match commands::quantize::run(&commands::quantize::QuantizeOptions { input, output, names }) {
+                Ok(summary) => {
+                    for line in summary {
+                        eprintln!("{line}");
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(error) => {
+                    eprintln!("gemv quantize: {error}");
+                    ExitCode::from(error.exit_code())
                 }
             }
         }

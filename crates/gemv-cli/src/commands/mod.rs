@@ -3,3 +3,5 @@
 pub mod bench;
 pub mod check;
 pub mod info;
+pub mod quantize;
+pub mod run;

@@ -1,0 +1,82 @@
+//! An inference engine's dense FFN layer on gemv: resolve the tier table once, upload the three
+//! NVFP4 projections once, then for M tokens run gate and up, SwiGLU on the host, and down.
+//!
+//! `cargo run --release -p gemv-cli --example dense_ffn -- [host|cuda-emu|wgpu|cuda] [M]`
+
+use gemv_backend::{DeviceMatrix, GpuBackend, ResolvedTiers};
+use gemv_core::codec::{bf16_to_f32, f32_to_bf16};
+use gemv_core::{KillSwitches, quantize_f32};
+
+const D_MODEL: usize = 256;
+const D_FF: usize = 688;
+
+fn open(name: &str) -> Result<Box<dyn GpuBackend>, String> {
+    Ok(match name {
+        "host" => Box::new(gemv_mock::MockBackend::new()),
+        "cuda-emu" => Box::new(gemv_cuda::CudaEmulator::new()),
+        "wgpu" => Box::new(gemv_wgpu::WgpuBackend::new().map_err(|e| e.to_string())?),
+        "cuda" => Box::new(gemv_cuda::CudaBackend::new(0).map_err(|e| e.to_string())?),
+        other => return Err(format!("unknown backend {other:?} (host, cuda-emu, wgpu, cuda)")),
+    })
+}
+
+/// Deterministic weights, as a checkpoint would provide them.
+fn projection(rows: usize, cols: usize, seed: usize) -> Vec<f32> {
+    (0..rows * cols).map(|i| (((i * 2654435761 + seed) % 1000) as f32 / 1000.0 - 0.5) * 0.2).collect()
+}
+
+fn run() -> Result<(), String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let backend = open(args.first().map_or("host", String::as_str))?;
+    let m: usize = args.get(1).map_or(Ok(4), |s| s.parse()).map_err(|_| "M must be a number".to_string())?;
+
+    // Once per model load: the tier table and the weights.
+    let tiers = ResolvedTiers::resolve(backend.as_ref(), KillSwitches::process());
+    if !tiers.has_base() {
+        return Err(format!("backend {} cannot do NVFP4 batched decode (no batch4)", backend.name()));
+    }
+    let quantize =
+        |rows, cols, seed| quantize_f32(&projection(rows, cols, seed), rows, cols).map_err(|e| e.to_string());
+    let (gate_w, up_w, down_w) =
+        (quantize(D_FF, D_MODEL, 1)?, quantize(D_FF, D_MODEL, 2)?, quantize(D_MODEL, D_FF, 3)?);
+    let upload =
+        |w: &gemv_core::Nvfp4Matrix| DeviceMatrix::upload(backend.as_ref(), &w.view()).map_err(|e| e.to_string());
+    let (gate, up, down) = (upload(&gate_w)?, upload(&up_w)?, upload(&down_w)?);
+
+    // Every decode step: M tokens through the layer. The dispatch plan picks the tiers.
+    let x: Vec<u16> = (0..m * D_MODEL).map(|i| f32_to_bf16(((i % 97) as f32 - 48.0) / 48.0)).collect();
+    let g = gate.gemv(&tiers, &x, m, 32).map_err(|e| e.to_string())?;
+    let u = up.gemv(&tiers, &x, m, 32).map_err(|e| e.to_string())?;
+    let hidden: Vec<u16> = g
+        .iter()
+        .zip(&u)
+        .map(|(&g, &u)| {
+            let g = bf16_to_f32(g);
+            f32_to_bf16(g / (1.0 + (-g).exp()) * bf16_to_f32(u)) // SwiGLU
+        })
+        .collect();
+    let y = down.gemv(&tiers, &hidden, m, 32).map_err(|e| e.to_string())?;
+
+    let plan: Vec<String> = tiers
+        .plan(m, 32)
+        .map_err(|e| e.to_string())?
+        .iter()
+        .map(|l| format!("{}[{} rows]", gemv_core::TIERS[l.tier].kernel_name(tiers.switches()), l.rows))
+        .collect();
+    println!(
+        "backend {} ({}), M = {m}: dispatched on {}",
+        backend.name(),
+        backend.device_info().name,
+        plan.join(" + ")
+    );
+    let first: Vec<String> = y[..4.min(y.len())].iter().map(|&b| format!("{:.4}", bf16_to_f32(b))).collect();
+    println!("y[0][0..4] = [{}] (shape [{m}, {D_MODEL}])", first.join(", "));
+    Ok(())
+}
+
+fn main() {
+    if let Err(error) = run() {
+        eprintln!("dense_ffn: {error}");
+        std::process::exit(2);
+    }
+}

@@ -1,0 +1,186 @@
+//! NVFP4 weights from checkpoint tensors, in either layout, detected from the names present:
+//!
+//! - NVIDIA ModelOpt: `PREFIX.weight` (U8 [N, K/2]), `PREFIX.weight_scale` (F8_E4M3 [N, K/16]),
+//!   `PREFIX.weight_scale_2` (F32 scalar, a multiplier);
+//! - compressed-tensors: `PREFIX.weight_packed`, `PREFIX.weight_scale`,
+//!   `PREFIX.weight_global_scale` (F32 scalar, a DIVISOR: inverted here).
+//!
+//! And activations: a 2-D [M, K] tensor of BF16, F16 or F32 (rounded to bf16, RNE).
+
+use crate::error::CliError;
+use crate::safetensors::{Dtype, SafeTensors, Tensor};
+use gemv_core::Nvfp4Matrix;
+use gemv_core::codec::f32_to_bf16;
+use std::path::Path;
+
+/// Which layout a prefix was read in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// NVIDIA ModelOpt names.
+    ModelOpt,
+    /// compressed-tensors names (global scale inverted).
+    CompressedTensors,
+}
+
+fn present(file: &SafeTensors) -> String {
+    let names: Vec<&str> = file.tensors.keys().map(String::as_str).take(8).collect();
+    let more = file.tensors.len().saturating_sub(names.len());
+    if more > 0 { format!("{} and {more} more", names.join(", ")) } else { names.join(", ") }
+}
+
+fn tensor<'a>(file: &'a SafeTensors, path: &Path, name: &str, why: &str) -> Result<&'a Tensor, CliError> {
+    file.tensors.get(name).ok_or_else(|| CliError::MissingTensor {
+        path: path.to_path_buf(),
+        name: name.to_string(),
+        why: why.to_string(),
+        present: present(file),
+    })
+}
+
+fn expect(
+    path: &Path,
+    name: &str,
+    tensor: &Tensor,
+    dtypes: &[Dtype],
+    shape: Option<&[usize]>,
+    what: &str,
+) -> Result<(), CliError> {
+    let dtype_ok = tensor.dtype.as_ref().is_ok_and(|d| dtypes.contains(d));
+    let shape_ok = shape.is_none_or(|s| s == tensor.shape.as_slice());
+    if dtype_ok && shape_ok {
+        return Ok(());
+    }
+    let dtype = tensor.dtype.as_ref().map(|d| d.name().to_string()).unwrap_or_else(|other| other.clone());
+    Err(CliError::BadTensor {
+        path: path.to_path_buf(),
+        name: name.to_string(),
+        expected: what.to_string(),
+        found: format!("{dtype} {:?}", tensor.shape),
+    })
+}
+
+fn scalar_f32(path: &Path, name: &str, tensor: &Tensor) -> Result<f32, CliError> {
+    let scalar = tensor.shape.iter().product::<usize>() == 1 && tensor.shape.len() <= 1;
+    expect(path, name, tensor, &[Dtype::F32], None, "an F32 scalar")?;
+    if !scalar {
+        return Err(CliError::BadTensor {
+            path: path.to_path_buf(),
+            name: name.to_string(),
+            expected: "an F32 scalar (shape [] or [1])".into(),
+            found: format!("F32 {:?}", tensor.shape),
+        });
+    }
+    Ok(f32::from_le_bytes([tensor.data[0], tensor.data[1], tensor.data[2], tensor.data[3]]))
+}
+
+/// Reads the NVFP4 weights named by `prefix`.
+pub fn read_weights(file: &SafeTensors, path: &Path, prefix: &str) -> Result<(Nvfp4Matrix, Layout), CliError> {
+    let compressed = file.tensors.contains_key(&format!("{prefix}.weight_packed"));
+    let (layout, packed_name, global_name) = if compressed {
+        (Layout::CompressedTensors, format!("{prefix}.weight_packed"), format!("{prefix}.weight_global_scale"))
+    } else {
+        (Layout::ModelOpt, format!("{prefix}.weight"), format!("{prefix}.weight_scale_2"))
+    };
+    let scale_name = format!("{prefix}.weight_scale");
+    let packed = tensor(file, path, &packed_name, "the packed E2M1 weights, U8 [N, K/2]")?;
+    expect(path, &packed_name, packed, &[Dtype::U8], None, "U8 [N, K/2] (packed E2M1 pairs)")?;
+    let [n, half_k] = packed.shape[..] else {
+        return Err(CliError::BadTensor {
+            path: path.to_path_buf(),
+            name: packed_name,
+            expected: "rank 2: U8 [N, K/2]".into(),
+            found: format!("U8 {:?}", packed.shape),
+        });
+    };
+    let k = 2 * half_k;
+    if n == 0 || k == 0 || k % 16 != 0 {
+        return Err(CliError::BadTensor {
+            path: path.to_path_buf(),
+            name: packed_name,
+            expected: "N >= 1 and K = 2 x (second dimension) a positive multiple of 16".into(),
+            found: format!("U8 [{n}, {half_k}] (K = {k})"),
+        });
+    }
+    let scales = tensor(file, path, &scale_name, "the E4M3 block scales, F8_E4M3 [N, K/16]")?;
+    expect(
+        path,
+        &scale_name,
+        scales,
+        &[Dtype::F8E4M3],
+        Some(&[n, k / 16]),
+        &format!("F8_E4M3 [{n}, {}] (K/16 for K = {k})", k / 16),
+    )?;
+    let global = tensor(file, path, &global_name, "the FP32 global scale")?;
+    let mut global_scale = scalar_f32(path, &global_name, global)?;
+    if layout == Layout::CompressedTensors {
+        global_scale = 1.0 / global_scale;
+    }
+    let matrix =
+        Nvfp4Matrix::from_parts(packed.data.clone(), scales.data.clone(), global_scale, n, k).map_err(|e| {
+            CliError::BadTensor {
+                path: path.to_path_buf(),
+                name: prefix.to_string(),
+                expected: "a valid NVFP4 matrix".into(),
+                found: e.to_string(),
+            }
+        })?;
+    Ok((matrix, layout))
+}
+
+/// f16 bits to f32, exactly.
+pub fn f16_to_f32(bits: u16) -> f32 {
+    let sign = u32::from(bits >> 15) << 31;
+    let exponent = u32::from((bits >> 10) & 0x1F);
+    let mantissa = u32::from(bits & 0x3FF);
+    let magnitude = match (exponent, mantissa) {
+        (0, 0) => 0,
+        (0, m) => {
+            let value = m as f32 * 2f32.powi(-24); // subnormal: exact in f32
+            return if sign != 0 { -value } else { value };
+        }
+        (0x1F, 0) => 0x7F80_0000,
+        (0x1F, m) => 0x7FC0_0000 | (m << 13),
+        (e, m) => ((e + 112) << 23) | (m << 13),
+    };
+    f32::from_bits(sign | magnitude)
+}
+
+/// Float values of a tensor (BF16, F16 or F32) as f32.
+pub fn to_f32(tensor: &Tensor) -> Option<Vec<f32>> {
+    let words2 = || tensor.data.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    Some(match tensor.dtype.as_ref().ok()? {
+        Dtype::Bf16 => words2().map(gemv_core::codec::bf16_to_f32).collect(),
+        Dtype::F16 => words2().map(f16_to_f32).collect(),
+        Dtype::F32 => tensor.data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+        Dtype::U8 | Dtype::F8E4M3 => return None,
+    })
+}
+
+/// Reads X `[M, K]` as bf16 bits.
+pub fn read_activations(file: &SafeTensors, path: &Path, name: &str, k: usize) -> Result<(Vec<u16>, usize), CliError> {
+    let x = tensor(file, path, name, "the activations [M, K]")?;
+    let what = format!("a 2-D BF16, F16 or F32 tensor [M, {k}]");
+    expect(path, name, x, &[Dtype::Bf16, Dtype::F16, Dtype::F32], None, &what)?;
+    let [m, cols] = x.shape[..] else {
+        return Err(CliError::BadTensor {
+            path: path.to_path_buf(),
+            name: name.into(),
+            expected: what,
+            found: format!("{:?}", x.shape),
+        });
+    };
+    if cols != k || m == 0 {
+        let dtype = x.dtype.as_ref().map(|d| d.name()).unwrap_or("?");
+        return Err(CliError::BadTensor {
+            path: path.to_path_buf(),
+            name: name.into(),
+            expected: what,
+            found: format!("{dtype} [{m}, {cols}]"),
+        });
+    }
+    let bits = match x.dtype {
+        Ok(Dtype::Bf16) => x.data.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect(),
+        _ => to_f32(x).unwrap_or_default().into_iter().map(f32_to_bf16).collect(),
+    };
+    Ok((bits, m))
+}

@@ -1,0 +1,318 @@
+//! `gemv quantize` and `gemv run` on safetensors files, and every bad input the issue lists:
+//! a clear error naming the tensor, exit code 2, and no output file.
+
+use gemv_core::codec::{bf16_to_f32, f32_to_bf16};
+use gemv_core::{gemv_contract, quantize_f32};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A minimal, independent safetensors writer (so the tests do not trust the code under test).
+fn write_safetensors(path: &Path, tensors: &[(&str, &str, Vec<usize>, Vec<u8>)]) {
+    let mut header = String::from("{");
+    let mut offset = 0;
+    for (i, (name, dtype, shape, data)) in tensors.iter().enumerate() {
+        let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+        if i > 0 {
+            header.push(',');
+        }
+        header += &format!(
+            r#""{name}":{{"dtype":"{dtype}","shape":[{}],"data_offsets":[{offset},{}]}}"#,
+            dims.join(","),
+            offset + data.len()
+        );
+        offset += data.len();
+    }
+    header.push('}');
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend(header.as_bytes());
+    for (_, _, _, data) in tensors {
+        bytes.extend(data);
+    }
+    std::fs::write(path, bytes).expect("write fixture");
+}
+
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("gemv-files-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        Dir(dir)
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn gemv(args: &[&str]) -> (i32, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_gemv")).args(args).output().expect("gemv runs");
+    (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+fn f32_bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+fn bf16_bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|&v| f32_to_bf16(v).to_le_bytes()).collect()
+}
+
+/// Reads Y back with the independent layout knowledge: header, then the one tensor.
+fn read_y(path: &Path) -> (String, Vec<u16>) {
+    let bytes = std::fs::read(path).expect("output exists");
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
+    let header = String::from_utf8(bytes[8..8 + header_len].to_vec()).expect("utf-8 header");
+    let data = &bytes[8 + header_len..];
+    (header, data.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect())
+}
+
+const N: usize = 24;
+const K: usize = 48;
+
+fn weights() -> Vec<f32> {
+    (0..N * K).map(|i| ((i * 37 % 101) as f32 - 50.0) / 17.0).collect()
+}
+
+fn activations(m: usize) -> Vec<f32> {
+    (0..m * K).map(|i| ((i * 13 % 29) as f32 - 14.0) / 8.0).collect()
+}
+
+#[test]
+fn quantize_then_run_matches_the_host_contract_for_any_m() {
+    let dir = Dir::new("roundtrip");
+    let (model, quantized) = (dir.path("model.safetensors"), dir.path("nvfp4.safetensors"));
+    let bias: Vec<f32> = (0..N).map(|i| i as f32).collect();
+    write_safetensors(
+        &model,
+        &[
+            ("layers.0.up.weight", "F32", vec![N, K], f32_bytes(&weights())),
+            ("layers.0.up.bias", "F32", vec![N], f32_bytes(&bias)),
+        ],
+    );
+    let (code, stderr) =
+        gemv(&["quantize", "--input", model.to_str().unwrap(), "--output", quantized.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("quantized layers.0.up.weight [24, 48]"), "{stderr}");
+    let expected_matrix = quantize_f32(&weights(), N, K).expect("quantizes");
+    for m in [1, 5, 40] {
+        let (x, y) = (dir.path(&format!("x{m}.safetensors")), dir.path(&format!("y{m}.safetensors")));
+        write_safetensors(&x, &[("x", "BF16", vec![m, K], bf16_bytes(&activations(m)))]);
+        let args = [
+            "run",
+            "--weights",
+            quantized.to_str().unwrap(),
+            "--name",
+            "layers.0.up",
+            "--input",
+            x.to_str().unwrap(),
+            "--output",
+            y.to_str().unwrap(),
+            "--backend",
+            "host",
+        ];
+        let (code, stderr) = gemv(&args);
+        assert_eq!(code, 0, "M = {m}: {stderr}");
+        let (header, found) = read_y(&y);
+        let header: serde_json::Value = serde_json::from_str(&header).expect("JSON header");
+        assert_eq!(header["y"]["dtype"], "BF16", "{header}");
+        assert_eq!(header["y"]["shape"], serde_json::json!([m, N]), "{header}");
+        let x_bits: Vec<u16> = activations(m).iter().map(|&v| f32_to_bf16(v)).collect();
+        let mut expected = vec![0u16; m * N];
+        gemv_contract(&expected_matrix.view(), &x_bits, m, &mut expected, 1).expect("contract");
+        assert_eq!(found, expected, "M = {m}");
+    }
+}
+
+#[test]
+fn compressed_tensors_layout_inverts_the_global_scale() {
+    let dir = Dir::new("ct");
+    let matrix = quantize_f32(&weights(), N, K).expect("quantizes");
+    let view = matrix.view();
+    let ct = dir.path("ct.safetensors");
+    write_safetensors(
+        &ct,
+        &[
+            ("proj.weight_packed", "U8", vec![N, K / 2], view.packed().to_vec()),
+            ("proj.weight_scale", "F8_E4M3", vec![N, K / 16], view.scales().to_vec()),
+            ("proj.weight_global_scale", "F32", vec![], f32_bytes(&[1.0 / view.global_scale()])),
+        ],
+    );
+    let (x, y) = (dir.path("x.safetensors"), dir.path("y.safetensors"));
+    write_safetensors(&x, &[("x", "F32", vec![2, K], f32_bytes(&activations(2)))]);
+    let (code, stderr) = gemv(&[
+        "run",
+        "--weights",
+        ct.to_str().unwrap(),
+        "--name",
+        "proj",
+        "--input",
+        x.to_str().unwrap(),
+        "--output",
+        y.to_str().unwrap(),
+        "--backend",
+        "host",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("CompressedTensors"), "{stderr}");
+    let (_, found) = read_y(&y);
+    let x_bits: Vec<u16> = activations(2).iter().map(|&v| f32_to_bf16(v)).collect();
+    // The divisor, inverted, is not bit-identical to the multiplier in general: compare within
+    // one bf16 ulp of the ModelOpt result rather than bit for bit.
+    let mut reference = vec![0u16; 2 * N];
+    gemv_contract(&view, &x_bits, 2, &mut reference, 1).expect("contract");
+    for (a, b) in reference.iter().zip(&found) {
+        let (a, b) = (bf16_to_f32(*a), bf16_to_f32(*b));
+        assert!((a - b).abs() <= a.abs() / 64.0 + 1e-30, "{a} vs {b}");
+    }
+}
+
+/// Each bad input: the args, words the message must contain.
+#[test]
+fn every_bad_input_is_a_clear_error_with_exit_code_2_and_no_output() {
+    let dir = Dir::new("bad");
+    let matrix = quantize_f32(&weights(), N, K).expect("quantizes");
+    let view = matrix.view();
+    let good = |packed_shape: Vec<usize>, scale_dtype: &'static str, scale_shape: Vec<usize>| {
+        vec![
+            ("w.weight", "U8", packed_shape, view.packed().to_vec()),
+            ("w.weight_scale", scale_dtype, scale_shape, view.scales().to_vec()),
+            ("w.weight_scale_2", "F32", vec![], f32_bytes(&[view.global_scale()])),
+        ]
+    };
+    let weights_ok = dir.path("ok.safetensors");
+    write_safetensors(&weights_ok, &good(vec![N, K / 2], "F8_E4M3", vec![N, K / 16]));
+    let x_ok = dir.path("x.safetensors");
+    write_safetensors(&x_ok, &[("x", "BF16", vec![3, K], bf16_bytes(&activations(3)))]);
+
+    let truncated = dir.path("truncated.safetensors");
+    let bytes = std::fs::read(&weights_ok).expect("read");
+    std::fs::write(&truncated, &bytes[..bytes.len() - 10]).expect("write");
+    let tiny = dir.path("tiny.safetensors");
+    std::fs::write(&tiny, [1, 2, 3]).expect("write");
+    let wrong_dtype = dir.path("wrong_dtype.safetensors");
+    write_safetensors(&wrong_dtype, &good(vec![N, K / 2], "U8", vec![N, K / 16]));
+    let wrong_scale_shape = dir.path("scale_shape.safetensors");
+    let mut scales_short = good(vec![N, K / 2], "F8_E4M3", vec![N, K / 16]);
+    scales_short[1] = ("w.weight_scale", "F8_E4M3", vec![N / 2, K / 8], view.scales().to_vec());
+    write_safetensors(&wrong_scale_shape, &scales_short);
+    let rank3 = dir.path("rank3.safetensors");
+    write_safetensors(&rank3, &good_with_packed(&view, vec![2, N / 2, K / 2]));
+    let k_not_16 = dir.path("k24.safetensors");
+    write_safetensors(
+        &k_not_16,
+        &[
+            ("w.weight", "U8", vec![N * 2, 12], view.packed().to_vec()),
+            ("w.weight_scale", "F8_E4M3", vec![N, K / 16], view.scales().to_vec()),
+            ("w.weight_scale_2", "F32", vec![], f32_bytes(&[1.0])),
+        ],
+    );
+    let x_wrong_k = dir.path("x_wrong_k.safetensors");
+    write_safetensors(
+        &x_wrong_k,
+        &[(
+            "x",
+            "BF16",
+            vec![2, K + 16],
+            bf16_bytes(&activations(2))[..].iter().chain(&vec![0u8; 64]).copied().collect(),
+        )],
+    );
+    let x_rank1 = dir.path("x_rank1.safetensors");
+    write_safetensors(&x_rank1, &[("x", "F32", vec![K], f32_bytes(&activations(1)))]);
+    let x_int = dir.path("x_int.safetensors");
+    write_safetensors(&x_int, &[("x", "U8", vec![1, K], vec![0; K])]);
+    let existing = dir.path("existing.safetensors");
+    std::fs::write(&existing, b"keep me").expect("write");
+
+    let run = |weights: &Path, name: &str, x: &Path, out: &str| -> Vec<String> {
+        [
+            "run",
+            "--weights",
+            weights.to_str().unwrap(),
+            "--name",
+            name,
+            "--input",
+            x.to_str().unwrap(),
+            "--output",
+            out,
+            "--backend",
+            "host",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let out = dir.path("out.safetensors");
+    let out_s = out.to_str().unwrap().to_string();
+    let cases: Vec<(Vec<String>, Vec<&str>)> = vec![
+        (run(&truncated, "w", &x_ok, &out_s), vec!["truncated"]),
+        (run(&tiny, "w", &x_ok, &out_s), vec!["truncated", "8-byte"]),
+        (run(&wrong_dtype, "w", &x_ok, &out_s), vec!["w.weight_scale", "F8_E4M3", "found U8"]),
+        (run(&wrong_scale_shape, "w", &x_ok, &out_s), vec!["w.weight_scale", "[24, 3]", "[12, 6]"]),
+        (run(&rank3, "w", &x_ok, &out_s), vec!["w.weight", "rank 2"]),
+        (run(&k_not_16, "w", &x_ok, &out_s), vec!["w.weight", "multiple of 16", "K = 24"]),
+        (run(&weights_ok, "missing", &x_ok, &out_s), vec!["missing.weight", "no tensor"]),
+        (run(&weights_ok, "w", &x_wrong_k, &out_s), vec!["\"x\"", "[M, 48]", "[2, 64]"]),
+        (run(&weights_ok, "w", &x_rank1, &out_s), vec!["\"x\"", "2-D"]),
+        (run(&weights_ok, "w", &x_int, &out_s), vec!["\"x\"", "found U8"]),
+        (run(&weights_ok, "w", &x_ok, existing.to_str().unwrap()), vec!["already exists"]),
+        (
+            vec![
+                "quantize".into(),
+                "--input".into(),
+                weights_ok.to_str().unwrap().into(),
+                "--output".into(),
+                out_s.clone(),
+                "--names".into(),
+                "w.weight".into(),
+            ],
+            vec!["w.weight", "BF16, F16 or F32"],
+        ),
+        (
+            vec![
+                "quantize".into(),
+                "--input".into(),
+                x_ok.to_str().unwrap().into(),
+                "--output".into(),
+                out_s.clone(),
+                "--names".into(),
+                "nope".into(),
+            ],
+            vec!["\"nope\"", "no tensor"],
+        ),
+    ];
+    for (args, needles) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, stderr) = gemv(&args);
+        assert_eq!(code, 2, "{args:?}\n{stderr}");
+        for needle in needles {
+            assert!(stderr.contains(needle), "{args:?}: missing {needle:?} in\n{stderr}");
+        }
+        assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+        assert!(!out.exists(), "{args:?} left an output file");
+        let leftovers: Vec<_> = std::fs::read_dir(&dir.0)
+            .expect("dir")
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "{args:?} left a temporary file");
+    }
+    assert_eq!(std::fs::read(&existing).expect("read"), b"keep me", "an existing output must be untouched");
+}
+
+fn good_with_packed(
+    view: &gemv_core::Nvfp4View<'_>,
+    packed_shape: Vec<usize>,
+) -> Vec<(&'static str, &'static str, Vec<usize>, Vec<u8>)> {
+    vec![
+        ("w.weight", "U8", packed_shape, view.packed().to_vec()),
+        ("w.weight_scale", "F8_E4M3", vec![N, K / 16], view.scales().to_vec()),
+        ("w.weight_scale_2", "F32", vec![], f32_bytes(&[view.global_scale()])),
+    ]
+}
