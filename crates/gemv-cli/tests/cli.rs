@@ -134,3 +134,16 @@ fn bench_rejects_bad_arguments_with_exit_2() {
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn check_wgpu_proves_the_wgsl_kernels_or_says_why_not() {
+    let (code, stdout, stderr) = gemv(&["check", "--backend", "wgpu", "--gate", "6", "--gate", "2"]);
+    if code == 2 && stderr.contains("unavailable") {
+        assert!(std::env::var_os("GEMV_REQUIRE_WGPU").is_none(), "GEMV_REQUIRE_WGPU is set but: {stderr}");
+        eprintln!("skipped: no wgpu adapter ({}); set GEMV_REQUIRE_WGPU=1 to make this a failure", stderr.trim());
+        return;
+    }
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("conformance on wgpu"), "{stdout}");
+    assert!(stdout.contains(" 0 failed"), "{stdout}");
+}

@@ -112,6 +112,7 @@ fn the_bound_is_tight_enough_to_fail() {
     assert!(!r.admits(y[i] + 2), "two ulps off must fail: {} ± {}", r.value, r.bound);
     assert_eq!(rounding_depth(1), 15 + 6);
     assert_eq!(rounding_depth(65), 31 + 6);
+    assert_eq!(rounding_depth(321), 101, "K = 5136, the figure docs/numerics.md quotes");
 }
 
 #[test]

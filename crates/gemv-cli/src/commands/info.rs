@@ -42,7 +42,7 @@ pub fn report(choice: Option<BackendChoice>) -> String {
                 opened.push(backend);
             }
             Err(reason) => {
-                let _ = writeln!(out, "  {:<9} unavailable: {reason}", choice.name());
+                let _ = writeln!(out, "  {:<9} {reason}", choice.name());
             }
         }
     }
