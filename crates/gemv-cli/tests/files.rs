@@ -179,15 +179,8 @@ fn every_bad_input_is_a_clear_error_with_exit_code_2_and_no_output() {
     let dir = Dir::new("bad");
     let matrix = quantize_f32(&weights(), N, K).expect("quantizes");
     let view = matrix.view();
-    let good = |packed_shape: Vec<usize>, scale_dtype: &'static str, scale_shape: Vec<usize>| {
-        vec![
-            ("w.weight", "U8", packed_shape, view.packed().to_vec()),
-            ("w.weight_scale", scale_dtype, scale_shape, view.scales().to_vec()),
-            ("w.weight_scale_2", "F32", vec![], f32_bytes(&[view.global_scale()])),
-        ]
-    };
     let weights_ok = dir.path("ok.safetensors");
-    write_safetensors(&weights_ok, &good(vec![N, K / 2], "F8_E4M3", vec![N, K / 16]));
+    write_safetensors(&weights_ok, &nvfp4_tensors(&view, vec![N, K / 2], "F8_E4M3", vec![N, K / 16]));
     let x_ok = dir.path("x.safetensors");
     write_safetensors(&x_ok, &[("x", "BF16", vec![3, K], bf16_bytes(&activations(3)))]);
 
@@ -197,13 +190,11 @@ fn every_bad_input_is_a_clear_error_with_exit_code_2_and_no_output() {
     let tiny = dir.path("tiny.safetensors");
     std::fs::write(&tiny, [1, 2, 3]).expect("write");
     let wrong_dtype = dir.path("wrong_dtype.safetensors");
-    write_safetensors(&wrong_dtype, &good(vec![N, K / 2], "U8", vec![N, K / 16]));
+    write_safetensors(&wrong_dtype, &nvfp4_tensors(&view, vec![N, K / 2], "U8", vec![N, K / 16]));
     let wrong_scale_shape = dir.path("scale_shape.safetensors");
-    let mut scales_short = good(vec![N, K / 2], "F8_E4M3", vec![N, K / 16]);
-    scales_short[1] = ("w.weight_scale", "F8_E4M3", vec![N / 2, K / 8], view.scales().to_vec());
-    write_safetensors(&wrong_scale_shape, &scales_short);
+    write_safetensors(&wrong_scale_shape, &nvfp4_tensors(&view, vec![N, K / 2], "F8_E4M3", vec![N / 2, K / 8]));
     let rank3 = dir.path("rank3.safetensors");
-    write_safetensors(&rank3, &good_with_packed(&view, vec![2, N / 2, K / 2]));
+    write_safetensors(&rank3, &nvfp4_tensors(&view, vec![2, N / 2, K / 2], "F8_E4M3", vec![N, K / 16]));
     let k_not_16 = dir.path("k24.safetensors");
     write_safetensors(
         &k_not_16,
@@ -306,13 +297,16 @@ fn every_bad_input_is_a_clear_error_with_exit_code_2_and_no_output() {
     assert_eq!(std::fs::read(&existing).expect("read"), b"keep me", "an existing output must be untouched");
 }
 
-fn good_with_packed(
+/// ModelOpt tensors `w.*` of `view`, with the shapes and scale dtype a case needs.
+fn nvfp4_tensors(
     view: &gemv_core::Nvfp4View<'_>,
     packed_shape: Vec<usize>,
+    scale_dtype: &'static str,
+    scale_shape: Vec<usize>,
 ) -> Vec<(&'static str, &'static str, Vec<usize>, Vec<u8>)> {
     vec![
         ("w.weight", "U8", packed_shape, view.packed().to_vec()),
-        ("w.weight_scale", "F8_E4M3", vec![N, K / 16], view.scales().to_vec()),
+        ("w.weight_scale", scale_dtype, scale_shape, view.scales().to_vec()),
         ("w.weight_scale_2", "F32", vec![], f32_bytes(&[view.global_scale()])),
     ]
 }

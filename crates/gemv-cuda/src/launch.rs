@@ -18,3 +18,13 @@ pub fn grid_size(kernel: &KernelSpec, n: usize) -> u32 {
     let rows_per_block = (WARPS_PER_BLOCK * rows_per_warp(kernel)) as usize;
     u32::try_from(n.div_ceil(rows_per_block)).unwrap_or(u32::MAX)
 }
+
+/// A size as the kernels' 32-bit `int` parameter, or [`gemv_backend::Error::LimitExceeded`].
+pub fn kernel_int(backend: &'static str, what: &str, value: usize) -> gemv_backend::Result<i32> {
+    i32::try_from(value).map_err(|_| gemv_backend::Error::LimitExceeded {
+        backend,
+        what: format!("{what} = {value} (kernel parameters are 32-bit)"),
+        requested: value as u64,
+        limit: i32::MAX as u64,
+    })
+}

@@ -3,7 +3,7 @@
 //! Nothing here touches CUDA before `is_culib_present()` says libcuda can be loaded: a machine
 //! with no driver, or no device, gets [`Error::Unavailable`], never a panic.
 
-use crate::launch::{THREADS_PER_BLOCK, grid_size};
+use crate::launch::{THREADS_PER_BLOCK, grid_size, kernel_int};
 use crate::ptx;
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{
@@ -127,15 +127,7 @@ impl CudaBackend {
         let spec = resolved_spec(NAME, kernel)?;
         let shape = args.validate(spec)?;
         let (m, n, k) = (shape.m, shape.n, shape.k);
-        let int = |what: &str, v: usize| {
-            i32::try_from(v).map_err(|_| Error::LimitExceeded {
-                backend: NAME,
-                what: format!("{what} = {v} (kernel parameters are 32-bit)"),
-                requested: v as u64,
-                limit: i32::MAX as u64,
-            })
-        };
-        let (m32, n32, k32) = (int("M", m)?, int("N", n)?, int("K", k)?);
+        let (m32, n32, k32) = (kernel_int(NAME, "M", m)?, kernel_int(NAME, "N", n)?, kernel_int(NAME, "K", k)?);
         let x = self.address(buffers, "x", args.x)?;
         let packed = self.address(buffers, "packed", args.packed)?;
         let scales = self.address(buffers, "scales", args.scales)?;

@@ -6,7 +6,7 @@
 
 mod ffi;
 
-use crate::launch::{THREADS_PER_BLOCK, grid_size};
+use crate::launch::{THREADS_PER_BLOCK, grid_size, kernel_int};
 use gemv_backend::{
     DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, HostMemory, KernelHandle, Result, TimerKind, resolved_spec,
 };
@@ -86,23 +86,15 @@ impl CudaEmulator {
         if kernel.is_null() {
             return Err(fault("no such kernel in the emulator library".into()));
         }
-        let to_int = |what: &str, v: usize| {
-            c_int::try_from(v).map_err(|_| Error::LimitExceeded {
-                backend: NAME,
-                what: format!("{what} = {v} (kernel parameters are 32-bit)"),
-                requested: v as u64,
-                limit: c_int::MAX as u64,
-            })
-        };
         let args = ffi::EmuArgs {
             x: launch.x.as_ptr(),
             packed: launch.packed.as_ptr(),
             scales: launch.scales.as_ptr(),
             y: launch.y.as_mut_ptr(),
             global_scale: launch.global_scale,
-            m: to_int("M", launch.m)?,
-            n: to_int("N", launch.n)?,
-            k: to_int("K", launch.k)?,
+            m: kernel_int(NAME, "M", launch.m)?,
+            n: kernel_int(NAME, "N", launch.n)?,
+            k: kernel_int(NAME, "K", launch.k)?,
         };
         let region = |name: &'static CStr, base: *const u8, len: usize, writable: bool| ffi::EmuRegion {
             name: name.as_ptr(),
