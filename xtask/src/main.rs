@@ -1,7 +1,9 @@
 //! `cargo xtask <command>`: the project's automation, one binary, no dependencies.
 //!
-//! - `test`: provision what is missing, then `cargo fmt --check`, clippy with `-D warnings`, and
-//!   `cargo test --workspace`. The README's test command; `.ci/run` calls it.
+//! - `test`: provision what is missing, then `cargo fmt --check`, clippy with `-D warnings`, the
+//!   freshness checks of committed artifacts (fixture, PTX, SASS report), `cargo test --workspace`,
+//!   `cargo doc` with `-D warnings`, and the release-only real-shape tests. The README's test
+//!   command; `.ci/run` calls it.
 //! - `fixtures [--check]`: regenerate the ml_dtypes codec fixture in a venv under target/.
 //! - `kernels [--check]`: CUDA sources to committed PTX with the pinned nvcc.
 //! - `sass [--check]`: the static SASS report docs/sass.md.
@@ -20,7 +22,9 @@ use std::process::ExitCode;
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
-  test              provision tools, then fmt --check, clippy -D warnings, cargo test --workspace
+  test              provision tools, then fmt --check, clippy -D warnings, artifact freshness
+                    (fixtures, kernels, sass --check), cargo test --workspace, cargo doc,
+                    and the release real-shape tests
   fixtures [--check] regenerate crates/gemv-core/tests/fixtures/codecs.tsv with ml_dtypes
                     (--check: fail if the committed fixture differs)
   kernels [--check] compile kernels/cuda/*.cu to PTX in crates/gemv-cuda/ptx/ with the pinned
@@ -65,9 +69,15 @@ fn test() -> Result<(), String> {
     provision::vulkan_software_driver()?;
     util::run("cargo", &["fmt", "--all", "--", "--check"])?;
     util::run("cargo", &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
+    // Committed artifacts must be fresh: the codec fixture, the PTX, the SASS report.
+    fixtures::regenerate(true)?;
     kernels::run(true)?;
     sass::run(true)?;
     util::run("cargo", &["test", "--workspace"])?;
+    // Documentation builds without broken links or missing docs.
+    // SAFETY: xtask is single-threaded here; no other thread reads the environment.
+    unsafe { std::env::set_var("RUSTDOCFLAGS", "-D warnings") };
+    util::run("cargo", &["doc", "--no-deps", "--workspace", "--quiet"])?;
     // Release-only tests: the real qkv/o shape under the emulator and on the wgpu adapter.
     let release = [
         &["-p", "gemv-cuda", "--features", "emulator", "--test", "emulator_real_shape"][..],

@@ -20,7 +20,10 @@ pub(super) fn run(backend: &dyn GpuBackend, gate: Gate) -> Vec<GateResult> {
         Gate::RegisterTiled => register_tiled(backend, &mut cases),
         Gate::F64Bound => f64_bound(backend, &mut cases),
         Gate::RowPermutation => row_permutation(backend, &mut cases),
-        Gate::Guards => guards(backend, &mut cases),
+        Gate::Guards => {
+            guards(backend, &mut cases);
+            shared_buffer(backend, &mut cases);
+        }
         Gate::Impulse => impulse(backend, &mut cases),
         Gate::OddShapes => odd_shapes(backend, &mut cases),
         Gate::BadInput => bad_input(backend, &mut cases),
@@ -244,6 +247,63 @@ fn guards(backend: &dyn GpuBackend, cases: &mut Cases) {
         });
         cases.record(format!("N={n} K={k} {} m={m} of {}", spec.name, spec.max_m), outcome);
     }
+}
+
+/// x, packed, scales and y in ONE buffer, at odd offsets, with guards between them: backends must
+/// not assume one argument per buffer (wgpu, for one, cannot bind a buffer read-only and
+/// read-write in the same dispatch and has to detach the inputs).
+fn shared_buffer(backend: &dyn GpuBackend, cases: &mut Cases) {
+    let (n, k, m) = (33, 80, 3);
+    let w = matrix(n, k, 4321);
+    let x = activations(m, k, 12);
+    let expected = host(&w, &x, m);
+    let parts: [Vec<u8>; 4] = [
+        bytemuck::cast_slice(&x).to_vec(),
+        w.view().packed().to_vec(),
+        w.view().scales().to_vec(),
+        bytemuck::cast_slice(&vec![DEAD_ROW; (m + 1) * n]).to_vec(),
+    ];
+    let mut layout = Vec::new();
+    let mut bytes = vec![GUARD_BYTE; GUARD_BF16];
+    for part in &parts {
+        if bytes.len() % 2 == 1 {
+            bytes.push(GUARD_BYTE);
+        }
+        layout.push(bytes.len());
+        bytes.extend(part);
+        bytes.extend(std::iter::repeat_n(GUARD_BYTE, GUARD_PACKED));
+    }
+    let outcome = (|| {
+        let buffer = backend.alloc(bytes.len())?;
+        let run = (|| {
+            backend.upload(buffer.whole(), &bytes)?;
+            let args = GemvArgs {
+                x: buffer.range(layout[0], parts[0].len()),
+                packed: buffer.range(layout[1], parts[1].len()),
+                scales: buffer.range(layout[2], parts[2].len()),
+                y: buffer.range(layout[3], 2 * m * n),
+                global_scale: w.global_scale(),
+                m,
+                n,
+                k,
+            };
+            backend.launch_gemv(lookup(backend, "w4a16_gemv_batch3"), &args)?;
+            backend.synchronize()?;
+            let mut after = vec![0u8; bytes.len()];
+            backend.download(buffer.whole(), &mut after)?;
+            Ok(after)
+        })();
+        let _ = backend.free(buffer);
+        run
+    })();
+    let outcome = outcome.map(|after| {
+        let y: Vec<u16> =
+            after[layout[3]..layout[3] + 2 * m * n].chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect();
+        let written = layout[3]..layout[3] + 2 * m * n;
+        let changed = (0..bytes.len()).find(|i| !written.contains(i) && after[*i] != bytes[*i]);
+        diff(&expected, &y, n).or_else(|| changed.map(|i| format!("byte {i} outside y's first m rows changed")))
+    });
+    cases.record(format!("N={n} K={k} w4a16_gemv_batch3 m={m}, all arguments in one buffer"), outcome);
 }
 
 struct GuardedBytes {
