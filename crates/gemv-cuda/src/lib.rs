@@ -7,10 +7,12 @@
 #![warn(missing_docs)]
 
 mod driver;
+mod error;
 pub mod launch;
 pub mod ptx;
 
 pub use driver::{CudaBackend, driver_present};
+pub use error::CudaError;
 
 #[cfg(feature = "emulator")]
 mod emulator;

@@ -8,6 +8,7 @@
 //! handler (which would panic).
 
 use crate::adapter::{AdapterChoice, choose};
+use crate::error::WgpuError;
 use crate::shader::{rows_per_workgroup, shader_source};
 use gemv_backend::{
     BufferRange, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, KernelHandle, Result, TimerKind,
@@ -56,8 +57,9 @@ struct Binding {
     inner: u64,
 }
 
-fn device_error(message: impl Into<String>) -> Error {
-    Error::Device { backend: NAME, message: message.into() }
+/// A failed wgpu operation as the public error.
+fn device_error(operation: impl Into<String>, message: impl std::fmt::Display) -> Error {
+    WgpuError::Operation { operation: operation.into(), message: message.to_string() }.into()
 }
 
 fn round_up4(value: u64) -> u64 {
@@ -78,7 +80,7 @@ impl WgpuBackend {
         };
         let instance = wgpu::Instance::new(descriptor);
         let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::PRIMARY));
-        let adapter = choose(adapters, &choice).map_err(|reason| Error::Unavailable { backend: NAME, reason })?;
+        let adapter = choose(adapters, &choice).map_err(WgpuError::NoAdapter)?;
         let info = adapter.get_info();
         let timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
         let required_features = if timestamps { wgpu::Features::TIMESTAMP_QUERY } else { wgpu::Features::empty() };
@@ -88,7 +90,7 @@ impl WgpuBackend {
             required_limits: adapter.limits(),
             ..Default::default()
         }))
-        .map_err(|e| Error::Unavailable { backend: NAME, reason: format!("{}: cannot open device: {e}", info.name) })?;
+        .map_err(|source| WgpuError::DeviceRequest { adapter: info.name.clone(), source })?;
         device.on_uncaptured_error(Arc::new(|error| tracing::error!(%error, "uncaptured wgpu error")));
         let limits = device.limits();
         let storage = |binding, read_only| wgpu::BindGroupLayoutEntry {
@@ -166,7 +168,7 @@ impl WgpuBackend {
         let value = f();
         match pollster::block_on(scope.pop()) {
             None => Ok(value),
-            Some(error) => Err(device_error(format!("{what}: {error}"))),
+            Some(error) => Err(device_error(what, error)),
         }
     }
 
@@ -213,12 +215,12 @@ impl WgpuBackend {
         let end = round_up4(offset + range.len as u64);
         let size = end - start;
         if size > self.limits.max_storage_buffer_binding_size {
-            return Err(Error::LimitExceeded {
-                backend: NAME,
+            return Err(WgpuError::Limit {
                 what: format!("binding {what} (max_storage_buffer_binding_size of {})", self.info.name),
                 requested: size,
                 limit: self.limits.max_storage_buffer_binding_size,
-            });
+            }
+            .into());
         }
         Ok(Binding { buffer, start, size, inner: offset - start })
     }
@@ -247,15 +249,14 @@ impl WgpuBackend {
         let spec = resolved_spec(NAME, kernel)?;
         let shape = args.validate(spec)?;
         let (m, n, k) = (shape.m, shape.n, shape.k);
-        let too_big = |what: &str, v: usize| Error::LimitExceeded {
-            backend: NAME,
+        let too_big = |what: &str, v: usize| WgpuError::Limit {
             what: format!("{what} index range (shader indices are 32-bit)"),
             requested: v as u64,
             limit: u64::from(u32::MAX),
         };
         for (what, len) in [("x", args.x.len), ("packed", args.packed.len), ("y", args.y.len)] {
             if len >= u32::MAX as usize / 2 {
-                return Err(too_big(what, len));
+                return Err(too_big(what, len).into());
             }
         }
         let y = self.binding("y", args.y.buffer.range(args.y.offset, 2 * m * n))?;
@@ -276,12 +277,12 @@ impl WgpuBackend {
         let width = workgroups.min(max);
         let height = workgroups.div_ceil(width);
         if height > max {
-            return Err(Error::LimitExceeded {
-                backend: NAME,
+            return Err(WgpuError::Limit {
                 what: format!("dispatch of {workgroups} workgroups (max_compute_workgroups_per_dimension squared)"),
                 requested: workgroups,
                 limit: max * max,
-            });
+            }
+            .into());
         }
         let [x, packed, scales] = &inputs;
         let params: [u32; 12] = [
@@ -370,12 +371,11 @@ impl WgpuBackend {
             match receiver.recv_timeout(Duration::from_millis(5)) {
                 Ok(result) => break result,
                 Err(_) if std::time::Instant::now() < deadline => continue,
-                Err(_) => return Err(device_error("a readback buffer was not mapped within 120 s")),
+                Err(_) => return Err(device_error("reading back", "the buffer was not mapped within 120 s")),
             }
         };
-        mapped.map_err(|error| device_error(format!("mapping a readback buffer: {error}")))?;
-        let bytes =
-            staging.get_mapped_range(..).map_err(|e| device_error(format!("reading a mapped buffer: {e}")))?.to_vec();
+        mapped.map_err(|error| device_error("mapping a readback buffer", error))?;
+        let bytes = staging.get_mapped_range(..).map_err(|e| device_error("reading a mapped buffer", e))?.to_vec();
         staging.unmap();
         Ok(bytes)
     }
@@ -419,12 +419,12 @@ impl GpuBackend for WgpuBackend {
     fn alloc(&self, bytes: usize) -> Result<DeviceBuffer> {
         let size = round_up4(bytes.max(1) as u64);
         if size > self.limits.max_buffer_size {
-            return Err(Error::LimitExceeded {
-                backend: NAME,
+            return Err(WgpuError::Limit {
                 what: format!("a buffer (max_buffer_size of {})", self.info.name),
                 requested: size,
                 limit: self.limits.max_buffer_size,
-            });
+            }
+            .into());
         }
         let buffer = self.scoped(wgpu::ErrorFilter::OutOfMemory, &format!("allocating {size} bytes"), || {
             self.device.create_buffer(&wgpu::BufferDescriptor {
@@ -501,7 +501,7 @@ impl GpuBackend for WgpuBackend {
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
             .map(|_| ())
-            .map_err(|e| device_error(format!("waiting for the device: {e}")))
+            .map_err(|e| device_error("waiting for the device", e))
     }
 
     fn time_launches(&self, launches: &[(KernelHandle, GemvArgs)], repeats: usize) -> Result<Duration> {

@@ -6,8 +6,10 @@
 
 mod adapter;
 mod backend;
+mod error;
 mod shader;
 
 pub use adapter::{ADAPTER_ENV, AdapterChoice};
 pub use backend::WgpuBackend;
+pub use error::WgpuError;
 pub use shader::{rows_per_workgroup, shader_source};

@@ -25,6 +25,9 @@ impl Lcg {
 }
 
 /// Random weights `[n, k]`: every nibble code, scales 2^-4 .. 2^3 (no subnormal products).
+///
+/// # Panics
+/// If the shape is invalid (N = 0, or K not a positive multiple of 16): pass validated shapes.
 pub fn matrix(n: usize, k: usize, seed: u64) -> Nvfp4Matrix {
     let mut rng = Lcg::new(seed);
     let packed = (0..n * k / 2).map(|_| rng.next_u32() as u8).collect();

@@ -3,6 +3,7 @@
 //! Nothing here touches CUDA before `is_culib_present()` says libcuda can be loaded: a machine
 //! with no driver, or no device, gets [`Error::Unavailable`], never a panic.
 
+use crate::error::CudaError;
 use crate::launch::{THREADS_PER_BLOCK, grid_size, kernel_int};
 use crate::ptx;
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
@@ -20,8 +21,10 @@ use std::time::Duration;
 
 const NAME: &str = "cuda";
 
-fn driver_error(what: &str, error: impl std::fmt::Display) -> Error {
-    Error::Device { backend: NAME, message: format!("{what}: {error}") }
+/// A failed driver call as the public error.
+fn driver_error(call: impl Into<String>) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
+    let convert = CudaError::driver(call);
+    move |source| convert(source).into()
 }
 
 /// The gemv kernels on one CUDA device.
@@ -88,7 +91,7 @@ impl CudaBackend {
         let loaded = self
             .context
             .load_module(cudarc::nvrtc::Ptx::from_src(ptx::W4A16_GEMV))
-            .map_err(|e| driver_error("loading module w4a16_gemv from PTX", e))?;
+            .map_err(driver_error("loading module w4a16_gemv from PTX"))?;
         *module = Some(loaded.clone());
         Ok(loaded)
     }
@@ -98,8 +101,7 @@ impl CudaBackend {
         if let Some(function) = functions.get(name) {
             return Ok(function.clone());
         }
-        let function =
-            self.module()?.load_function(name).map_err(|e| driver_error(&format!("looking up kernel {name}"), e))?;
+        let function = self.module()?.load_function(name).map_err(driver_error(format!("looking up kernel {name}")))?;
         functions.insert(name, function.clone());
         Ok(function)
     }
@@ -144,14 +146,14 @@ impl CudaBackend {
         // three i32). `validate` proved every range lies inside a live buffer of this backend
         // (held alive by the `buffers` lock for the enqueue) and is large enough for M, N, K;
         // the kernels read only those ranges and write only the first m rows of y.
-        unsafe { launch.launch(config) }.map_err(|e| driver_error(&format!("launching {}", spec.name), e))?;
+        unsafe { launch.launch(config) }.map_err(driver_error(format!("launching {}", spec.name)))?;
         Ok(())
     }
 }
 
 fn device_info(context: &Arc<CudaContext>) -> Result<DeviceInfo> {
-    let name = context.name().map_err(|e| driver_error("device name", e))?;
-    let (major, minor) = context.compute_capability().map_err(|e| driver_error("compute capability", e))?;
+    let name = context.name().map_err(driver_error("device name"))?;
+    let (major, minor) = context.compute_capability().map_err(driver_error("compute capability"))?;
     let attribute = |a| context.attribute(a).ok().filter(|&v| v > 0).map(f64::from);
     // DDR: two transfers per memory clock; clock in kHz, bus width in bits.
     let peak = attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)
@@ -191,10 +193,8 @@ impl GpuBackend for CudaBackend {
     }
 
     fn alloc(&self, bytes: usize) -> Result<DeviceBuffer> {
-        let slice = self
-            .stream
-            .alloc_zeros::<u8>(bytes.max(1))
-            .map_err(|e| driver_error(&format!("allocating {bytes} bytes"), e))?;
+        let slice =
+            self.stream.alloc_zeros::<u8>(bytes.max(1)).map_err(driver_error(format!("allocating {bytes} bytes")))?;
         let mut buffers = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
         let id = buffers.next_id;
         buffers.next_id += 1;
@@ -225,8 +225,8 @@ impl GpuBackend for CudaBackend {
             return Ok(());
         }
         let mut view = slice.slice_mut(dst.offset..dst.offset + dst.len);
-        self.stream.memcpy_htod(data, &mut view).map_err(|e| driver_error("upload", e))?;
-        self.stream.synchronize().map_err(|e| driver_error("upload", e))
+        self.stream.memcpy_htod(data, &mut view).map_err(driver_error("upload"))?;
+        self.stream.synchronize().map_err(driver_error("upload"))
     }
 
     fn download(&self, src: BufferRange, out: &mut [u8]) -> Result<()> {
@@ -247,8 +247,8 @@ impl GpuBackend for CudaBackend {
             return Ok(());
         }
         let view = slice.slice(src.offset..src.offset + src.len);
-        self.stream.memcpy_dtoh(&view, out).map_err(|e| driver_error("download", e))?;
-        self.stream.synchronize().map_err(|e| driver_error("download", e))
+        self.stream.memcpy_dtoh(&view, out).map_err(driver_error("download"))?;
+        self.stream.synchronize().map_err(driver_error("download"))
     }
 
     fn launch_gemv(&self, kernel: KernelHandle, args: &GemvArgs) -> Result<()> {
@@ -257,36 +257,36 @@ impl GpuBackend for CudaBackend {
     }
 
     fn synchronize(&self) -> Result<()> {
-        self.stream.synchronize().map_err(|e| driver_error("synchronize", e))
+        self.stream.synchronize().map_err(driver_error("synchronize"))
     }
 
     fn time_launches(&self, launches: &[(KernelHandle, GemvArgs)], repeats: usize) -> Result<Duration> {
         let buffers = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
-        let start = self.stream.record_event(timing).map_err(|e| driver_error("recording an event", e))?;
+        let start = self.stream.record_event(timing).map_err(driver_error("recording an event"))?;
         for _ in 0..repeats {
             for (kernel, args) in launches {
                 self.launch_locked(&buffers, *kernel, args)?;
             }
         }
-        let end = self.stream.record_event(timing).map_err(|e| driver_error("recording an event", e))?;
-        end.synchronize().map_err(|e| driver_error("waiting for an event", e))?;
-        let ms = start.elapsed_ms(&end).map_err(|e| driver_error("reading event time", e))?;
+        let end = self.stream.record_event(timing).map_err(driver_error("recording an event"))?;
+        end.synchronize().map_err(driver_error("waiting for an event"))?;
+        let ms = start.elapsed_ms(&end).map_err(driver_error("reading event time"))?;
         Ok(Duration::from_secs_f64(f64::from(ms) / 1e3))
     }
 
     fn time_device_copy(&self, bytes: usize, repeats: usize) -> Result<Option<Duration>> {
-        let source = self.stream.alloc_zeros::<u8>(bytes.max(1)).map_err(|e| driver_error("copy source", e))?;
-        let mut target = self.stream.alloc_zeros::<u8>(bytes.max(1)).map_err(|e| driver_error("copy target", e))?;
+        let source = self.stream.alloc_zeros::<u8>(bytes.max(1)).map_err(driver_error("copy source"))?;
+        let mut target = self.stream.alloc_zeros::<u8>(bytes.max(1)).map_err(driver_error("copy target"))?;
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
-        self.stream.memcpy_dtod(&source, &mut target).map_err(|e| driver_error("warm-up copy", e))?;
-        let start = self.stream.record_event(timing).map_err(|e| driver_error("recording an event", e))?;
+        self.stream.memcpy_dtod(&source, &mut target).map_err(driver_error("warm-up copy"))?;
+        let start = self.stream.record_event(timing).map_err(driver_error("recording an event"))?;
         for _ in 0..repeats {
-            self.stream.memcpy_dtod(&source, &mut target).map_err(|e| driver_error("device copy", e))?;
+            self.stream.memcpy_dtod(&source, &mut target).map_err(driver_error("device copy"))?;
         }
-        let end = self.stream.record_event(timing).map_err(|e| driver_error("recording an event", e))?;
-        end.synchronize().map_err(|e| driver_error("waiting for an event", e))?;
-        let ms = start.elapsed_ms(&end).map_err(|e| driver_error("reading event time", e))?;
+        let end = self.stream.record_event(timing).map_err(driver_error("recording an event"))?;
+        end.synchronize().map_err(driver_error("waiting for an event"))?;
+        let ms = start.elapsed_ms(&end).map_err(driver_error("reading event time"))?;
         Ok(Some(Duration::from_secs_f64(f64::from(ms) / 1e3)))
     }
 }

@@ -6,6 +6,7 @@
 
 mod ffi;
 
+use crate::error::CudaError;
 use crate::launch::{THREADS_PER_BLOCK, grid_size, kernel_int};
 use gemv_backend::{
     DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, HostMemory, KernelHandle, Result, TimerKind, resolved_spec,
@@ -79,7 +80,7 @@ impl CudaEmulator {
     /// Faults (out-of-bounds, misaligned vector access, divergent barrier, bad shuffle mask,
     /// deadlock) come back as [`Error::KernelFault`].
     pub fn launch_on_host(&self, launch: HostLaunch<'_>) -> Result<()> {
-        let fault = |message: String| Error::KernelFault { kernel: launch.kernel.to_string(), message };
+        let fault = |message: String| Error::from(CudaError::Fault { kernel: launch.kernel.to_string(), message });
         let c_name = CString::new(launch.kernel).map_err(|_| fault("kernel name contains NUL".into()))?;
         // SAFETY: as in `has_kernel`.
         let kernel = unsafe { ffi::gemv_emu_find(c_name.as_ptr()) };

@@ -1,0 +1,52 @@
+//! gemv-wgpu's errors, with the adapter, operation or limit they are about; converted into the
+//! public [`gemv_backend::Error`] at the trait boundary.
+
+/// What can go wrong on wgpu.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WgpuError {
+    /// No adapter matched (none at all, or none with the requested name).
+    #[error("{0}")]
+    NoAdapter(String),
+    /// The adapter would not give a device.
+    #[error("{adapter}: cannot open device: {source}")]
+    DeviceRequest {
+        /// Adapter name.
+        adapter: String,
+        /// wgpu's error.
+        source: wgpu::RequestDeviceError,
+    },
+    /// wgpu reported a validation or out-of-memory error for an operation.
+    #[error("{operation}: {message}")]
+    Operation {
+        /// What was being done (compiling a kernel, launching, allocating, ...).
+        operation: String,
+        /// wgpu's message.
+        message: String,
+    },
+    /// A device limit: a binding window, a buffer or a dispatch too large.
+    #[error("{what} needs {requested} bytes, over the limit of {limit}")]
+    Limit {
+        /// The limit's name and adapter.
+        what: String,
+        /// Requested size.
+        requested: u64,
+        /// The limit.
+        limit: u64,
+    },
+}
+
+impl From<WgpuError> for gemv_backend::Error {
+    fn from(error: WgpuError) -> Self {
+        match error {
+            WgpuError::NoAdapter(reason) => gemv_backend::Error::Unavailable { backend: "wgpu", reason },
+            WgpuError::DeviceRequest { .. } => {
+                gemv_backend::Error::Unavailable { backend: "wgpu", reason: error.to_string() }
+            }
+            WgpuError::Limit { what, requested, limit } => {
+                gemv_backend::Error::LimitExceeded { backend: "wgpu", what, requested, limit }
+            }
+            WgpuError::Operation { .. } => gemv_backend::Error::Device { backend: "wgpu", message: error.to_string() },
+        }
+    }
+}
