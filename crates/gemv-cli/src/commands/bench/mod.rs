@@ -211,3 +211,92 @@ pub fn run(options: &BenchOptions, out: &mut dyn Write) -> Result<bool, String> 
     }
     Ok(true)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gemv_backend::{BufferRange, DeviceBuffer, DeviceInfo, GemvArgs, Result};
+    use gemv_mock::MockBackend;
+
+    /// The host backend with one output bit flipped after every launch of `batch3`.
+    struct OneWrongBit(MockBackend);
+
+    impl GpuBackend for OneWrongBit {
+        fn name(&self) -> &'static str {
+            "one-wrong-bit"
+        }
+        fn device_info(&self) -> DeviceInfo {
+            self.0.device_info()
+        }
+        fn lookup_kernel(&self, module: &str, name: &str) -> KernelHandle {
+            self.0.lookup_kernel(module, name)
+        }
+        fn alloc(&self, bytes: usize) -> Result<DeviceBuffer> {
+            self.0.alloc(bytes)
+        }
+        fn free(&self, buffer: DeviceBuffer) -> Result<()> {
+            self.0.free(buffer)
+        }
+        fn upload(&self, dst: BufferRange, data: &[u8]) -> Result<()> {
+            self.0.upload(dst, data)
+        }
+        fn download(&self, src: BufferRange, out: &mut [u8]) -> Result<()> {
+            self.0.download(src, out)
+        }
+        fn synchronize(&self) -> Result<()> {
+            self.0.synchronize()
+        }
+        fn launch_gemv(&self, kernel: KernelHandle, args: &GemvArgs) -> Result<()> {
+            self.0.launch_gemv(kernel, args)?;
+            if kernel.spec().is_some_and(|s| s.name == "w4a16_gemv_batch3") {
+                let first = args.y.buffer.range(args.y.offset, 1);
+                let mut byte = [0u8];
+                self.0.download(first, &mut byte)?;
+                self.0.upload(first, &[byte[0] ^ 1])?;
+            }
+            Ok(())
+        }
+    }
+
+    fn arms_for(backend: &dyn GpuBackend, ms: &[usize]) -> (ResolvedTiers, Vec<Arm>) {
+        let tiers = ResolvedTiers::resolve(backend, KillSwitches::default());
+        let options = BenchOptions {
+            backend: BackendChoice::Host,
+            shapes: vec![],
+            ms: ms.to_vec(),
+            tiers: vec![],
+            peak_gbps: None,
+            json: false,
+            plot: None,
+            rounds: 1,
+            launches: 1,
+            cold_bytes: 0,
+        };
+        let arms = arms(&tiers, backend, &options, &mut Vec::new()).expect("arms");
+        (tiers, arms)
+    }
+
+    #[test]
+    fn gates_pass_on_a_correct_backend() {
+        let backend = MockBackend::new();
+        let (tiers, arms) = arms_for(&backend, &[1, 3, 8]);
+        assert_eq!(gates(&backend, &tiers, &arms), Ok(()));
+    }
+
+    #[test]
+    fn a_wrong_bit_fails_the_gates_before_any_timing() {
+        let backend = OneWrongBit(MockBackend::new());
+        let (tiers, arms) = arms_for(&backend, &[1, 3]);
+        let failure = gates(&backend, &tiers, &arms).expect_err("batch3 is off by one bit");
+        assert!(failure.contains("w4a16_gemv_batch3") && failure.contains("not bit-exact"), "{failure}");
+    }
+
+    #[test]
+    fn shapes_and_m_lists_parse() {
+        assert_eq!(parse_shape("ffn-up"), Ok(("ffn-up".into(), 17408, 5120)));
+        assert_eq!(parse_shape("7x48"), Ok(("7x48".into(), 7, 48)));
+        assert!(parse_shape("7x40").is_err());
+        assert_eq!(parse_ms("1..3,8,16"), Ok(vec![1, 2, 3, 8, 16]));
+        assert_eq!(parse_ms("2..=4"), Ok(vec![2, 3, 4]));
+    }
+}
