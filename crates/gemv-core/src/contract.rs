@@ -30,7 +30,7 @@ pub fn widen_bf16(x: &[u16]) -> Vec<f32> {
 /// Computes `Y[t][n]` for every t < m of one weight row `n`, writing `out[t]`.
 ///
 /// `x` is `[m][K]` f32 (widened bf16); `partials` is scratch of at least `m * 64`.
-pub fn contract_column(w: &Nvfp4View<'_>, x: &[f32], m: usize, n: usize, partials: &mut [f32], out: &mut [u16]) {
+pub(crate) fn contract_column(w: &Nvfp4View<'_>, x: &[f32], m: usize, n: usize, partials: &mut [f32], out: &mut [u16]) {
     let k = w.k();
     let table = e4m3_table();
     let partials = &mut partials[..m * PARTIALS];

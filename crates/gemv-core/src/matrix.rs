@@ -77,30 +77,45 @@ impl<'a> Nvfp4View<'a> {
         self.scales
     }
 
-    /// The packed bytes of row `n` (K/2 bytes). Panics if `n >= N`.
+    /// The packed bytes of row `n` (K/2 bytes).
+    ///
+    /// # Panics
+    /// If `n >= N`.
     pub fn row_packed(&self, n: usize) -> &'a [u8] {
         let width = self.k / 2;
         &self.packed[n * width..(n + 1) * width]
     }
 
-    /// The scale bytes of row `n` (K/16 bytes). Panics if `n >= N`.
+    /// The scale bytes of row `n` (K/16 bytes).
+    ///
+    /// # Panics
+    /// If `n >= N`.
     pub fn row_scales(&self, n: usize) -> &'a [u8] {
         let width = self.groups();
         &self.scales[n * width..(n + 1) * width]
     }
 
-    /// The E2M1 code of element (n, k), in the low 4 bits. Panics when out of range.
+    /// The E2M1 code of element (n, k), in the low 4 bits.
+    ///
+    /// # Panics
+    /// If `n >= N` or `k >= K`, like slice indexing.
     pub fn code(&self, n: usize, k: usize) -> u8 {
         let byte = self.packed[n * (self.k / 2) + k / 2];
         if k.is_multiple_of(2) { byte & 0xF } else { byte >> 4 }
     }
 
     /// The E4M3 scale byte of element (n, k).
+    ///
+    /// # Panics
+    /// If `n >= N` or `k >= K`.
     pub fn scale_code(&self, n: usize, k: usize) -> u8 {
         self.scales[n * self.groups() + k / GROUP_SIZE]
     }
 
     /// `e2m1 * e4m3` for element (n, k) (exact in f32), without the global scale.
+    ///
+    /// # Panics
+    /// If `n >= N` or `k >= K`.
     pub fn scaled_weight(&self, n: usize, k: usize) -> f32 {
         decode_e2m1(self.code(n, k)) * decode_e4m3(self.scale_code(n, k))
     }
