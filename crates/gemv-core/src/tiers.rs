@@ -25,21 +25,24 @@ pub struct KernelSpec {
     pub name: &'static str,
     /// Largest M one launch may carry.
     pub max_m: usize,
+    /// Weight rows one warp (CUDA) or workgroup (WGSL) computes: 2 for the register-tiled
+    /// `batch8_rt2`, which reuses each activation load for both rows; 1 otherwise.
+    pub rows: usize,
 }
 
 /// Every kernel, the same names on every backend.
 pub const KERNELS: [KernelSpec; 11] = [
-    KernelSpec { name: "w4a16_gemv", max_m: 1 },
-    KernelSpec { name: "w4a16_gemv_batch2", max_m: 2 },
-    KernelSpec { name: "w4a16_gemv_batch3", max_m: 3 },
-    KernelSpec { name: "w4a16_gemv_batch4", max_m: 4 },
-    KernelSpec { name: "w4a16_gemv_batch5", max_m: 5 },
-    KernelSpec { name: "w4a16_gemv_batch6", max_m: 6 },
-    KernelSpec { name: "w4a16_gemv_batch7", max_m: 7 },
-    KernelSpec { name: "w4a16_gemv_batch8", max_m: 8 },
-    KernelSpec { name: "w4a16_gemv_batch8_rt2", max_m: 8 },
-    KernelSpec { name: "w4a16_gemv_batch16", max_m: 16 },
-    KernelSpec { name: "w4a16_gemv_batch32", max_m: 32 },
+    KernelSpec { name: "w4a16_gemv", max_m: 1, rows: 1 },
+    KernelSpec { name: "w4a16_gemv_batch2", max_m: 2, rows: 1 },
+    KernelSpec { name: "w4a16_gemv_batch3", max_m: 3, rows: 1 },
+    KernelSpec { name: "w4a16_gemv_batch4", max_m: 4, rows: 1 },
+    KernelSpec { name: "w4a16_gemv_batch5", max_m: 5, rows: 1 },
+    KernelSpec { name: "w4a16_gemv_batch6", max_m: 6, rows: 1 },
+    KernelSpec { name: "w4a16_gemv_batch7", max_m: 7, rows: 1 },
+    KernelSpec { name: "w4a16_gemv_batch8", max_m: 8, rows: 1 },
+    KernelSpec { name: "w4a16_gemv_batch8_rt2", max_m: 8, rows: 2 },
+    KernelSpec { name: "w4a16_gemv_batch16", max_m: 16, rows: 1 },
+    KernelSpec { name: "w4a16_gemv_batch32", max_m: 32, rows: 1 },
 ];
 
 /// Looks a kernel up by name.

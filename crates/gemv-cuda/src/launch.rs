@@ -1,6 +1,7 @@
 //! Launch geometry, shared by the real driver and the emulator: 128 threads (4 warps) per block,
-//! one weight row per warp, two for the register-tiled `batch8_rt2`. Must match
-//! `GEMV_KERNELS` in kernels/cuda/w4a16_gemv.cu; the conformance suite would miss rows otherwise.
+//! `KernelSpec::rows` weight rows per warp (2 for the register-tiled `batch8_rt2`). The rows
+//! column of `GEMV_KERNELS` in kernels/cuda/w4a16_gemv.cu must agree with the registry; the
+//! conformance suite would miss rows otherwise.
 
 use gemv_core::KernelSpec;
 
@@ -8,9 +9,9 @@ use gemv_core::KernelSpec;
 pub const THREADS_PER_BLOCK: u32 = 128;
 const WARPS_PER_BLOCK: u32 = THREADS_PER_BLOCK / 32;
 
-/// Weight rows one warp computes.
+/// Weight rows one warp computes (the registry's `rows`).
 pub fn rows_per_warp(kernel: &KernelSpec) -> u32 {
-    if kernel.name == "w4a16_gemv_batch8_rt2" { 2 } else { 1 }
+    kernel.rows as u32
 }
 
 /// Blocks for `n` weight rows.

@@ -8,9 +8,9 @@ const TEMPLATE: &str = include_str!("../../../kernels/wgsl/w4a16_gemv.wgsl");
 /// Partials per output, and the workgroup size.
 pub const WORKGROUP_SIZE: u32 = 64;
 
-/// Weight rows one workgroup computes: two for the register-tiled `batch8_rt2`, else one.
+/// Weight rows one workgroup computes (the registry's `rows`).
 pub fn rows_per_workgroup(kernel: &KernelSpec) -> u32 {
-    if kernel.name == "w4a16_gemv_batch8_rt2" { 2 } else { 1 }
+    kernel.rows as u32
 }
 
 /// The WGSL module of one kernel; its entry point has the kernel's name.
