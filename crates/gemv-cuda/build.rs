@@ -1,9 +1,6 @@
 //! With the `emulator` feature, compiles the CUDA kernels and the SIMT emulator for the host.
 
 fn main() {
-    if std::env::var_os("CARGO_FEATURE_EMULATOR").is_none() {
-        return;
-    }
     #[cfg(feature = "emulator")]
     emulator::build();
 }

@@ -25,6 +25,26 @@ pub struct GemvArgs {
 }
 
 impl GemvArgs {
+    /// The bytes of Y a launch writes: its first `m` rows.
+    pub fn y_written(&self) -> BufferRange {
+        self.y.buffer.range(self.y.offset, 2 * self.m * self.n)
+    }
+
+    /// The bytes of X a launch reads: its first `m` rows.
+    pub fn x_read(&self) -> BufferRange {
+        self.x.buffer.range(self.x.offset, 2 * self.m * self.k)
+    }
+
+    /// The bytes of the packed weights a launch reads.
+    pub fn packed_read(&self) -> BufferRange {
+        self.packed.buffer.range(self.packed.offset, self.n * self.k / 2)
+    }
+
+    /// The bytes of the scales a launch reads.
+    pub fn scales_read(&self) -> BufferRange {
+        self.scales.buffer.range(self.scales.offset, self.n * self.k / GROUP_SIZE)
+    }
+
     /// Checks the shape, the kernel's width, every range's bounds, size and alignment, and that Y
     /// overlaps no input. Every backend calls this before touching memory.
     pub fn validate(&self, kernel: &KernelSpec) -> Result<GemvShape> {
@@ -40,14 +60,7 @@ impl GemvArgs {
             ("y", self.y, 2 * m * n, 2),
         ];
         for (what, range, needed, align) in needs {
-            if !range.in_bounds() {
-                return Err(Error::RangeOutOfBounds {
-                    what,
-                    offset: range.offset,
-                    len: range.len,
-                    buffer_len: range.buffer.len(),
-                });
-            }
+            range.check_bounds(what)?;
             if range.len < needed {
                 return Err(Error::RangeTooSmall { what, len: range.len, needed, m, n, k });
             }
@@ -55,9 +68,8 @@ impl GemvArgs {
                 return Err(Error::Misaligned { what, offset: range.offset, align });
             }
         }
-        let written = self.y.buffer.range(self.y.offset, 2 * m * n);
         for (what, input) in [("x", self.x), ("packed", self.packed), ("scales", self.scales)] {
-            if written.overlaps(&input) {
+            if self.y_written().overlaps(&input) {
                 return Err(Error::OutputOverlaps { what, buffer: input.buffer.id() });
             }
         }

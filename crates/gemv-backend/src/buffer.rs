@@ -1,5 +1,7 @@
 //! Device buffers are opaque ids owned by the backend that made them; ranges address bytes.
 
+use crate::{Error, Result};
+
 /// A buffer allocated by one backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DeviceBuffer {
@@ -59,6 +61,25 @@ impl BufferRange {
     /// Whether the range lies inside its buffer.
     pub fn in_bounds(&self) -> bool {
         self.end().is_some_and(|end| end <= self.buffer.len())
+    }
+
+    /// [`Error::RangeOutOfBounds`] unless the range lies inside its buffer.
+    pub fn check_bounds(&self, what: &'static str) -> Result<()> {
+        if self.in_bounds() {
+            Ok(())
+        } else {
+            Err(Error::RangeOutOfBounds { what, offset: self.offset, len: self.len, buffer_len: self.buffer.len() })
+        }
+    }
+
+    /// [`Error::HostLengthMismatch`] unless a host slice of `host_len` bytes fits the range exactly
+    /// (uploads and downloads).
+    pub fn check_host_len(&self, what: &'static str, host_len: usize) -> Result<()> {
+        if host_len == self.len {
+            Ok(())
+        } else {
+            Err(Error::HostLengthMismatch { what, expected: self.len, found: host_len })
+        }
     }
 
     /// Whether two ranges share a byte.

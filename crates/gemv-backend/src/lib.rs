@@ -11,6 +11,7 @@
 mod args;
 mod backend;
 mod buffer;
+mod buffer_table;
 pub mod conformance;
 mod device;
 mod device_matrix;
@@ -22,6 +23,7 @@ mod tiers;
 pub use args::GemvArgs;
 pub use backend::{GpuBackend, resolved_spec, time_with_host_clock};
 pub use buffer::{BufferRange, DeviceBuffer};
+pub use buffer_table::{BufferGuard, BufferTable};
 pub use device::{DeviceInfo, DeviceKind, TimerKind};
 pub use device_matrix::DeviceMatrix;
 pub use error::{Error, Result};

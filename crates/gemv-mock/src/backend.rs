@@ -112,11 +112,13 @@ impl GpuBackend for MockBackend {
         }
         let shape = args.validate(spec)?;
         let (m, n, k) = (shape.m, shape.n, shape.k);
-        let inputs = self.memory.launch_inputs(args, shape)?;
-        let weights = Nvfp4View::new(&inputs.packed, &inputs.scales, args.global_scale, n, k)?;
-        let mut y = vec![0u16; m * n];
-        gemv_contract(&weights, &inputs.x, m, &mut y, self.threads)?;
-        self.memory.write_with("y", inputs.y_range, |out| out.copy_from_slice(bytemuck::cast_slice(&y)))?;
+        let y = self.memory.with_launch_inputs(args, |inputs| -> Result<Vec<u16>> {
+            let weights = Nvfp4View::new(inputs.packed, inputs.scales, args.global_scale, n, k)?;
+            let mut y = vec![0u16; m * n];
+            gemv_contract(&weights, &inputs.x, m, &mut y, self.threads)?;
+            Ok(y)
+        })??;
+        self.memory.write_with("y", args.y_written(), |out| out.copy_from_slice(bytemuck::cast_slice(&y)))?;
         self.log.lock().unwrap_or_else(|p| p.into_inner()).push(LaunchRecord { kernel: spec.name, m });
         tracing::trace!(kernel = spec.name, m, n, k, "host launch");
         Ok(())

@@ -11,8 +11,8 @@ use crate::adapter::{AdapterChoice, choose};
 use crate::error::WgpuError;
 use crate::shader::{rows_per_workgroup, shader_source};
 use gemv_backend::{
-    BufferRange, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, KernelHandle, Result, TimerKind,
-    resolved_spec,
+    BufferRange, BufferTable, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, KernelHandle, Result,
+    TimerKind, resolved_spec,
 };
 use gemv_core::{KERNELS, KernelSpec, MODULE_NAME};
 use std::collections::HashMap;
@@ -33,19 +33,13 @@ pub struct WgpuBackend {
     layout: wgpu::BindGroupLayout,
     pipeline_layout: wgpu::PipelineLayout,
     pipelines: Mutex<HashMap<&'static str, wgpu::ComputePipeline>>,
-    buffers: Mutex<Buffers>,
+    buffers: BufferTable<wgpu::Buffer>,
 }
 
 impl std::fmt::Debug for WgpuBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WgpuBackend").field("adapter", &self.info.name).field("backend", &self.info.backend).finish()
     }
-}
-
-#[derive(Default)]
-struct Buffers {
-    next_id: u64,
-    live: HashMap<u64, (wgpu::Buffer, usize)>,
 }
 
 /// One argument bound as a window of its buffer.
@@ -64,6 +58,14 @@ fn device_error(operation: impl Into<String>, message: impl std::fmt::Display) -
 
 fn round_up4(value: u64) -> u64 {
     value.div_ceil(4) * 4
+}
+
+/// The whole 4-byte words around `len` bytes at `offset` (copies and writes need word
+/// alignment): (window start, window size, the bytes' offset inside the window).
+fn word_window(offset: usize, len: usize) -> (u64, u64, usize) {
+    let offset = offset as u64;
+    let start = offset - offset % 4;
+    (start, round_up4(offset + len as u64) - start, (offset - start) as usize)
 }
 
 impl WgpuBackend {
@@ -137,7 +139,7 @@ impl WgpuBackend {
             layout,
             pipeline_layout,
             pipelines: Mutex::new(HashMap::new()),
-            buffers: Mutex::new(Buffers { next_id: 1, live: HashMap::new() }),
+            buffers: BufferTable::new(NAME),
         })
     }
 
@@ -197,18 +199,15 @@ impl WgpuBackend {
         Ok(pipeline)
     }
 
-    fn buffer(&self, buffer: DeviceBuffer) -> Result<(wgpu::Buffer, usize)> {
-        let buffers = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
-        match buffers.live.get(&buffer.id()) {
-            Some((wgpu_buffer, len)) if *len == buffer.len() => Ok((wgpu_buffer.clone(), *len)),
-            _ => Err(Error::UnknownBuffer { id: buffer.id(), backend: NAME }),
-        }
+    /// The wgpu buffer behind `range`, after checking its id and the range's bounds.
+    fn checked_range(&self, what: &'static str, range: BufferRange) -> Result<wgpu::Buffer> {
+        self.buffers.lock().get(what, range).cloned()
     }
 
     /// The window of `range` that is bound: start aligned down to the storage offset alignment,
     /// end rounded up to 4 bytes (buffers are allocated in whole words).
-    fn binding(&self, what: &str, range: BufferRange) -> Result<Binding> {
-        let (buffer, _) = self.buffer(range.buffer)?;
+    fn binding(&self, what: &'static str, range: BufferRange) -> Result<Binding> {
+        let buffer = self.checked_range(what, range)?;
         let align = u64::from(self.limits.min_storage_buffer_offset_alignment.max(4));
         let offset = range.offset as u64;
         let start = offset - offset % align;
@@ -379,14 +378,6 @@ impl WgpuBackend {
         staging.unmap();
         Ok(bytes)
     }
-
-    fn checked_range(&self, what: &'static str, range: BufferRange) -> Result<wgpu::Buffer> {
-        let (buffer, len) = self.buffer(range.buffer)?;
-        if !range.in_bounds() {
-            return Err(Error::RangeOutOfBounds { what, offset: range.offset, len: range.len, buffer_len: len });
-        }
-        Ok(buffer)
-    }
 }
 
 impl GpuBackend for WgpuBackend {
@@ -434,28 +425,15 @@ impl GpuBackend for WgpuBackend {
                 mapped_at_creation: false,
             })
         })?;
-        let mut buffers = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
-        let id = buffers.next_id;
-        buffers.next_id += 1;
-        buffers.live.insert(id, (buffer, bytes));
-        Ok(DeviceBuffer::new(id, bytes))
+        Ok(self.buffers.insert(bytes, buffer))
     }
 
     fn free(&self, buffer: DeviceBuffer) -> Result<()> {
-        let removed = self.buffers.lock().unwrap_or_else(|p| p.into_inner()).live.remove(&buffer.id());
-        match removed {
-            Some((wgpu_buffer, _)) => {
-                wgpu_buffer.destroy();
-                Ok(())
-            }
-            None => Err(Error::UnknownBuffer { id: buffer.id(), backend: NAME }),
-        }
+        self.buffers.remove(buffer).map(|wgpu_buffer| wgpu_buffer.destroy())
     }
 
     fn upload(&self, dst: BufferRange, data: &[u8]) -> Result<()> {
-        if data.len() != dst.len {
-            return Err(Error::HostLengthMismatch { what: "upload", expected: dst.len, found: data.len() });
-        }
+        dst.check_host_len("upload", data.len())?;
         let buffer = self.checked_range("upload", dst)?;
         if data.is_empty() {
             return Ok(());
@@ -466,27 +444,20 @@ impl GpuBackend for WgpuBackend {
                 .scoped(wgpu::ErrorFilter::Validation, "upload", || self.queue.write_buffer(&buffer, offset, data));
         }
         // Unaligned: read the enclosing words, patch them, write them back.
-        let start = offset - offset % 4;
-        let size = round_up4(offset + data.len() as u64) - start;
+        let (start, size, inner) = word_window(dst.offset, data.len());
         let mut window = self.read_window(&buffer, start, size)?;
-        let inner = (offset - start) as usize;
         window[inner..inner + data.len()].copy_from_slice(data);
         self.scoped(wgpu::ErrorFilter::Validation, "upload", || self.queue.write_buffer(&buffer, start, &window))
     }
 
     fn download(&self, src: BufferRange, out: &mut [u8]) -> Result<()> {
-        if out.len() != src.len {
-            return Err(Error::HostLengthMismatch { what: "download", expected: src.len, found: out.len() });
-        }
+        src.check_host_len("download", out.len())?;
         let buffer = self.checked_range("download", src)?;
         if out.is_empty() {
             return Ok(());
         }
-        let offset = src.offset as u64;
-        let start = offset - offset % 4;
-        let size = round_up4(offset + out.len() as u64) - start;
+        let (start, size, inner) = word_window(src.offset, out.len());
         let window = self.read_window(&buffer, start, size)?;
-        let inner = (offset - start) as usize;
         out.copy_from_slice(&window[inner..inner + out.len()]);
         Ok(())
     }

@@ -11,12 +11,15 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
 };
 use gemv_backend::{
-    BufferRange, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, KernelHandle, Result, TimerKind,
-    resolved_spec,
+    BufferGuard, BufferRange, BufferTable, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend,
+    KernelHandle, Result, TimerKind, resolved_spec,
 };
 use gemv_core::{KERNELS, MODULE_NAME};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+
+/// The locked buffer table a launch holds while it is enqueued.
+type Buffers<'a> = BufferGuard<'a, CudaSlice<u8>>;
 use std::time::Duration;
 
 const NAME: &str = "cuda";
@@ -34,19 +37,13 @@ pub struct CudaBackend {
     info: DeviceInfo,
     module: Mutex<Option<Arc<CudaModule>>>,
     functions: Mutex<HashMap<&'static str, CudaFunction>>,
-    buffers: Mutex<Buffers>,
+    buffers: BufferTable<CudaSlice<u8>>,
 }
 
 impl std::fmt::Debug for CudaBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CudaBackend").field("device", &self.info.name).field("arch", &self.info.architecture).finish()
     }
-}
-
-#[derive(Default)]
-struct Buffers {
-    next_id: u64,
-    live: HashMap<u64, CudaSlice<u8>>,
 }
 
 /// Whether libcuda can be loaded on this machine (no CUDA call is made).
@@ -78,7 +75,7 @@ impl CudaBackend {
             info,
             module: Mutex::new(None),
             functions: Mutex::new(HashMap::new()),
-            buffers: Mutex::new(Buffers { next_id: 1, live: HashMap::new() }),
+            buffers: BufferTable::new(NAME),
         })
     }
 
@@ -106,26 +103,13 @@ impl CudaBackend {
         Ok(function)
     }
 
-    fn unknown(buffer: DeviceBuffer) -> Error {
-        Error::UnknownBuffer { id: buffer.id(), backend: NAME }
-    }
-
     /// The device address of `range`'s first byte, after checking the buffer and the bounds.
-    fn address(&self, buffers: &Buffers, what: &'static str, range: BufferRange) -> Result<u64> {
-        let slice = buffers.live.get(&range.buffer.id()).ok_or(Self::unknown(range.buffer))?;
-        if slice.len() != range.buffer.len() || !range.in_bounds() {
-            return Err(Error::RangeOutOfBounds {
-                what,
-                offset: range.offset,
-                len: range.len,
-                buffer_len: slice.len(),
-            });
-        }
-        let (base, _sync) = slice.device_ptr(&self.stream);
+    fn address(&self, buffers: &Buffers<'_>, what: &'static str, range: BufferRange) -> Result<u64> {
+        let (base, _sync) = buffers.get(what, range)?.device_ptr(&self.stream);
         Ok(base + range.offset as u64)
     }
 
-    fn launch_locked(&self, buffers: &Buffers, kernel: KernelHandle, args: &GemvArgs) -> Result<()> {
+    fn launch_locked(&self, buffers: &Buffers<'_>, kernel: KernelHandle, args: &GemvArgs) -> Result<()> {
         let spec = resolved_spec(NAME, kernel)?;
         let shape = args.validate(spec)?;
         let (m, n, k) = (shape.m, shape.n, shape.k);
@@ -195,32 +179,17 @@ impl GpuBackend for CudaBackend {
     fn alloc(&self, bytes: usize) -> Result<DeviceBuffer> {
         let slice =
             self.stream.alloc_zeros::<u8>(bytes.max(1)).map_err(driver_error(format!("allocating {bytes} bytes")))?;
-        let mut buffers = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
-        let id = buffers.next_id;
-        buffers.next_id += 1;
-        buffers.live.insert(id, slice);
-        Ok(DeviceBuffer::new(id, bytes.max(1)))
+        Ok(self.buffers.insert(bytes.max(1), slice))
     }
 
     fn free(&self, buffer: DeviceBuffer) -> Result<()> {
-        let removed = self.buffers.lock().unwrap_or_else(|p| p.into_inner()).live.remove(&buffer.id());
-        removed.map(drop).ok_or(Self::unknown(buffer))
+        self.buffers.remove(buffer).map(drop)
     }
 
     fn upload(&self, dst: BufferRange, data: &[u8]) -> Result<()> {
-        if data.len() != dst.len {
-            return Err(Error::HostLengthMismatch { what: "upload", expected: dst.len, found: data.len() });
-        }
-        let mut buffers = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
-        let slice = buffers.live.get_mut(&dst.buffer.id()).ok_or(Self::unknown(dst.buffer))?;
-        if slice.len() != dst.buffer.len() || !dst.in_bounds() {
-            return Err(Error::RangeOutOfBounds {
-                what: "upload",
-                offset: dst.offset,
-                len: dst.len,
-                buffer_len: slice.len(),
-            });
-        }
+        dst.check_host_len("upload", data.len())?;
+        let mut buffers = self.buffers.lock();
+        let slice = buffers.get_mut("upload", dst)?;
         if data.is_empty() {
             return Ok(());
         }
@@ -230,19 +199,9 @@ impl GpuBackend for CudaBackend {
     }
 
     fn download(&self, src: BufferRange, out: &mut [u8]) -> Result<()> {
-        if out.len() != src.len {
-            return Err(Error::HostLengthMismatch { what: "download", expected: src.len, found: out.len() });
-        }
-        let buffers = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
-        let slice = buffers.live.get(&src.buffer.id()).ok_or(Self::unknown(src.buffer))?;
-        if slice.len() != src.buffer.len() || !src.in_bounds() {
-            return Err(Error::RangeOutOfBounds {
-                what: "download",
-                offset: src.offset,
-                len: src.len,
-                buffer_len: slice.len(),
-            });
-        }
+        src.check_host_len("download", out.len())?;
+        let buffers = self.buffers.lock();
+        let slice = buffers.get("download", src)?;
         if out.is_empty() {
             return Ok(());
         }
@@ -252,7 +211,7 @@ impl GpuBackend for CudaBackend {
     }
 
     fn launch_gemv(&self, kernel: KernelHandle, args: &GemvArgs) -> Result<()> {
-        let buffers = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
+        let buffers = self.buffers.lock();
         self.launch_locked(&buffers, kernel, args)
     }
 
@@ -261,7 +220,7 @@ impl GpuBackend for CudaBackend {
     }
 
     fn time_launches(&self, launches: &[(KernelHandle, GemvArgs)], repeats: usize) -> Result<Duration> {
-        let buffers = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
+        let buffers = self.buffers.lock();
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let start = self.stream.record_event(timing).map_err(driver_error("recording an event"))?;
         for _ in 0..repeats {

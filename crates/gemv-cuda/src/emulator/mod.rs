@@ -164,22 +164,23 @@ impl GpuBackend for CudaEmulator {
         let spec = resolved_spec(NAME, kernel)?;
         let shape = args.validate(spec)?;
         let (m, n, k) = (shape.m, shape.n, shape.k);
-        let inputs = self.memory.launch_inputs(args, shape)?;
         let mut y = vec![0u16; m * n];
-        self.launch_on_host(HostLaunch {
-            kernel: spec.name,
-            grid: grid_size(spec, n),
-            block: THREADS_PER_BLOCK,
-            x: &inputs.x,
-            packed: &inputs.packed,
-            scales: &inputs.scales,
-            y: &mut y,
-            global_scale: args.global_scale,
-            m,
-            n,
-            k,
-        })?;
-        self.memory.write_with("y", inputs.y_range, |out| out.copy_from_slice(bytemuck::cast_slice(&y)))?;
+        self.memory.with_launch_inputs(args, |inputs| {
+            self.launch_on_host(HostLaunch {
+                kernel: spec.name,
+                grid: grid_size(spec, n),
+                block: THREADS_PER_BLOCK,
+                x: &inputs.x,
+                packed: inputs.packed,
+                scales: inputs.scales,
+                y: &mut y,
+                global_scale: args.global_scale,
+                m,
+                n,
+                k,
+            })
+        })??;
+        self.memory.write_with("y", args.y_written(), |out| out.copy_from_slice(bytemuck::cast_slice(&y)))?;
         tracing::trace!(kernel = spec.name, m, n, k, "emulated launch");
         Ok(())
     }
