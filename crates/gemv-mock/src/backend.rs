@@ -4,7 +4,7 @@ use gemv_backend::{
     DeviceInfo, DeviceKind, GemvArgs, GpuBackend, HostMemory, KernelHandle, Result, TimerKind, resolved_spec,
 };
 use gemv_core::{KERNELS, MODULE_NAME, Nvfp4View, gemv_contract, host_threads};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 const NAME: &str = "host";
 
@@ -22,13 +22,28 @@ pub struct LaunchRecord {
 #[error("unknown kernel {0:?}: not in the gemv kernel registry")]
 pub struct UnknownKernel(pub String);
 
+/// A test's hook around every launch: it receives the backend, the kernel and the arguments and
+/// decides what happens: run [`MockBackend::launch_unhooked`] (with the arguments as given or
+/// changed), skip it, or corrupt memory afterwards. It is how tests plant faults.
+pub type LaunchHook = dyn Fn(&MockBackend, KernelHandle, &GemvArgs) -> Result<()> + Send + Sync;
+
 /// The host reference backend.
-#[derive(Debug)]
 pub struct MockBackend {
     present: [bool; KERNELS.len()],
     memory: HostMemory,
     log: Mutex<Vec<LaunchRecord>>,
     threads: usize,
+    hook: Option<Arc<LaunchHook>>,
+}
+
+impl std::fmt::Debug for MockBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockBackend")
+            .field("present", &self.present)
+            .field("threads", &self.threads)
+            .field("hooked", &self.hook.is_some())
+            .finish()
+    }
 }
 
 impl Default for MockBackend {
@@ -45,7 +60,17 @@ impl MockBackend {
             memory: HostMemory::new(NAME),
             log: Mutex::new(Vec::new()),
             threads: host_threads(),
+            hook: None,
         }
+    }
+
+    /// Routes every launch through `hook` (to plant faults in tests).
+    pub fn with_launch_hook(
+        mut self,
+        hook: impl Fn(&MockBackend, KernelHandle, &GemvArgs) -> Result<()> + Send + Sync + 'static,
+    ) -> Self {
+        self.hook = Some(Arc::new(hook));
+        self
     }
 
     /// Only the named kernels present.
@@ -105,6 +130,20 @@ impl GpuBackend for MockBackend {
     gemv_backend::delegate_buffers_to_host_memory!(memory);
 
     fn launch_gemv(&self, kernel: KernelHandle, args: &GemvArgs) -> Result<()> {
+        match &self.hook {
+            Some(hook) => hook(self, kernel, args),
+            None => self.launch_unhooked(kernel, args),
+        }
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl MockBackend {
+    /// The launch itself, bypassing any hook.
+    pub fn launch_unhooked(&self, kernel: KernelHandle, args: &GemvArgs) -> Result<()> {
         let spec = resolved_spec(NAME, kernel)?;
         let present = kernel.registry_index().is_some_and(|index| self.present[index]);
         if !present {
@@ -121,10 +160,6 @@ impl GpuBackend for MockBackend {
         self.memory.write_with("y", args.y_written(), |out| out.copy_from_slice(bytemuck::cast_slice(&y)))?;
         self.log.lock().unwrap_or_else(|p| p.into_inner()).push(LaunchRecord { kernel: spec.name, m });
         tracing::trace!(kernel = spec.name, m, n, k, "host launch");
-        Ok(())
-    }
-
-    fn synchronize(&self) -> Result<()> {
         Ok(())
     }
 }

@@ -9,7 +9,7 @@
 
 mod backend;
 
-pub use backend::{LaunchRecord, MockBackend, UnknownKernel};
+pub use backend::{LaunchHook, LaunchRecord, MockBackend, UnknownKernel};
 pub use gemv_core::{ReferenceOutput, f64_reference};
 
 /// The README's usage example, compiled and run as a doctest.

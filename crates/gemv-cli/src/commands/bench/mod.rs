@@ -215,47 +215,20 @@ pub fn run(options: &BenchOptions, out: &mut dyn Write) -> Result<bool, String> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gemv_backend::{BufferRange, DeviceBuffer, DeviceInfo, GemvArgs, Result};
     use gemv_mock::MockBackend;
 
     /// The host backend with one output bit flipped after every launch of `batch3`.
-    struct OneWrongBit(MockBackend);
-
-    impl GpuBackend for OneWrongBit {
-        fn name(&self) -> &'static str {
-            "one-wrong-bit"
-        }
-        fn device_info(&self) -> DeviceInfo {
-            self.0.device_info()
-        }
-        fn lookup_kernel(&self, module: &str, name: &str) -> KernelHandle {
-            self.0.lookup_kernel(module, name)
-        }
-        fn alloc(&self, bytes: usize) -> Result<DeviceBuffer> {
-            self.0.alloc(bytes)
-        }
-        fn free(&self, buffer: DeviceBuffer) -> Result<()> {
-            self.0.free(buffer)
-        }
-        fn upload(&self, dst: BufferRange, data: &[u8]) -> Result<()> {
-            self.0.upload(dst, data)
-        }
-        fn download(&self, src: BufferRange, out: &mut [u8]) -> Result<()> {
-            self.0.download(src, out)
-        }
-        fn synchronize(&self) -> Result<()> {
-            self.0.synchronize()
-        }
-        fn launch_gemv(&self, kernel: KernelHandle, args: &GemvArgs) -> Result<()> {
-            self.0.launch_gemv(kernel, args)?;
+    fn one_wrong_bit() -> MockBackend {
+        MockBackend::new().with_launch_hook(|mock, kernel, args| {
+            mock.launch_unhooked(kernel, args)?;
             if kernel.spec().is_some_and(|s| s.name == "w4a16_gemv_batch3") {
                 let first = args.y.buffer.range(args.y.offset, 1);
                 let mut byte = [0u8];
-                self.0.download(first, &mut byte)?;
-                self.0.upload(first, &[byte[0] ^ 1])?;
+                mock.download(first, &mut byte)?;
+                mock.upload(first, &[byte[0] ^ 1])?;
             }
             Ok(())
-        }
+        })
     }
 
     fn arms_for(backend: &dyn GpuBackend, ms: &[usize]) -> (ResolvedTiers, Vec<Arm>) {
@@ -285,7 +258,7 @@ mod tests {
 
     #[test]
     fn a_wrong_bit_fails_the_gates_before_any_timing() {
-        let backend = OneWrongBit(MockBackend::new());
+        let backend = one_wrong_bit();
         let (tiers, arms) = arms_for(&backend, &[1, 3]);
         let failure = gates(&backend, &tiers, &arms).expect_err("batch3 is off by one bit");
         assert!(failure.contains("w4a16_gemv_batch3") && failure.contains("not bit-exact"), "{failure}");
