@@ -5,22 +5,22 @@
 use crate::cuda_toolchain::Toolchain;
 use crate::kernels::{PTX_DIR, sources};
 use crate::util::root;
+use gemv_core::{KillSwitches, TIERS, TierMask, dispatch_plan, kernel_spec};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
 const ARCHS: [&str; 7] = ["sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "sm_121"];
 const REPORT: &str = "docs/sass.md";
-/// Kernel dispatched for M = 1..=8 (the dispatch plan's choice with every tier present).
-const PLAN: [&str; 8] = [
-    "w4a16_gemv",
-    "w4a16_gemv_batch2",
-    "w4a16_gemv_batch3",
-    "w4a16_gemv_batch4",
-    "w4a16_gemv_batch5",
-    "w4a16_gemv_batch6",
-    "w4a16_gemv_batch7",
-    "w4a16_gemv_batch8_rt2",
-];
+/// The kernel the dispatch plan picks for M = 1..=8 with every tier present and the default
+/// switches: gemv-core decides, the report only reads it.
+fn planned_kernels() -> Vec<&'static str> {
+    (1..=8)
+        .filter_map(|m| {
+            let plan = dispatch_plan(m, 8, TierMask::ALL, true).ok()?;
+            plan.first().map(|launch| TIERS[launch.tier].kernel_name(KillSwitches::default()))
+        })
+        .collect()
+}
 
 #[derive(Default, Clone)]
 struct KernelStats {
@@ -31,13 +31,14 @@ struct KernelStats {
     hot_loop: usize,
 }
 
-/// Weight rows per warp (kernels/cuda/w4a16_gemv.cu, GEMV_KERNELS).
+/// Weight rows per warp, from the registry.
 fn rows(kernel: &str) -> usize {
-    if kernel.ends_with("_rt2") { 2 } else { 1 }
+    kernel_spec(kernel).map_or(1, |spec| spec.rows)
 }
 
+/// The kernel's width, from the registry.
 fn max_m(kernel: &str) -> usize {
-    kernel.strip_prefix("w4a16_gemv_batch").and_then(|s| s.split('_').next()).and_then(|s| s.parse().ok()).unwrap_or(1)
+    kernel_spec(kernel).map_or(1, |spec| spec.max_m)
 }
 
 /// `ptxas -v` stderr -> registers and spill bytes per kernel.
@@ -217,7 +218,7 @@ fn render(per_arch: &BTreeMap<&str, BTreeMap<String, KernelStats>>, ptx: &str) -
             writeln!(out, "| M | kernel | hot loop / iteration | bytes / instruction | modelled % of peak bandwidth |");
         let _ = writeln!(out, "|---|---|---|---|---|");
         let Some(stats) = per_arch.get(device.arch) else { continue };
-        for (m, kernel) in PLAN.iter().enumerate() {
+        for (m, kernel) in planned_kernels().iter().enumerate() {
             let Some(s) = stats.get(*kernel) else { continue };
             let bytes = 64.0 * 9.0 * rows(kernel) as f64;
             let per_instruction = bytes / s.hot_loop.max(1) as f64;
