@@ -5,7 +5,7 @@
 
 use gemv_backend::{DeviceMatrix, GpuBackend, ResolvedTiers};
 use gemv_core::codec::{bf16_to_f32, f32_to_bf16};
-use gemv_core::{KillSwitches, quantize_f32};
+use gemv_core::{KillSwitches, WIDEST_TIER, quantize_f32};
 
 const D_MODEL: usize = 256;
 const D_FF: usize = 688;
@@ -45,8 +45,8 @@ fn run() -> Result<(), String> {
 
     // Every decode step: M tokens through the layer. The dispatch plan picks the tiers.
     let x: Vec<u16> = (0..m * D_MODEL).map(|i| f32_to_bf16(((i % 97) as f32 - 48.0) / 48.0)).collect();
-    let g = gate.gemv(&tiers, &x, m, 32).map_err(|e| e.to_string())?;
-    let u = up.gemv(&tiers, &x, m, 32).map_err(|e| e.to_string())?;
+    let g = gate.gemv(&tiers, &x, m, WIDEST_TIER).map_err(|e| e.to_string())?;
+    let u = up.gemv(&tiers, &x, m, WIDEST_TIER).map_err(|e| e.to_string())?;
     let hidden: Vec<u16> = g
         .iter()
         .zip(&u)
@@ -55,10 +55,10 @@ fn run() -> Result<(), String> {
             f32_to_bf16(g / (1.0 + (-g).exp()) * bf16_to_f32(u)) // SwiGLU
         })
         .collect();
-    let y = down.gemv(&tiers, &hidden, m, 32).map_err(|e| e.to_string())?;
+    let y = down.gemv(&tiers, &hidden, m, WIDEST_TIER).map_err(|e| e.to_string())?;
 
     let plan: Vec<String> = tiers
-        .plan(m, 32)
+        .plan(m, WIDEST_TIER)
         .map_err(|e| e.to_string())?
         .iter()
         .map(|l| format!("{}[{} rows]", gemv_core::TIERS[l.tier].kernel_name(tiers.switches()), l.rows))

@@ -104,20 +104,8 @@ fn quantize_then_run_matches_the_host_contract_for_any_m() {
     for m in [1, 5, 40] {
         let (x, y) = (dir.path(&format!("x{m}.safetensors")), dir.path(&format!("y{m}.safetensors")));
         write_safetensors(&x, &[("x", "BF16", vec![m, K], bf16_bytes(&activations(m)))]);
-        let args = [
-            "run",
-            "--weights",
-            quantized.to_str().unwrap(),
-            "--name",
-            "layers.0.up",
-            "--input",
-            x.to_str().unwrap(),
-            "--output",
-            y.to_str().unwrap(),
-            "--backend",
-            "host",
-        ];
-        let (code, stderr) = gemv(&args);
+        let args = run_args(&quantized, "layers.0.up", &x, y.to_str().unwrap());
+        let (code, stderr) = gemv(&args.iter().map(String::as_str).collect::<Vec<_>>());
         assert_eq!(code, 0, "M = {m}: {stderr}");
         let (header, found) = read_y(&y);
         let header: serde_json::Value = serde_json::from_str(&header).expect("JSON header");
@@ -146,19 +134,8 @@ fn compressed_tensors_layout_inverts_the_global_scale() {
     );
     let (x, y) = (dir.path("x.safetensors"), dir.path("y.safetensors"));
     write_safetensors(&x, &[("x", "F32", vec![2, K], f32_bytes(&activations(2)))]);
-    let (code, stderr) = gemv(&[
-        "run",
-        "--weights",
-        ct.to_str().unwrap(),
-        "--name",
-        "proj",
-        "--input",
-        x.to_str().unwrap(),
-        "--output",
-        y.to_str().unwrap(),
-        "--backend",
-        "host",
-    ]);
+    let args = run_args(&ct, "proj", &x, y.to_str().unwrap());
+    let (code, stderr) = gemv(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("CompressedTensors"), "{stderr}");
     let (_, found) = read_y(&y);
@@ -221,38 +198,20 @@ fn every_bad_input_is_a_clear_error_with_exit_code_2_and_no_output() {
     let existing = dir.path("existing.safetensors");
     std::fs::write(&existing, b"keep me").expect("write");
 
-    let run = |weights: &Path, name: &str, x: &Path, out: &str| -> Vec<String> {
-        [
-            "run",
-            "--weights",
-            weights.to_str().unwrap(),
-            "--name",
-            name,
-            "--input",
-            x.to_str().unwrap(),
-            "--output",
-            out,
-            "--backend",
-            "host",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
-    };
     let out = dir.path("out.safetensors");
     let out_s = out.to_str().unwrap().to_string();
     let cases: Vec<(Vec<String>, Vec<&str>)> = vec![
-        (run(&truncated, "w", &x_ok, &out_s), vec!["truncated"]),
-        (run(&tiny, "w", &x_ok, &out_s), vec!["truncated", "8-byte"]),
-        (run(&wrong_dtype, "w", &x_ok, &out_s), vec!["w.weight_scale", "F8_E4M3", "found U8"]),
-        (run(&wrong_scale_shape, "w", &x_ok, &out_s), vec!["w.weight_scale", "[24, 3]", "[12, 6]"]),
-        (run(&rank3, "w", &x_ok, &out_s), vec!["w.weight", "rank 2"]),
-        (run(&k_not_16, "w", &x_ok, &out_s), vec!["w.weight", "multiple of 16", "K = 24"]),
-        (run(&weights_ok, "missing", &x_ok, &out_s), vec!["missing.weight", "no tensor"]),
-        (run(&weights_ok, "w", &x_wrong_k, &out_s), vec!["\"x\"", "[M, 48]", "[2, 64]"]),
-        (run(&weights_ok, "w", &x_rank1, &out_s), vec!["\"x\"", "2-D"]),
-        (run(&weights_ok, "w", &x_int, &out_s), vec!["\"x\"", "found U8"]),
-        (run(&weights_ok, "w", &x_ok, existing.to_str().unwrap()), vec!["already exists"]),
+        (run_args(&truncated, "w", &x_ok, &out_s), vec!["truncated"]),
+        (run_args(&tiny, "w", &x_ok, &out_s), vec!["truncated", "8-byte"]),
+        (run_args(&wrong_dtype, "w", &x_ok, &out_s), vec!["w.weight_scale", "F8_E4M3", "found U8"]),
+        (run_args(&wrong_scale_shape, "w", &x_ok, &out_s), vec!["w.weight_scale", "[24, 3]", "[12, 6]"]),
+        (run_args(&rank3, "w", &x_ok, &out_s), vec!["w.weight", "rank 2"]),
+        (run_args(&k_not_16, "w", &x_ok, &out_s), vec!["w.weight", "multiple of 16", "K = 24"]),
+        (run_args(&weights_ok, "missing", &x_ok, &out_s), vec!["missing.weight", "no tensor"]),
+        (run_args(&weights_ok, "w", &x_wrong_k, &out_s), vec!["\"x\"", "[M, 48]", "[2, 64]"]),
+        (run_args(&weights_ok, "w", &x_rank1, &out_s), vec!["\"x\"", "2-D"]),
+        (run_args(&weights_ok, "w", &x_int, &out_s), vec!["\"x\"", "found U8"]),
+        (run_args(&weights_ok, "w", &x_ok, existing.to_str().unwrap()), vec!["already exists"]),
         (
             vec![
                 "quantize".into(),
@@ -295,6 +254,15 @@ fn every_bad_input_is_a_clear_error_with_exit_code_2_and_no_output() {
         assert!(leftovers.is_empty(), "{args:?} left a temporary file");
     }
     assert_eq!(std::fs::read(&existing).expect("read"), b"keep me", "an existing output must be untouched");
+}
+
+/// `gemv run` on the host backend.
+fn run_args(weights: &Path, name: &str, x: &Path, out: &str) -> Vec<String> {
+    let (weights, x) = (weights.to_string_lossy(), x.to_string_lossy());
+    ["run", "--weights", &weights, "--name", name, "--input", &x, "--output", out, "--backend", "host"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
 }
 
 /// ModelOpt tensors `w.*` of `view`, with the shapes and scale dtype a case needs.

@@ -96,6 +96,10 @@ pub const TIERS: [Tier; 10] = [
     tier(32, "w4a16_gemv_batch32", None, false),
 ];
 
+/// The widest tier. A dispatch plan capped at this width may use every tier; callers that accept
+/// any width pass it rather than a literal.
+pub const WIDEST_TIER: usize = TIERS[TIERS.len() - 1].width;
+
 /// The batchm family (widths 4, 5, 6, 7, 8) as a range of [`TIERS`]. The wide tiers 16 and 32 are
 /// deliberately outside it, so call sites capped at 8 are never widened silently.
 pub const BATCHM_FAMILY: std::ops::Range<usize> = 3..8;

@@ -119,3 +119,9 @@ fn registry_names_are_unique_and_every_tier_kernel_is_registered() {
         }
     }
 }
+
+#[test]
+fn widest_tier_is_the_widest_width() {
+    assert_eq!(gemv_core::WIDEST_TIER, TIERS.iter().map(|t| t.width).max().unwrap_or(0));
+    assert_eq!(gemv_core::WIDEST_TIER, 32);
+}

@@ -26,7 +26,7 @@ fn main() {
     let mut times = Vec::new();
     for _ in 0..5 {
         let start = Instant::now();
-        if let Err(error) = matrix.gemv(&tiers, &x, m, 32) {
+        if let Err(error) = matrix.gemv(&tiers, &x, m, gemv_core::WIDEST_TIER) {
             eprintln!("gemv failed: {error}");
             std::process::exit(1);
         }

@@ -2,7 +2,7 @@
 
 use crate::backends::{BackendChoice, open};
 use gemv_backend::{GpuBackend, ResolvedTiers};
-use gemv_core::{KERNELS, KillSwitches, MODULE_NAME, NO_BATCH8_RT, NO_EXACT_M_TIERS, TIERS};
+use gemv_core::{KERNELS, KillSwitches, MODULE_NAME, NO_BATCH8_RT, NO_EXACT_M_TIERS, TIERS, WIDEST_TIER};
 use std::fmt::Write;
 
 /// Renders the report for every backend (or the one chosen).
@@ -61,12 +61,15 @@ fn backend_report(out: &mut String, backend: &dyn GpuBackend, switches: KillSwit
     }
     let tiers = ResolvedTiers::resolve(backend, switches);
     let _ = writeln!(out, "  has_base (batch4 resolved): {}", tiers.has_base());
-    let _ =
-        writeln!(out, "\n{}: tier per M (family = batchm table, capped at 8; plan = any M, cap 32)", backend.name());
+    let _ = writeln!(
+        out,
+        "\n{}: tier per M (family = batchm table, capped at 8; plan = any M, cap {WIDEST_TIER})",
+        backend.name()
+    );
     let _ = writeln!(out, "  {:>2}  {:<8} plan", "M", "family");
     for m in 1..=32 {
         let family = tiers.width(m).map_or("-".to_string(), |w| format!("batch{w}"));
-        let plan = match tiers.plan(m, 32) {
+        let plan = match tiers.plan(m, WIDEST_TIER) {
             Ok(plan) => plan
                 .iter()
                 .map(|l| format!("{}[{} rows]", TIERS[l.tier].kernel_name(switches), l.rows))

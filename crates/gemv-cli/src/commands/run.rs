@@ -6,7 +6,7 @@ use crate::checkpoint::{read_activations, read_weights};
 use crate::error::CliError;
 use crate::safetensors::{Dtype, SafeTensors, Tensor};
 use gemv_backend::{DeviceMatrix, ResolvedTiers};
-use gemv_core::KillSwitches;
+use gemv_core::{KillSwitches, WIDEST_TIER};
 use std::path::PathBuf;
 
 /// Arguments of `gemv run`.
@@ -41,7 +41,7 @@ pub fn run(options: &RunOptions) -> Result<String, CliError> {
     let tiers = ResolvedTiers::resolve(backend.as_ref(), KillSwitches::process());
     let matrix =
         DeviceMatrix::upload(backend.as_ref(), &weights.view()).map_err(|e| CliError::Backend(e.to_string()))?;
-    let y = matrix.gemv(&tiers, &x, m, 32).map_err(|e| CliError::Backend(e.to_string()))?;
+    let y = matrix.gemv(&tiers, &x, m, WIDEST_TIER).map_err(|e| CliError::Backend(e.to_string()))?;
     let mut output = SafeTensors::default();
     output.tensors.insert(
         options.output_name.clone(),

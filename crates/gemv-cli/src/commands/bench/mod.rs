@@ -7,7 +7,9 @@ mod protocol;
 
 use crate::backends::{BackendChoice, open};
 use gemv_backend::{DeviceMatrix, GpuBackend, KernelHandle, ResolvedTiers, conformance};
-use gemv_core::{KillSwitches, MODULE_NAME, TIERS, f64_reference, gemv_contract, host_threads, kernel_spec};
+use gemv_core::{
+    KillSwitches, MODULE_NAME, TIERS, WIDEST_TIER, f64_reference, gemv_contract, host_threads, kernel_spec,
+};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -123,7 +125,7 @@ fn arms(
     for choice in &choices {
         for &m in &options.ms {
             if choice == "plan" {
-                let plan = tiers.plan(m, 32).map_err(|e| format!("M = {m}: {e}"))?;
+                let plan = tiers.plan(m, WIDEST_TIER).map_err(|e| format!("M = {m}: {e}"))?;
                 let names: Vec<&str> = plan.iter().map(|l| TIERS[l.tier].kernel_name(tiers.switches())).collect();
                 let launches = plan.iter().map(|l| (tiers.handle(l.tier), l.row_offset, l.rows)).collect();
                 arms.push(Arm { tier: "plan".into(), kernels: names.join("+"), m, launches });
@@ -154,7 +156,7 @@ fn gates(backend: &dyn GpuBackend, tiers: &ResolvedTiers, arms: &[Arm]) -> Resul
     for arm in arms {
         let x = conformance::activations(arm.m, k, arm.m as u64);
         let found = if arm.tier == "plan" {
-            matrix.gemv(tiers, &x, arm.m, 32)
+            matrix.gemv(tiers, &x, arm.m, WIDEST_TIER)
         } else {
             matrix.gemv_with(arm.launches[0].0, &x, arm.m)
         }
