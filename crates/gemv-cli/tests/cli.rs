@@ -147,3 +147,13 @@ fn check_wgpu_proves_the_wgsl_kernels_or_says_why_not() {
     assert!(stdout.contains("conformance on wgpu"), "{stdout}");
     assert!(stdout.contains(" 0 failed"), "{stdout}");
 }
+
+#[test]
+fn bench_on_the_host_says_it_is_not_a_gpu() {
+    let mut args = vec!["bench", "--m", "1"];
+    args.extend(SMALL_BENCH);
+    let (code, stdout, stderr) = gemv(&args);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("note: host (host CPU"), "{stdout}");
+    assert!(stdout.contains("is not a GPU"), "{stdout}");
+}

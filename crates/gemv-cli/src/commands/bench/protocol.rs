@@ -158,8 +158,8 @@ pub fn print_table(
     ) {
         let _ = writeln!(
             out,
-            "note: {} is not a GPU: these times measure the CPU, not a kernel's weight streaming",
-            info.backend
+            "note: {} ({}) is not a GPU: these times measure the CPU, not a kernel's weight streaming",
+            info.backend, info.name
         );
     }
 }
