@@ -219,12 +219,11 @@ __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* pac
     X(w4a16_gemv_batch16, 16, 1)     \
     X(w4a16_gemv_batch32, 32, 1)
 
-#define GEMV_DEFINE_ENTRY(name, max_m, rows)                                                               \
-    extern "C" __global__ void __launch_bounds__(gemv::kThreadsPerBlock)                                   \
-        name(const gemv_u16* __restrict__ x, const gemv_u8* __restrict__ packed,                           \
-             const gemv_u8* __restrict__ scales, gemv_u16* __restrict__ y, float global_scale, int m, int n, \
-             int k) {                                                                                       \
-        gemv::gemv_entry<max_m, rows>(x, packed, scales, y, global_scale, m, n, k);                        \
+#define GEMV_DEFINE_ENTRY(name, max_m, rows)                                                                     \
+    GEMV_KERNEL(name, gemv::kThreadsPerBlock)                                                                    \
+    (const gemv_u16* __restrict__ x, const gemv_u8* __restrict__ packed, const gemv_u8* __restrict__ scales,     \
+     gemv_u16* __restrict__ y, float global_scale, int m, int n, int k) {                                        \
+        gemv::gemv_entry<max_m, rows>(x, packed, scales, y, global_scale, m, n, k);                              \
     }
 
 GEMV_KERNELS(GEMV_DEFINE_ENTRY)

@@ -1,12 +1,30 @@
 //! Buffers in host memory, shared by the backends that execute on the CPU (the host reference
 //! and the CUDA emulator). A launch borrows its inputs in place: the weights are never copied.
+//! Buffers are aligned like device allocations ([`DEVICE_ALIGNMENT`](crate::DEVICE_ALIGNMENT)), so the offsets a caller
+//! picks decide alignment exactly as on a GPU.
 
+use crate::aligned_bytes::AlignedBytes;
 use crate::{BufferRange, BufferTable, DeviceBuffer, GemvArgs, Result};
 
-/// Buffers as `Vec<u8>`.
+/// Buffers as device-aligned bytes.
 #[derive(Debug)]
 pub struct HostMemory {
-    table: BufferTable<Vec<u8>>,
+    table: BufferTable<AlignedBytes>,
+}
+
+/// The addresses of a validated launch's arguments in host memory, in place (not copies): what a
+/// kernel running on the CPU receives as its device pointers. Valid only inside
+/// [`HostMemory::with_launch_addresses`], which holds the memory locked meanwhile.
+#[derive(Debug, Clone, Copy)]
+pub struct HostLaunchAddresses {
+    /// X's first byte (`2 m K` bytes readable).
+    pub x: *const u8,
+    /// The packed weights' first byte (`N K / 2` bytes readable).
+    pub packed: *const u8,
+    /// The scales' first byte (`N K / 16` bytes readable).
+    pub scales: *const u8,
+    /// Y's first byte (`2 m N` bytes writable; nothing else is).
+    pub y: *mut u8,
 }
 
 /// What a validated launch reads, borrowed from host memory.
@@ -28,7 +46,7 @@ impl HostMemory {
 
     /// A zero-filled buffer.
     pub fn alloc(&self, bytes: usize) -> Result<DeviceBuffer> {
-        Ok(self.table.insert(bytes, vec![0; bytes]))
+        Ok(self.table.insert(bytes, AlignedBytes::zeroed(bytes)))
     }
 
     /// Drops a buffer.
@@ -70,6 +88,31 @@ impl HostMemory {
             scales: bytes("scales", args.scales_read())?,
         };
         let result = f(inputs);
+        drop(table);
+        Ok(result)
+    }
+
+    /// Runs `f` with the addresses of a launch's ranges in place: the inputs' first bytes and Y's
+    /// first written byte (ranges checked against their buffers first). The memory stays locked
+    /// while `f` runs, so nothing else reads or writes it; `f` may read the input ranges and
+    /// write the first `m` rows of Y through the pointers, nothing else. X and Y keep the
+    /// alignment their offsets give them (buffers start
+    /// [`DEVICE_ALIGNMENT`](crate::DEVICE_ALIGNMENT)-aligned).
+    pub fn with_launch_addresses<T>(&self, args: &GemvArgs, f: impl FnOnce(HostLaunchAddresses) -> T) -> Result<T> {
+        let table = self.table.lock();
+        let address = |what, range: BufferRange| -> Result<*mut u8> {
+            let bytes = table.get(what, range)?;
+            // `offset + len <= bytes.len()` was checked by `get`, so the offset stays inside the
+            // allocation. `wrapping_add` keeps this free of `unsafe`; it never wraps here.
+            Ok(bytes.base().wrapping_add(range.offset))
+        };
+        let addresses = HostLaunchAddresses {
+            x: address("x", args.x_read())?,
+            packed: address("packed", args.packed_read())?,
+            scales: address("scales", args.scales_read())?,
+            y: address("y", args.y_written())?,
+        };
+        let result = f(addresses);
         drop(table);
         Ok(result)
     }

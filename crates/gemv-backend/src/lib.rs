@@ -8,6 +8,7 @@
 //! - [`conformance`]: SPEC section 5's gates, written once, run for every backend.
 #![warn(missing_docs)]
 
+mod aligned_bytes;
 mod args;
 mod backend;
 mod buffer;
@@ -20,6 +21,7 @@ mod handle;
 mod host_memory;
 mod tiers;
 
+pub use aligned_bytes::{AlignedBytes, DEVICE_ALIGNMENT};
 pub use args::GemvArgs;
 pub use backend::{GpuBackend, resolved_spec, time_with_host_clock};
 pub use buffer::{BufferRange, DeviceBuffer};
@@ -28,5 +30,5 @@ pub use device::{DeviceInfo, DeviceKind, TimerKind};
 pub use device_matrix::DeviceMatrix;
 pub use error::{Error, Result};
 pub use handle::KernelHandle;
-pub use host_memory::{HostLaunchInputs, HostMemory};
+pub use host_memory::{HostLaunchAddresses, HostLaunchInputs, HostMemory};
 pub use tiers::ResolvedTiers;

@@ -1,23 +1,35 @@
 //! Launch geometry, shared by the real driver and the emulator: 128 threads (4 warps) per block,
 //! `KernelSpec::rows` weight rows per warp (2 for the register-tiled `batch8_rt2`). The rows
 //! column of `GEMV_KERNELS` in kernels/cuda/w4a16_gemv.cu must agree with the registry; the
-//! conformance suite would miss rows otherwise.
+//! conformance suite would miss rows otherwise. The block size must equal the kernels' declared
+//! launch bound (`.maxntid` in the PTX); tests compare the two.
 
 use gemv_core::KernelSpec;
 
 /// Threads per block (`gemv::kThreadsPerBlock` in the kernel source).
 pub const THREADS_PER_BLOCK: u32 = 128;
 const WARPS_PER_BLOCK: u32 = THREADS_PER_BLOCK / 32;
+/// The most blocks a one-dimensional CUDA grid may have (`gridDim.x <= 2^31 - 1`).
+pub const MAX_GRID_BLOCKS: u64 = (1 << 31) - 1;
 
 /// Weight rows one warp computes (the registry's `rows`).
 pub fn rows_per_warp(kernel: &KernelSpec) -> u32 {
     kernel.rows as u32
 }
 
-/// Blocks for `n` weight rows.
-pub fn grid_size(kernel: &KernelSpec, n: usize) -> u32 {
-    let rows_per_block = (WARPS_PER_BLOCK * rows_per_warp(kernel)) as usize;
-    u32::try_from(n.div_ceil(rows_per_block)).unwrap_or(u32::MAX)
+/// Blocks for `n` weight rows, or [`gemv_backend::Error::LimitExceeded`] past the grid limit.
+pub fn grid_size(backend: &'static str, kernel: &KernelSpec, n: usize) -> gemv_backend::Result<u32> {
+    let rows_per_block = u64::from(WARPS_PER_BLOCK * rows_per_warp(kernel));
+    let blocks = (n as u64).div_ceil(rows_per_block);
+    if blocks > MAX_GRID_BLOCKS {
+        return Err(gemv_backend::Error::LimitExceeded {
+            backend,
+            what: format!("a grid of {blocks} blocks for N = {n} rows of {}", kernel.name),
+            requested: blocks,
+            limit: MAX_GRID_BLOCKS,
+        });
+    }
+    Ok(blocks as u32)
 }
 
 /// A size as the kernels' 32-bit `int` parameter, or [`gemv_backend::Error::LimitExceeded`].
@@ -28,4 +40,30 @@ pub fn kernel_int(backend: &'static str, what: &str, value: usize) -> gemv_backe
         requested: value as u64,
         limit: i32::MAX as u64,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gemv_core::kernel_spec;
+
+    #[test]
+    fn grids_cover_every_row_and_refuse_to_overflow() {
+        let single = kernel_spec("w4a16_gemv").expect("registry");
+        let tiled = kernel_spec("w4a16_gemv_batch8_rt2").expect("registry");
+        assert_eq!(grid_size("t", single, 1).ok(), Some(1));
+        assert_eq!(grid_size("t", single, 4).ok(), Some(1));
+        assert_eq!(grid_size("t", single, 5).ok(), Some(2));
+        assert_eq!(grid_size("t", tiled, 8).ok(), Some(1));
+        assert_eq!(grid_size("t", tiled, 9).ok(), Some(2));
+        // The largest N the 32-bit kernel parameter allows fits the grid comfortably.
+        assert!(grid_size("t", single, i32::MAX as usize).is_ok());
+        let rows = (MAX_GRID_BLOCKS as usize + 1) * 4;
+        match grid_size("t", single, rows) {
+            Err(gemv_backend::Error::LimitExceeded { requested, limit, .. }) => {
+                assert_eq!((requested, limit), (MAX_GRID_BLOCKS + 1, MAX_GRID_BLOCKS))
+            }
+            other => panic!("expected LimitExceeded, got {other:?}"),
+        }
+    }
 }

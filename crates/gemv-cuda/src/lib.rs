@@ -18,4 +18,4 @@ pub use error::CudaError;
 mod emulator;
 
 #[cfg(feature = "emulator")]
-pub use emulator::{CudaEmulator, HostLaunch};
+pub use emulator::{CudaEmulator, HostLaunch, ThreadOrder};

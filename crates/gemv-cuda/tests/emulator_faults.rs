@@ -1,85 +1,242 @@
-//! The emulator's own checks: planted faults must be caught, with where and what.
+//! The emulator's own checks: each planted fault must be caught with the message of the check
+//! that fired (where, what, and for races both threads), and each has a control kernel, as close
+//! to the fault as possible, that must pass.
 
 use gemv_backend::Error;
-use gemv_cuda::{CudaEmulator, HostLaunch};
+use gemv_cuda::launch::THREADS_PER_BLOCK;
+use gemv_cuda::{CudaEmulator, HostLaunch, ThreadOrder};
 
-fn launch(kernel: &str, block: u32) -> Result<Vec<u16>, Error> {
-    let (m, n, k) = (1, 64, 32);
-    let x = vec![0u16; m * k];
-    let packed = vec![0u8; n * k / 2];
-    let scales = vec![0u8; n * k / 16];
-    let mut y = vec![0u16; m * n];
-    CudaEmulator::new().launch_on_host(HostLaunch {
+const M: usize = 1;
+const N: usize = 64;
+const K: usize = 32;
+
+fn launch_with(kernel: &str, grid: u32, block: u32, order: ThreadOrder) -> Result<Vec<u16>, Error> {
+    let x: Vec<u16> = (0..M * K).map(|i| i as u16).collect();
+    let packed = vec![0u8; N * K / 2];
+    let scales = vec![0u8; N * K / 16];
+    let mut y = vec![0u16; M * N];
+    CudaEmulator::new().with_thread_order(order).launch_on_host(HostLaunch {
         kernel,
-        grid: 2,
+        grid,
         block,
         x: &x,
         packed: &packed,
         scales: &scales,
         y: &mut y,
         global_scale: 1.0,
-        m,
-        n,
-        k,
+        m: M,
+        n: N,
+        k: K,
     })?;
     Ok(y)
 }
 
-fn fault_message(kernel: &str, block: u32) -> String {
-    match launch(kernel, block) {
+fn launch(kernel: &str, block: u32) -> Result<Vec<u16>, Error> {
+    launch_with(kernel, 2, block, ThreadOrder::Forward)
+}
+
+fn fault_message_with(kernel: &str, block: u32, order: ThreadOrder) -> String {
+    match launch_with(kernel, 2, block, order) {
         Err(Error::KernelFault { kernel: name, message }) => {
             assert_eq!(name, kernel);
-            eprintln!("{kernel}: {message}");
+            eprintln!("{kernel} ({order:?}): {message}");
             message
         }
         other => panic!("{kernel}: expected a kernel fault, got {other:?}"),
     }
 }
 
+fn fault_message(kernel: &str, block: u32) -> String {
+    fault_message_with(kernel, block, ThreadOrder::Forward)
+}
+
+fn passes(kernel: &str, block: u32) -> Vec<u16> {
+    for order in [ThreadOrder::Forward, ThreadOrder::Reversed] {
+        if let Err(error) = launch_with(kernel, 2, block, order) {
+            panic!("control kernel {kernel} ({order:?}) must pass: {error}");
+        }
+    }
+    launch(kernel, block).unwrap_or_default()
+}
+
+// ---- Global memory ----
+
 #[test]
 fn a_write_past_the_buffer_is_caught_with_block_thread_and_offset() {
     let message = fault_message("emu_test_write_past_end", 64);
-    assert!(message.contains("block (0,0,0) thread (0,0,0)"), "{message}");
-    assert!(message.contains("out-of-bounds write"), "{message}");
-    assert!(message.contains("past the end of 'y'"), "{message}");
+    assert!(message.starts_with("block (0,0,0) thread (0,0,0): out-of-bounds write of 2 bytes"), "{message}");
+    assert!(message.contains("0 bytes past the end of 'y' (128 bytes)"), "{message}");
 }
 
 #[test]
 fn a_read_before_the_buffer_is_caught() {
     let message = fault_message("emu_test_read_before_start", 32);
-    assert!(message.contains("out-of-bounds read of 1 bytes"), "{message}");
+    assert!(message.contains("out-of-bounds read of 1 bytes: 1 bytes before 'packed'"), "{message}");
 }
 
 #[test]
-fn a_divergent_syncthreads_is_caught() {
-    let message = fault_message("emu_test_divergent_syncthreads", 64);
-    assert!(message.contains("__syncthreads"), "{message}");
-    assert!(message.contains("divergent barrier") || message.contains("deadlock"), "{message}");
+fn a_write_to_an_input_is_caught() {
+    let message = fault_message("emu_test_write_read_only", 32);
+    assert!(message.contains("thread (3,0,0): write of 2 bytes to read-only 'x' at offset 2"), "{message}");
 }
 
 #[test]
-fn a_shuffle_mask_leaving_out_a_participating_lane_is_caught() {
-    let message = fault_message("emu_test_partial_shuffle_mask", 32);
-    assert!(message.contains("__shfl_down_sync"), "{message}");
-    // Lane 15 reading lane 16 (outside the mask) or lane 16 calling with a mask without itself:
-    // whichever the deterministic schedule meets first.
-    assert!(message.contains("leaves out the calling lane") || message.contains("not in mask"), "{message}");
+fn ldg_of_memory_the_launch_writes_is_caught_and_ldg_of_an_input_passes() {
+    let message = fault_message("emu_test_ldg_writable", 32);
+    assert!(message.contains("__ldg of 2 bytes from writable 'y' at offset 0"), "{message}");
+    let y = passes("emu_test_copy_x", 32);
+    assert_eq!(&y[..K], &(0..K as u16).collect::<Vec<_>>()[..]);
 }
 
 #[test]
 fn a_misaligned_vector_load_is_caught() {
     let message = fault_message("emu_test_misaligned_vector", 32);
-    assert!(message.contains("misaligned 16-byte read"), "{message}");
+    assert!(message.contains("misaligned 16-byte read at offset 2 of 'x' (address % 16 = 2)"), "{message}");
+}
+
+// ---- Barriers and deadlock ----
+
+#[test]
+fn a_divergent_syncthreads_is_caught() {
+    let message = fault_message("emu_test_divergent_syncthreads", 64);
+    assert!(
+        message.contains("__syncthreads #0 is not reached by thread 32, which exited (divergent barrier)"),
+        "{message}"
+    );
 }
 
 #[test]
-fn a_correct_barrier_exchange_passes() {
-    let y = launch("emu_test_shared_exchange", 32).expect("a correct kernel runs");
+fn a_barrier_inside_a_shuffle_is_a_deadlock() {
+    let message = fault_message("emu_test_deadlock", 32);
+    assert!(message.starts_with("block (0,0,0): deadlock: no thread can proceed; waiting:"), "{message}");
+    assert!(message.contains("t5(shuffle #0, barrier #0)") && message.contains("t0(shuffle #0"), "{message}");
+}
+
+// ---- Shuffles ----
+
+#[test]
+fn a_correct_warp_sum_passes_in_both_orders() {
+    let y = passes("emu_test_warp_sum", 64);
+    assert!(y.iter().all(|&v| v == (0..32).sum::<u16>()), "{y:?}");
+}
+
+#[test]
+fn a_mask_leaving_out_the_calling_lane_is_caught() {
+    let message = fault_message("emu_test_mask_excludes_caller", 32);
+    assert!(message.contains("__shfl_xor_sync: mask 0x0000ffff leaves out the calling lane 16"), "{message}");
+}
+
+#[test]
+fn reading_a_lane_outside_the_mask_is_caught_and_a_16_wide_shuffle_passes() {
+    let message = fault_message("emu_test_reads_outside_mask", 32);
+    assert!(message.contains("lane 15 reads lane 16, which is not in mask 0x0000ffff"), "{message}");
+    let y = passes("emu_test_half_warp_down", 32);
+    assert_eq!(y[14], 15);
+    assert_eq!(y[15], 15, "lane 15 keeps its own value at width 16");
+}
+
+#[test]
+fn a_shuffle_waiting_for_an_exited_lane_is_caught() {
+    let message = fault_message("emu_test_exited_lane", 32);
+    assert!(message.contains("__shfl_xor_sync #0: mask 0xffffffff waits for lane 0, which exited"), "{message}");
+}
+
+#[test]
+fn lanes_meeting_at_different_shuffle_kinds_are_caught() {
+    let message = fault_message("emu_test_shuffle_kind_mismatch", 32);
+    assert!(
+        message.contains("lane 31 called __shfl_down_sync but lane 0 called __shfl_xor_sync in the same shuffle"),
+        "{message}"
+    );
+}
+
+#[test]
+fn lanes_meeting_with_different_widths_are_caught() {
+    let message = fault_message("emu_test_shuffle_width_mismatch", 32);
+    assert!(message.contains("lane 31 used width 32 but lane 0 used width 16"), "{message}");
+}
+
+// ---- Launch bounds ----
+
+#[test]
+fn a_block_over_the_launch_bound_is_refused_and_one_within_runs() {
+    assert_eq!(CudaEmulator::launch_bound("emu_test_bounded_64"), Some(64));
+    let message = fault_message("emu_test_bounded_64", 128);
+    assert!(message.contains("a block of 128 threads exceeds the kernel's launch bound of 64 threads"), "{message}");
+    passes("emu_test_bounded_64", 64);
+}
+
+#[test]
+fn every_registry_kernel_is_bounded_at_the_launchers_block_size() {
+    for spec in gemv_core::KERNELS {
+        assert_eq!(CudaEmulator::launch_bound(spec.name), Some(THREADS_PER_BLOCK), "{}", spec.name);
+    }
+}
+
+// ---- Shared memory ----
+
+#[test]
+fn a_barrier_exchange_through_shared_memory_passes_in_both_orders() {
+    let y = passes("emu_test_shared_exchange", 32);
     // Block b, thread t writes the value of thread 31 - t: 31 - t + b.
     for (i, &v) in y.iter().enumerate() {
         let (block, thread) = (i / 32, i % 32);
         assert_eq!(usize::from(v), 31 - thread + block, "y[{i}]");
     }
+    let y = passes("emu_test_shared_vectors", 256);
+    assert_eq!(y[0], 1 + 2 + 3 + 1);
+}
+
+#[test]
+fn reading_a_neighbours_slot_without_a_barrier_is_a_race_naming_both_threads() {
+    let message = fault_message("emu_test_shared_race", 32);
+    assert!(
+        message.contains(
+            "shared-memory race on 'values' element 0: thread 0 wrote it and thread 1 read it with no __syncthreads"
+        ),
+        "{message}"
+    );
+}
+
+#[test]
+fn two_threads_writing_one_slot_without_a_barrier_is_a_race() {
+    let message = fault_message("emu_test_shared_write_race", 32);
+    assert!(message.contains("race on 'slot' element 0: thread 0 wrote it and thread 1 wrote it"), "{message}");
+    // Reversed order finds the same race from the other end.
+    let message = fault_message_with("emu_test_shared_write_race", 32, ThreadOrder::Reversed);
+    assert!(message.contains("thread 31 wrote it and thread 30 wrote it"), "{message}");
+}
+
+#[test]
+fn reading_shared_memory_no_thread_of_the_block_wrote_is_caught() {
+    // Block 1 writes the slot first and passes; block 0 reads it unwritten (on a GPU it would see
+    // whatever an earlier block left there).
+    let message = fault_message("emu_test_shared_uninitialised", 32);
+    assert!(message.starts_with("block (0,0,0)"), "{message}");
+    assert!(
+        message.contains("shared read of 'values' element 1, which no thread of this block has written"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_shared_access_past_the_array_is_caught() {
+    let message = fault_message("emu_test_shared_out_of_bounds", 64);
+    assert!(
+        message
+            .contains("thread (32,0,0): out-of-bounds shared write of 4 bytes at element 32 of 'values' (32 elements)"),
+        "{message}"
+    );
+    passes("emu_test_shared_out_of_bounds", 32);
+}
+
+#[test]
+fn shared_memory_over_the_block_limit_is_caught() {
+    let message = fault_message("emu_test_shared_too_large", 32);
+    assert!(
+        message.contains("shared array 'values' of 49156 bytes brings the block to 49156 bytes of shared memory, over the 49152-byte static limit"),
+        "{message}"
+    );
 }
 
 #[test]

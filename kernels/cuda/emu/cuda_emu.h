@@ -1,10 +1,10 @@
 // The CUDA surface the kernels use, for g++: compile a .cu as C++ with -DGEMV_EMULATOR and
 // the kernels run on the CPU under the SIMT emulator in runtime.cpp (docs/emulator.md).
 //
-// Each CUDA thread is a fiber; a warp's lanes and a block's threads are scheduled round-robin,
-// deterministically. Shuffles and __syncthreads are the only points where a fiber waits. Global
-// memory goes through __ldg / store_global, which check every access against the launch's
-// buffers (a CPU memcheck) and check the alignment of vector loads.
+// Each CUDA thread is a fiber; a block's threads are scheduled round-robin in a fixed order
+// (forward or reversed thread index), deterministically. Shuffles and __syncthreads are the only
+// points where a fiber waits. Every global access goes through __ldg / store_global and every
+// shared access through GemvShared, and each is checked (docs/emulator.md lists the checks).
 #pragma once
 
 #include <cstddef>
@@ -16,8 +16,15 @@
 #define __host__
 #define __forceinline__ inline
 #define __noinline__
-#define __launch_bounds__(...)
-#define __shared__ static thread_local
+// Kernels declare their bound with GEMV_KERNEL(name, max_threads), which the emulator records;
+// a bare __launch_bounds__ would be silently unchecked here, so it does not compile.
+#define __launch_bounds__(...) GEMV_USE_GEMV_KERNEL_TO_DECLARE_LAUNCH_BOUNDS
+// Shared memory is declared with GEMV_SHARED so that every access is checked.
+#define __shared__ GEMV_USE_GEMV_SHARED_TO_DECLARE_SHARED_MEMORY
+
+#define GEMV_KERNEL(name, max_threads)                         \
+    constexpr unsigned emu_launch_bound_##name = (max_threads); \
+    extern "C" void name
 
 struct dim3 {
     unsigned x, y, z;
@@ -44,11 +51,24 @@ struct ThreadCoords {
 const ThreadCoords& coords();
 
 // Checks [p, p + size) against the launch's regions; reports and never returns on a fault.
-void check_access(const void* p, size_t size, size_t align, bool write);
+// `via_ldg`: a read through the read-only data path, which must not see a writable region.
+void check_access(const void* p, size_t size, size_t align, bool write, bool via_ldg);
 
-unsigned shuffle(unsigned mask, unsigned value, int src_lane, int width, const char* what);
+enum class ShuffleKind { Index, Up, Down, Xor };
+// The value of `value` in the lane the shuffle selects; checks mask, kind and width agreement.
+unsigned shuffle(ShuffleKind kind, unsigned mask, unsigned value, int lane_arg, int width);
 void sync_threads();
 unsigned lane_id();
+
+// Shared memory: the block's allocation for the declaration `tag` (created, poisoned, on the
+// first execution in a block), and the check of one access to it.
+struct SharedHandle {
+    unsigned char* base;
+    unsigned decl;
+};
+SharedHandle shared_alloc(const void* tag, const char* name, size_t bytes, size_t count);
+void shared_check(unsigned decl, long long element, size_t element_size, size_t count, size_t vector_size,
+                  bool write);
 
 }  // namespace emu
 
@@ -70,15 +90,15 @@ inline unsigned __float_as_uint(float f) {
 
 template <class T>
 inline T __ldg(const T* p) {
-    emu::check_access(p, sizeof(T), alignof(T), false);
+    emu::check_access(p, sizeof(T), alignof(T), false, true);
     T v;
     std::memcpy(&v, p, sizeof v);
     return v;
 }
 
 template <class T>
-inline void store_global(T* p, T v) {
-    emu::check_access(p, sizeof(T), alignof(T), true);
+inline void store_global(T* p, typename gemv_identity<T>::type v) {
+    emu::check_access(p, sizeof(T), alignof(T), true, false);
     std::memcpy(p, &v, sizeof v);
 }
 
@@ -86,12 +106,89 @@ inline void __syncthreads() {
     emu::sync_threads();
 }
 
+// ---- Shared memory --------------------------------------------------------------------------
+
+template <class T, int N>
+class GemvShared {
+   public:
+    // One element, read or written through the checker.
+    class Ref {
+       public:
+        Ref(GemvShared* array, long long index) : array_(array), index_(index) {}
+        operator T() const { return array_->read(index_); }
+        Ref& operator=(T value) {
+            array_->write(index_, value);
+            return *this;
+        }
+        Ref& operator=(const Ref& other) { return *this = static_cast<T>(other); }
+        Ref& operator+=(T value) { return *this = static_cast<T>(*this) + value; }
+
+       private:
+        GemvShared* array_;
+        long long index_;
+    };
+
+    GemvShared(const void* tag, const char* name) {
+        const emu::SharedHandle handle = emu::shared_alloc(tag, name, sizeof(T) * (size_t)N, (size_t)N);
+        base_ = handle.base;
+        decl_ = handle.decl;
+    }
+    Ref operator[](long long index) { return Ref(this, index); }
+    T operator[](long long index) const { return read(index); }
+
+    T read(long long index) const {
+        emu::shared_check(decl_, index, sizeof(T), (size_t)N, sizeof(T), false);
+        T v;
+        std::memcpy(&v, base_ + (size_t)index * sizeof(T), sizeof v);
+        return v;
+    }
+    void write(long long index, T value) {
+        emu::shared_check(decl_, index, sizeof(T), (size_t)N, sizeof(T), true);
+        std::memcpy(base_ + (size_t)index * sizeof(T), &value, sizeof value);
+    }
+    // The index-th V-sized vector (V a whole number of elements).
+    template <class V>
+    V load_vector(long long index) const {
+        static_assert(sizeof(V) % sizeof(T) == 0, "a shared vector is a whole number of elements");
+        emu::shared_check(decl_, index * (long long)(sizeof(V) / sizeof(T)), sizeof(T), (size_t)N, sizeof(V), false);
+        V v;
+        std::memcpy(&v, base_ + (size_t)index * sizeof(V), sizeof v);
+        return v;
+    }
+    template <class V>
+    void store_vector(long long index, V value) {
+        static_assert(sizeof(V) % sizeof(T) == 0, "a shared vector is a whole number of elements");
+        emu::shared_check(decl_, index * (long long)(sizeof(V) / sizeof(T)), sizeof(T), (size_t)N, sizeof(V), true);
+        std::memcpy(base_ + (size_t)index * sizeof(V), &value, sizeof value);
+    }
+
+   private:
+    unsigned char* base_;
+    unsigned decl_;
+};
+
+#define GEMV_SHARED(T, name, count)                     \
+    static const char emu_shared_tag_##name = 0;        \
+    GemvShared<T, (count)> name(&emu_shared_tag_##name, #name)
+
+template <class V, class T, int N>
+inline V shared_load(const GemvShared<T, N>& array, int index) {
+    return array.template load_vector<V>(index);
+}
+
+template <class V, class T, int N>
+inline void shared_store(GemvShared<T, N>& array, int index, V value) {
+    array.template store_vector<V>(index, value);
+}
+
+// ---- Warp shuffles ----------------------------------------------------------------------------
+
 template <class T>
-inline T emu_shuffle_as(unsigned mask, T value, int src, int width, const char* what) {
+inline T emu_shuffle_as(emu::ShuffleKind kind, unsigned mask, T value, int lane_arg, int width) {
     static_assert(sizeof(T) == 4, "the emulator shuffles 32-bit values");
     unsigned bits;
     std::memcpy(&bits, &value, 4);
-    bits = emu::shuffle(mask, bits, src, width, what);
+    bits = emu::shuffle(kind, mask, bits, lane_arg, width);
     T out;
     std::memcpy(&out, &bits, 4);
     return out;
@@ -99,27 +196,17 @@ inline T emu_shuffle_as(unsigned mask, T value, int src, int width, const char* 
 
 template <class T>
 inline T __shfl_sync(unsigned mask, T value, int src_lane, int width = 32) {
-    const int lane = (int)emu::lane_id();
-    const int base = lane - lane % width;
-    return emu_shuffle_as(mask, value, base + src_lane % width, width, "__shfl_sync");
-}
-template <class T>
-inline T __shfl_down_sync(unsigned mask, T value, unsigned delta, int width = 32) {
-    const int lane = (int)emu::lane_id();
-    const int base = lane - lane % width;
-    const int src = lane % width + (int)delta < width ? lane + (int)delta : lane;  // out of range: own value
-    (void)base;
-    return emu_shuffle_as(mask, value, src, width, "__shfl_down_sync");
+    return emu_shuffle_as(emu::ShuffleKind::Index, mask, value, src_lane, width);
 }
 template <class T>
 inline T __shfl_up_sync(unsigned mask, T value, unsigned delta, int width = 32) {
-    const int lane = (int)emu::lane_id();
-    const int src = lane % width >= (int)delta ? lane - (int)delta : lane;
-    return emu_shuffle_as(mask, value, src, width, "__shfl_up_sync");
+    return emu_shuffle_as(emu::ShuffleKind::Up, mask, value, (int)delta, width);
+}
+template <class T>
+inline T __shfl_down_sync(unsigned mask, T value, unsigned delta, int width = 32) {
+    return emu_shuffle_as(emu::ShuffleKind::Down, mask, value, (int)delta, width);
 }
 template <class T>
 inline T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) {
-    const int lane = (int)emu::lane_id();
-    const int src = (lane ^ lane_mask) < ((lane / width) + 1) * width ? (lane ^ lane_mask) : lane;
-    return emu_shuffle_as(mask, value, src, width, "__shfl_xor_sync");
+    return emu_shuffle_as(emu::ShuffleKind::Xor, mask, value, lane_mask, width);
 }

@@ -14,6 +14,7 @@ typedef void (*EmuEntry)(const gemv_u16* x, const gemv_u8* packed, const gemv_u8
 struct EmuKernel {
     const char* name;
     EmuEntry entry;
+    unsigned max_threads;  // the launch bound declared with GEMV_KERNEL
 };
 
 struct EmuArgs {
@@ -36,7 +37,12 @@ struct EmuRegion {
 // The kernel named `name` (production and test kernels), or null.
 const EmuKernel* gemv_emu_find(const char* name);
 
-// Runs grid_x blocks of block_x threads; 0 on success, else 1 with a message in `error`.
+// The kernel's launch bound (most threads per block).
+unsigned gemv_emu_launch_bound(const EmuKernel* kernel);
+
+// Runs grid_x blocks of block_x threads, the threads of a block scheduled in thread-index order
+// (or its reverse when `reversed`); 0 on success, else 1 with a message in `error`.
 int gemv_emu_launch(const EmuKernel* kernel, unsigned grid_x, unsigned block_x, const EmuArgs* args,
-                    const EmuRegion* regions, int region_count, int workers, char* error, size_t error_len);
+                    const EmuRegion* regions, int region_count, int workers, int reversed, char* error,
+                    size_t error_len);
 }

@@ -1,8 +1,9 @@
 // The SIMT emulator's runtime: fibers, deterministic scheduling, warp shuffles, block barriers,
-// and the memory checker (docs/emulator.md). Blocks are independent and run on worker threads;
-// inside a block every thread is a ucontext fiber, resumed round-robin in thread-index order.
-// Fibers jump between their own stacks with _setjmp/_longjmp (no signal-mask syscalls); the
-// fortified longjmp would reject that, so it is turned off for this file.
+// checked shared memory and the global memory checker (docs/emulator.md). Blocks are independent
+// and run on worker threads; inside a block every thread is a fiber, resumed round-robin in
+// thread-index order (or its reverse). Fibers jump between their own stacks with
+// _setjmp/_longjmp (no signal-mask syscalls); the fortified longjmp would reject that, so it is
+// turned off for this file. Under AddressSanitizer every switch is announced to it.
 #undef _FORTIFY_SOURCE
 #include "emulator.h"
 
@@ -21,11 +22,19 @@
 
 #include "cuda_emu.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define EMU_ASAN_FIBERS 1
+#endif
+
 namespace emu {
 namespace {
 
 constexpr size_t kStackBytes = 256 * 1024;
 constexpr unsigned kMaxThreadsPerBlock = 1024;
+// The most static shared memory a block may declare (CUDA's limit for __shared__ arrays).
+constexpr size_t kMaxSharedBytes = 48 * 1024;
+constexpr unsigned char kSharedPoison = 0xFF;  // NaN as f32 and as bf16 pairs: loud if read
 
 enum class FiberState { Ready, Done, Faulted };
 
@@ -38,12 +47,34 @@ struct Fiber {
     FiberState state = FiberState::Ready;
     unsigned shuffles_done = 0;  // shuffles this lane completed (its generation)
     unsigned barriers_done = 0;  // __syncthreads this thread completed
+    void* asan_fake_stack = nullptr;
 };
 
 struct WarpState {
     unsigned value[2][32];
     unsigned mask[2][32];
+    ShuffleKind kind[2][32];
+    int width[2][32];
     unsigned arrived[32];  // generation + 1 of the last shuffle each lane arrived at
+};
+
+// What the race checker knows of one shared byte: the last writer and up to two readers, each
+// with the barrier epoch (completed __syncthreads + 1) of the access; 0 = none.
+struct ByteShadow {
+    unsigned write_epoch = 0;
+    unsigned read_epoch = 0;
+    unsigned short writer = 0;
+    unsigned short reader = 0;
+    unsigned short second_reader = 0;
+    bool two_readers = false;
+};
+
+struct SharedDecl {
+    const void* tag;
+    const char* name;
+    size_t offset;
+    size_t bytes;
+    size_t count;
 };
 
 struct Launch;
@@ -58,6 +89,14 @@ struct BlockRun {
     Fiber* current = nullptr;
     unsigned long long events = 0;  // progress counter for deadlock detection
     std::string fault;
+    // Shared memory of the block: declarations in order, the arena and its shadow.
+    std::vector<SharedDecl> shared;
+    size_t shared_used = 0;
+    std::unique_ptr<unsigned char[]> arena{new unsigned char[kMaxSharedBytes]};
+    std::vector<ByteShadow> shadow = std::vector<ByteShadow>(kMaxSharedBytes);
+    const void* scheduler_stack = nullptr;
+    size_t scheduler_stack_size = 0;
+    void* scheduler_fake_stack = nullptr;
 };
 
 struct Launch {
@@ -66,6 +105,7 @@ struct Launch {
     const EmuRegion* regions;
     int region_count;
     dim3 grid, block;
+    bool reversed;
     std::atomic<unsigned> next_block{0};
     std::atomic<bool> failed{false};
     std::mutex error_lock;
@@ -88,23 +128,54 @@ std::string where(const Fiber& f) {
                   f.coords.block_idx.z, f.coords.thread_idx.x, f.coords.thread_idx.y, f.coords.thread_idx.z);
 }
 
+unsigned linear_tid(const ThreadCoords& c) {
+    return c.thread_idx.x + c.block_dim.x * (c.thread_idx.y + c.block_dim.y * c.thread_idx.z);
+}
+
+// ---- Stack switches (announced to AddressSanitizer when it is on) ----------------------------
+
+// Leaves the current fiber for the scheduler. `forever`: the fiber will not be resumed.
+[[noreturn]] void switch_to_scheduler(BlockRun* run, Fiber* fiber, bool forever) {
+#ifdef EMU_ASAN_FIBERS
+    __sanitizer_start_switch_fiber(forever ? nullptr : &fiber->asan_fake_stack, run->scheduler_stack,
+                                   run->scheduler_stack_size);
+#else
+    (void)fiber;
+    (void)forever;
+#endif
+    _longjmp(run->scheduler, 1);
+}
+
+// Called on a fiber's stack right after it was entered or resumed.
+void arrived_in_fiber(BlockRun* run, Fiber* fiber) {
+#ifdef EMU_ASAN_FIBERS
+    __sanitizer_finish_switch_fiber(fiber->asan_fake_stack, &run->scheduler_stack, &run->scheduler_stack_size);
+#else
+    (void)run;
+    (void)fiber;
+#endif
+}
+
 // Records the first fault of the block and leaves the fiber for good.
 [[noreturn]] void fault(const std::string& message) {
     BlockRun* run = t_block;
     Fiber* fiber = run->current;
     if (run->fault.empty()) run->fault = where(*fiber) + ": " + message;
     fiber->state = FiberState::Faulted;
-    _longjmp(run->scheduler, 1);  // a faulted fiber is never resumed
+    switch_to_scheduler(run, fiber, true);  // a faulted fiber is never resumed
 }
 
 // Gives the scheduler a turn; returns when this fiber is resumed.
 void yield() {
     BlockRun* run = t_block;
-    if (!_setjmp(run->current->env)) _longjmp(run->scheduler, 1);
+    Fiber* fiber = run->current;
+    if (!_setjmp(fiber->env)) switch_to_scheduler(run, fiber, false);
+    arrived_in_fiber(t_block, t_block->current);
 }
 
 // A fiber runs the kernel once per block it is given, then parks until the next block.
 void fiber_main() {
+    arrived_in_fiber(t_block, t_block->current);
     for (;;) {
         BlockRun* run = t_block;
         const EmuArgs& a = run->launch->args;
@@ -119,7 +190,15 @@ void fiber_main() {
 // Resumes `f` until it yields, finishes or faults.
 void resume(BlockRun& run, Fiber& f) {
     run.current = &f;
-    if (_setjmp(run.scheduler)) return;
+    if (_setjmp(run.scheduler)) {
+#ifdef EMU_ASAN_FIBERS
+        __sanitizer_finish_switch_fiber(run.scheduler_fake_stack, nullptr, nullptr);
+#endif
+        return;
+    }
+#ifdef EMU_ASAN_FIBERS
+    __sanitizer_start_switch_fiber(&run.scheduler_fake_stack, f.stack.get(), kStackBytes);
+#endif
     if (f.started) _longjmp(f.env, 1);
     f.started = true;
     getcontext(&f.context);
@@ -130,10 +209,6 @@ void resume(BlockRun& run, Fiber& f) {
     setcontext(&f.context);
 }
 
-unsigned linear_tid(const ThreadCoords& c) {
-    return c.thread_idx.x + c.block_dim.x * (c.thread_idx.y + c.block_dim.y * c.thread_idx.z);
-}
-
 // Runs one block to completion; returns false (with run.fault set) on a fault or deadlock.
 bool run_block(BlockRun& run, dim3 block_idx) {
     Launch& launch = *run.launch;
@@ -142,6 +217,9 @@ bool run_block(BlockRun& run, dim3 block_idx) {
     run.barrier_arrived.assign(threads, 0);
     run.events = 0;
     run.fault.clear();
+    // Every block declares its shared arrays afresh; shared_alloc poisons them.
+    run.shared.clear();
+    run.shared_used = 0;
     for (unsigned tid = 0; tid < threads; ++tid) {
         Fiber& f = run.fibers[tid];
         f.state = FiberState::Ready;
@@ -156,8 +234,8 @@ bool run_block(BlockRun& run, dim3 block_idx) {
     for (;;) {
         bool any_live = false;
         const unsigned long long before = run.events;
-        for (unsigned tid = 0; tid < threads; ++tid) {
-            Fiber& f = run.fibers[tid];
+        for (unsigned i = 0; i < threads; ++i) {
+            Fiber& f = run.fibers[launch.reversed ? threads - 1 - i : i];
             if (f.state != FiberState::Ready) continue;
             any_live = true;
             resume(run, f);
@@ -205,6 +283,20 @@ void worker(Launch* launch) {
     t_block = nullptr;
 }
 
+const char* shuffle_name(ShuffleKind kind) {
+    switch (kind) {
+        case ShuffleKind::Index:
+            return "__shfl_sync";
+        case ShuffleKind::Up:
+            return "__shfl_up_sync";
+        case ShuffleKind::Down:
+            return "__shfl_down_sync";
+        case ShuffleKind::Xor:
+            return "__shfl_xor_sync";
+    }
+    return "shuffle";
+}
+
 }  // namespace
 
 const ThreadCoords& coords() {
@@ -215,7 +307,7 @@ unsigned lane_id() {
     return linear_tid(t_block->current->coords) % 32;
 }
 
-void check_access(const void* p, size_t size, size_t align, bool write) {
+void check_access(const void* p, size_t size, size_t align, bool write, bool via_ldg) {
     const Launch& launch = *t_block->launch;
     const auto address = reinterpret_cast<uintptr_t>(p);
     const char* kind = write ? "write" : "read";
@@ -230,6 +322,11 @@ void check_access(const void* p, size_t size, size_t align, bool write) {
             }
             if (write && !r.writable) {
                 fault(format("%s of %zu bytes to read-only '%s' at offset %zu", kind, size, r.name, offset));
+            }
+            if (via_ldg && r.writable) {
+                fault(format("__ldg of %zu bytes from writable '%s' at offset %zu: the read-only data path may "
+                             "return stale data for memory the launch writes",
+                             size, r.name, offset));
             }
             if (address % align != 0) {
                 fault(format("misaligned %zu-byte %s at offset %zu of '%s' (address %% %zu = %zu)", size, kind, offset,
@@ -256,9 +353,10 @@ void check_access(const void* p, size_t size, size_t align, bool write) {
     fault(format("out-of-bounds %s of %zu bytes: %s", kind, size, nearest.c_str()));
 }
 
-unsigned shuffle(unsigned mask, unsigned value, int src_lane, int width, const char* what) {
+unsigned shuffle(ShuffleKind kind, unsigned mask, unsigned value, int lane_arg, int width) {
     BlockRun& run = *t_block;
     Fiber& self = *run.current;
+    const char* what = shuffle_name(kind);
     const unsigned tid = linear_tid(self.coords);
     const unsigned lane = tid % 32;
     const unsigned warp_base = tid - lane;
@@ -269,6 +367,8 @@ unsigned shuffle(unsigned mask, unsigned value, int src_lane, int width, const c
     const unsigned slot = generation & 1u;
     w.value[slot][lane] = value;
     w.mask[slot][lane] = mask;
+    w.kind[slot][lane] = kind;
+    w.width[slot][lane] = width;
     w.arrived[lane] = generation + 1;
     run.events++;
     for (;;) {
@@ -288,16 +388,41 @@ unsigned shuffle(unsigned mask, unsigned value, int src_lane, int width, const c
         if (all) break;
         yield();
     }
+    // Every lane the mask names must execute the same shuffle: same mask, kind and width.
     for (unsigned l = 0; l < 32; ++l) {
-        if ((mask & (1u << l)) && w.mask[slot][l] != mask) {
+        if (!(mask & (1u << l))) continue;
+        if (w.mask[slot][l] != mask) {
             fault(format("%s #%u: lane %u used mask %#010x but lane %u used %#010x", what, generation, lane, mask, l,
                          w.mask[slot][l]));
         }
+        if (w.kind[slot][l] != kind) {
+            fault(format("%s #%u: lane %u called %s but lane %u called %s in the same shuffle", what, generation, lane,
+                         what, l, shuffle_name(w.kind[slot][l])));
+        }
+        if (w.width[slot][l] != width) {
+            fault(format("%s #%u: lane %u used width %d but lane %u used width %d", what, generation, lane, width, l,
+                         w.width[slot][l]));
+        }
     }
-    // A lane that reached the same shuffle without being in the mask is a participating lane the
-    // mask leaves out (it would have failed its own-mask check, unless its mask differs).
-    const unsigned src = (unsigned)src_lane % 32;
-    if (!(mask & (1u << src))) {
+    const unsigned segment = lane & ~(unsigned)(width - 1);
+    unsigned src = lane;
+    switch (kind) {
+        case ShuffleKind::Index:
+            src = segment + ((unsigned)lane_arg & (unsigned)(width - 1));
+            break;
+        case ShuffleKind::Up:
+            src = lane - segment >= (unsigned)lane_arg ? lane - (unsigned)lane_arg : lane;
+            break;
+        case ShuffleKind::Down:
+            src = lane - segment + (unsigned)lane_arg < (unsigned)width ? lane + (unsigned)lane_arg : lane;
+            break;
+        case ShuffleKind::Xor: {
+            const unsigned partner = lane ^ (unsigned)lane_arg;
+            src = partner < segment + (unsigned)width ? partner : lane;
+            break;
+        }
+    }
+    if (src >= 32 || !(mask & (1u << src))) {
         fault(format("%s #%u: lane %u reads lane %u, which is not in mask %#010x", what, generation, lane, src, mask));
     }
     self.shuffles_done = generation + 1;
@@ -327,16 +452,94 @@ void sync_threads() {
     self.barriers_done = generation + 1;
 }
 
+SharedHandle shared_alloc(const void* tag, const char* name, size_t bytes, size_t count) {
+    BlockRun& run = *t_block;
+    for (unsigned i = 0; i < run.shared.size(); ++i) {
+        if (run.shared[i].tag == tag) return SharedHandle{run.arena.get() + run.shared[i].offset, i};
+    }
+    const size_t offset = (run.shared_used + 15) & ~(size_t)15;
+    if (offset + bytes > kMaxSharedBytes) {
+        fault(format("shared array '%s' of %zu bytes brings the block to %zu bytes of shared memory, over the "
+                     "%zu-byte static limit",
+                     name, bytes, offset + bytes, kMaxSharedBytes));
+    }
+    // Poisoned and unwritten: a read before a write in this block is an error, and never sees
+    // what an earlier block left there.
+    std::memset(run.arena.get() + offset, kSharedPoison, bytes);
+    std::fill(run.shadow.begin() + (long)offset, run.shadow.begin() + (long)(offset + bytes), ByteShadow{});
+    run.shared.push_back(SharedDecl{tag, name, offset, bytes, count});
+    run.shared_used = offset + bytes;
+    return SharedHandle{run.arena.get() + offset, (unsigned)(run.shared.size() - 1)};
+}
+
+void shared_check(unsigned decl, long long element, size_t element_size, size_t count, size_t vector_size,
+                  bool write) {
+    BlockRun& run = *t_block;
+    const SharedDecl& d = run.shared[decl];
+    const char* kind = write ? "write" : "read";
+    const size_t elements = vector_size / element_size;
+    if (element < 0 || (unsigned long long)element + elements > count) {
+        fault(format("out-of-bounds shared %s of %zu bytes at element %lld of '%s' (%zu elements)", kind, vector_size,
+                     element, d.name, count));
+    }
+    // Vectors are addressed by vector index from a 16-byte aligned array (as on the GPU, where
+    // GemvShared is alignas(16)), so a vector access is always aligned to its size.
+    const size_t first = (size_t)element * element_size;
+    Fiber& self = *run.current;
+    const unsigned short tid = (unsigned short)linear_tid(self.coords);
+    const unsigned epoch = self.barriers_done + 1;
+    for (size_t b = first; b < first + vector_size; ++b) {
+        ByteShadow& s = run.shadow[d.offset + b];
+        const long long at = (long long)(b / element_size);
+        auto race = [&](unsigned other, const char* other_did, const char* self_did) {
+            fault(format("shared-memory race on '%s' element %lld: thread %u %s it and thread %u %s it with no "
+                         "__syncthreads between them",
+                         d.name, at, other, other_did, (unsigned)tid, self_did));
+        };
+        if (write) {
+            if (s.write_epoch == epoch && s.writer != tid) race(s.writer, "wrote", "wrote");
+            if (s.read_epoch == epoch && s.reader != tid) race(s.reader, "read", "wrote");
+            if (s.read_epoch == epoch && s.two_readers && s.second_reader != tid) race(s.second_reader, "read", "wrote");
+            s.writer = tid;
+            s.write_epoch = epoch;
+        } else {
+            if (s.write_epoch == 0) {
+                fault(format("shared read of '%s' element %lld, which no thread of this block has written "
+                             "(uninitialised shared memory)",
+                             d.name, at));
+            }
+            if (s.write_epoch == epoch && s.writer != tid) race(s.writer, "wrote", "read");
+            if (s.read_epoch != epoch) {
+                s.reader = tid;
+                s.read_epoch = epoch;
+                s.two_readers = false;
+            } else if (s.reader != tid && !s.two_readers) {
+                s.second_reader = tid;
+                s.two_readers = true;
+            }
+        }
+    }
+}
+
 }  // namespace emu
 
+extern "C" unsigned gemv_emu_launch_bound(const EmuKernel* kernel) {
+    return kernel->max_threads;
+}
+
 extern "C" int gemv_emu_launch(const EmuKernel* kernel, unsigned grid_x, unsigned block_x, const EmuArgs* args,
-                               const EmuRegion* regions, int region_count, int workers, char* error,
+                               const EmuRegion* regions, int region_count, int workers, int reversed, char* error,
                                size_t error_len) {
     auto report = [&](const std::string& message) {
         if (error && error_len) std::snprintf(error, error_len, "%s", message.c_str());
         return 1;
     };
     if (block_x == 0 || block_x > emu::kMaxThreadsPerBlock) return report(emu::format("invalid block size %u", block_x));
+    if (block_x > kernel->max_threads) {
+        return report(emu::format("a block of %u threads exceeds the kernel's launch bound of %u threads "
+                                  "(__launch_bounds__): the GPU refuses this launch",
+                                  block_x, kernel->max_threads));
+    }
     if (grid_x == 0) return report("empty grid");
     emu::Launch launch;
     launch.kernel = kernel;
@@ -345,6 +548,7 @@ extern "C" int gemv_emu_launch(const EmuKernel* kernel, unsigned grid_x, unsigne
     launch.region_count = region_count;
     launch.grid = dim3{grid_x, 1, 1};
     launch.block = dim3{block_x, 1, 1};
+    launch.reversed = reversed != 0;
     const unsigned count = workers < 1 ? 1u : (unsigned)workers;
     std::vector<std::thread> pool;
     for (unsigned i = 1; i < count && i < grid_x; ++i) pool.emplace_back(emu::worker, &launch);

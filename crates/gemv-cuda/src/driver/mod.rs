@@ -120,7 +120,7 @@ impl CudaBackend {
         let y = self.address(buffers, "y", args.y)?;
         let function = self.function(spec.name)?;
         let config = LaunchConfig {
-            grid_dim: (grid_size(spec, n), 1, 1),
+            grid_dim: (grid_size(NAME, spec, n)?, 1, 1),
             block_dim: (THREADS_PER_BLOCK, 1, 1),
             shared_mem_bytes: 0,
         };

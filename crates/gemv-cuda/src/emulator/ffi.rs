@@ -6,6 +6,7 @@ use std::ffi::{c_char, c_int, c_uint, c_void};
 pub struct EmuKernel {
     _name: *const c_char,
     _entry: *const c_void,
+    _max_threads: c_uint,
 }
 
 #[repr(C)]
@@ -30,6 +31,7 @@ pub struct EmuRegion {
 
 unsafe extern "C" {
     pub fn gemv_emu_find(name: *const c_char) -> *const EmuKernel;
+    pub fn gemv_emu_launch_bound(kernel: *const EmuKernel) -> c_uint;
     pub fn gemv_emu_launch(
         kernel: *const EmuKernel,
         grid_x: c_uint,
@@ -38,6 +40,7 @@ unsafe extern "C" {
         regions: *const EmuRegion,
         region_count: c_int,
         workers: c_int,
+        reversed: c_int,
         error: *mut c_char,
         error_len: usize,
     ) -> c_int;

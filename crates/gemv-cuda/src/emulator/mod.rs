@@ -1,8 +1,9 @@
 //! [`CudaEmulator`]: the CUDA kernels executed on the CPU (docs/emulator.md).
 //!
-//! Buffers live in host memory. A launch copies the argument ranges out, runs the kernel under
-//! the SIMT emulator with exactly those ranges as the only memory it may touch (reads of x,
-//! packed, scales; writes of the first m rows of y), and copies y back.
+//! Buffers live in device-aligned host memory. A launch hands the kernel the arguments' own
+//! addresses (no copies, so the kernel sees the alignment a GPU would), with exactly the argument
+//! ranges as the only memory it may touch: reads of x, packed and scales, writes of the first m
+//! rows of y.
 
 mod ffi;
 
@@ -16,11 +17,23 @@ use std::ffi::{CStr, CString, c_int};
 
 const NAME: &str = "cuda-emu";
 
+/// The order in which the emulator resumes the threads of a block. Results must not depend on
+/// it: the conformance suite runs in both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ThreadOrder {
+    /// Thread 0 first.
+    #[default]
+    Forward,
+    /// The last thread first.
+    Reversed,
+}
+
 /// The CUDA kernels on the CPU under the SIMT emulator.
 #[derive(Debug)]
 pub struct CudaEmulator {
     memory: HostMemory,
     workers: usize,
+    order: ThreadOrder,
 }
 
 impl Default for CudaEmulator {
@@ -56,10 +69,26 @@ pub struct HostLaunch<'a> {
     pub k: usize,
 }
 
+/// A memory region of a launch, as the emulator's checker sees it.
+struct Region {
+    name: &'static CStr,
+    base: *const u8,
+    len: usize,
+    writable: bool,
+}
+
+fn find(name: &str) -> Option<*const ffi::EmuKernel> {
+    let c_name = CString::new(name).ok()?;
+    // SAFETY: `c_name` is a valid NUL-terminated string for the duration of the call; the
+    // function only reads it and returns a pointer into a static table (or null).
+    let kernel = unsafe { ffi::gemv_emu_find(c_name.as_ptr()) };
+    (!kernel.is_null()).then_some(kernel)
+}
+
 impl CudaEmulator {
-    /// An emulator using every host thread for blocks.
+    /// An emulator using every host thread for blocks, threads resumed in forward order.
     pub fn new() -> Self {
-        Self { memory: HostMemory::new(NAME), workers: host_threads() }
+        Self { memory: HostMemory::new(NAME), workers: host_threads(), order: ThreadOrder::Forward }
     }
 
     /// Runs blocks on `workers` OS threads (results are identical for any count).
@@ -68,61 +97,100 @@ impl CudaEmulator {
         self
     }
 
+    /// Resumes the threads of each block in `order`.
+    pub fn with_thread_order(mut self, order: ThreadOrder) -> Self {
+        self.order = order;
+        self
+    }
+
     /// Whether the emulator library has a kernel of this name.
     pub fn has_kernel(name: &str) -> bool {
-        let Ok(c_name) = CString::new(name) else { return false };
-        // SAFETY: `c_name` is a valid NUL-terminated string for the duration of the call; the
-        // function only reads it and returns a pointer into a static table (or null).
-        !unsafe { ffi::gemv_emu_find(c_name.as_ptr()) }.is_null()
+        find(name).is_some()
+    }
+
+    /// The kernel's declared launch bound (most threads per block), as the emulator enforces it.
+    pub fn launch_bound(name: &str) -> Option<u32> {
+        // SAFETY: `find` returned a pointer into the emulator's static kernel table.
+        find(name).map(|kernel| unsafe { ffi::gemv_emu_launch_bound(kernel) })
     }
 
     /// Runs `launch` on host slices: exactly those slices are the memory the kernel may touch.
-    /// Faults (out-of-bounds, misaligned vector access, divergent barrier, bad shuffle mask,
-    /// deadlock) come back as [`Error::KernelFault`].
+    /// Faults (out-of-bounds, misaligned or read-only-path violations, shared-memory races and
+    /// bounds, divergent barriers, shuffle disagreements, deadlock, launch bounds) come back as
+    /// [`Error::KernelFault`].
     pub fn launch_on_host(&self, launch: HostLaunch<'_>) -> Result<()> {
-        let fault = |message: String| Error::from(CudaError::Fault { kernel: launch.kernel.to_string(), message });
-        let c_name = CString::new(launch.kernel).map_err(|_| fault("kernel name contains NUL".into()))?;
-        // SAFETY: as in `has_kernel`.
-        let kernel = unsafe { ffi::gemv_emu_find(c_name.as_ptr()) };
-        if kernel.is_null() {
-            return Err(fault("no such kernel in the emulator library".into()));
-        }
-        let args = ffi::EmuArgs {
-            x: launch.x.as_ptr(),
-            packed: launch.packed.as_ptr(),
-            scales: launch.scales.as_ptr(),
-            y: launch.y.as_mut_ptr(),
-            global_scale: launch.global_scale,
-            m: kernel_int(NAME, "M", launch.m)?,
-            n: kernel_int(NAME, "N", launch.n)?,
-            k: kernel_int(NAME, "K", launch.k)?,
-        };
-        let region = |name: &'static CStr, base: *const u8, len: usize, writable: bool| ffi::EmuRegion {
-            name: name.as_ptr(),
-            base: base.cast(),
-            len,
-            writable: c_int::from(writable),
-        };
         let regions = [
-            region(c"x", launch.x.as_ptr().cast(), 2 * launch.x.len(), false),
-            region(c"packed", launch.packed.as_ptr(), launch.packed.len(), false),
-            region(c"scales", launch.scales.as_ptr(), launch.scales.len(), false),
-            region(c"y", launch.y.as_ptr().cast(), 2 * launch.y.len(), true),
+            Region { name: c"x", base: launch.x.as_ptr().cast(), len: 2 * launch.x.len(), writable: false },
+            Region { name: c"packed", base: launch.packed.as_ptr(), len: launch.packed.len(), writable: false },
+            Region { name: c"scales", base: launch.scales.as_ptr(), len: launch.scales.len(), writable: false },
+            Region { name: c"y", base: launch.y.as_mut_ptr().cast(), len: 2 * launch.y.len(), writable: true },
         ];
+        // SAFETY: the regions are exactly the borrowed slices (y mutably borrowed for the call),
+        // alive until `run` returns.
+        unsafe {
+            self.run(
+                launch.kernel,
+                launch.grid,
+                launch.block,
+                &regions,
+                launch.global_scale,
+                launch.m,
+                launch.n,
+                launch.k,
+            )
+        }
+    }
+
+    /// Runs `kernel` with `regions` as x, packed, scales and y (in that order).
+    ///
+    /// # Safety
+    /// Each region must be valid for its length for the whole call: readable, and for y also
+    /// writable with no other access to it meanwhile.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn run(
+        &self,
+        kernel_name: &str,
+        grid: u32,
+        block: u32,
+        regions: &[Region; 4],
+        global_scale: f32,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<()> {
+        let fault = |message: String| Error::from(CudaError::Fault { kernel: kernel_name.to_string(), message });
+        let kernel = find(kernel_name).ok_or_else(|| fault("no such kernel in the emulator library".into()))?;
+        let args = ffi::EmuArgs {
+            x: regions[0].base.cast(),
+            packed: regions[1].base,
+            scales: regions[2].base,
+            y: regions[3].base.cast_mut().cast(),
+            global_scale,
+            m: kernel_int(NAME, "M", m)?,
+            n: kernel_int(NAME, "N", n)?,
+            k: kernel_int(NAME, "K", k)?,
+        };
+        let regions = regions.each_ref().map(|r| ffi::EmuRegion {
+            name: r.name.as_ptr(),
+            base: r.base.cast(),
+            len: r.len,
+            writable: c_int::from(r.writable),
+        });
         let mut message = vec![0u8; 1024];
-        // SAFETY: every pointer in `args` and `regions` points into a slice borrowed for this
-        // call (y mutably, the rest shared) and the lengths are those slices' lengths; the
-        // emulator checks every kernel access against `regions` before touching memory, and
-        // returns only after every worker thread has joined. `message` has `message.len()` bytes.
+        // SAFETY: `kernel` points into the static kernel table; every pointer in `args` and
+        // `regions` is valid for its region's length (the caller's contract); the emulator checks
+        // every kernel access against `regions` before touching memory and returns only after
+        // every worker thread has joined. `message` has `message.len()` bytes.
         let status = unsafe {
             ffi::gemv_emu_launch(
                 kernel,
-                launch.grid,
-                launch.block,
+                grid,
+                block,
                 &args,
                 regions.as_ptr(),
                 regions.len() as c_int,
                 c_int::try_from(self.workers).unwrap_or(1),
+                c_int::from(self.order == ThreadOrder::Reversed),
                 message.as_mut_ptr().cast(),
                 message.len(),
             )
@@ -164,23 +232,19 @@ impl GpuBackend for CudaEmulator {
         let spec = resolved_spec(NAME, kernel)?;
         let shape = args.validate(spec)?;
         let (m, n, k) = (shape.m, shape.n, shape.k);
-        let mut y = vec![0u16; m * n];
-        self.memory.with_launch_inputs(args, |inputs| {
-            self.launch_on_host(HostLaunch {
-                kernel: spec.name,
-                grid: grid_size(spec, n),
-                block: THREADS_PER_BLOCK,
-                x: &inputs.x,
-                packed: inputs.packed,
-                scales: inputs.scales,
-                y: &mut y,
-                global_scale: args.global_scale,
-                m,
-                n,
-                k,
-            })
+        let grid = grid_size(NAME, spec, n)?;
+        self.memory.with_launch_addresses(args, |at| {
+            let regions = [
+                Region { name: c"x", base: at.x, len: 2 * m * k, writable: false },
+                Region { name: c"packed", base: at.packed, len: n * k / 2, writable: false },
+                Region { name: c"scales", base: at.scales, len: n * k / 16, writable: false },
+                Region { name: c"y", base: at.y, len: 2 * m * n, writable: true },
+            ];
+            // SAFETY: `with_launch_addresses` checked each range against its live buffer and holds
+            // the memory locked while this runs, so each region is valid for its length; `validate`
+            // proved y's written rows overlap no input.
+            unsafe { self.run(spec.name, grid, THREADS_PER_BLOCK, &regions, args.global_scale, m, n, k) }
         })??;
-        self.memory.write_with("y", args.y_written(), |out| out.copy_from_slice(bytemuck::cast_slice(&y)))?;
         tracing::trace!(kernel = spec.name, m, n, k, "emulated launch");
         Ok(())
     }

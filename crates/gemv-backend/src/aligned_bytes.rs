@@ -1,0 +1,96 @@
+//! Zero-filled host bytes aligned like device memory.
+//!
+//! `cudaMalloc` returns 256-byte aligned addresses, so a kernel's alignment decisions depend only
+//! on the offsets a caller chooses. Host buffers get the same guarantee: the backends that run on
+//! the CPU (the host reference, the CUDA emulator) then see exactly the alignment a GPU would,
+//! and an alignment check in a kernel is exercised by the offsets the tests choose, not by where
+//! the allocator happened to put a `Vec`.
+
+use std::alloc::{Layout, alloc_zeroed, dealloc, handle_alloc_error};
+use std::ptr::NonNull;
+
+/// The alignment of every host buffer (that of CUDA allocations).
+pub const DEVICE_ALIGNMENT: usize = 256;
+
+/// A zero-filled byte buffer whose first byte is [`DEVICE_ALIGNMENT`]-aligned.
+pub struct AlignedBytes {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: AlignedBytes owns its allocation exclusively, like a Vec<u8>; no interior mutability.
+unsafe impl Send for AlignedBytes {}
+// SAFETY: shared access only reads (through `Deref`); writes need `&mut self` or a raw pointer
+// taken under the caller's own synchronisation (`HostMemory` holds its lock).
+unsafe impl Sync for AlignedBytes {}
+
+impl AlignedBytes {
+    /// `len` zero bytes (a zero-length buffer still owns one aligned byte).
+    pub fn zeroed(len: usize) -> Self {
+        let layout = Self::layout(len);
+        // SAFETY: the layout has a non-zero size (at least one byte) and a power-of-two alignment.
+        let raw = unsafe { alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw).unwrap_or_else(|| handle_alloc_error(layout));
+        Self { ptr, len }
+    }
+
+    fn layout(len: usize) -> Layout {
+        Layout::from_size_align(len.max(1), DEVICE_ALIGNMENT).unwrap_or_else(|_| {
+            // Only a size within DEVICE_ALIGNMENT of isize::MAX gets here; no allocator could
+            // serve it either.
+            handle_alloc_error(Layout::new::<u8>())
+        })
+    }
+
+    /// The first byte's address, for kernels that access the buffer in place. Writing through it
+    /// needs the same exclusivity as `&mut self` (the caller's lock).
+    pub fn base(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+}
+
+impl std::ops::Deref for AlignedBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `ptr` points to an allocation of at least `len` initialised (zeroed) bytes that
+        // lives as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl std::ops::DerefMut for AlignedBytes {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `deref`, and `&mut self` makes this the only access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for AlignedBytes {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `zeroed` with exactly this layout, freed once.
+        unsafe { dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
+    }
+}
+
+impl std::fmt::Debug for AlignedBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AlignedBytes").field("len", &self.len).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_are_zeroed_and_device_aligned() {
+        for len in [0, 1, 3, 255, 256, 4097] {
+            let mut bytes = AlignedBytes::zeroed(len);
+            assert_eq!(bytes.len(), len);
+            assert_eq!(bytes.base() as usize % DEVICE_ALIGNMENT, 0, "len {len}");
+            assert!(bytes.iter().all(|&b| b == 0));
+            bytes.iter_mut().for_each(|b| *b = 7);
+            assert!(bytes.iter().all(|&b| b == 7));
+        }
+    }
+}
