@@ -1,4 +1,12 @@
 //! With the `emulator` feature, compiles the CUDA kernels and the SIMT emulator for the host.
+//!
+//! `GEMV_EMU_SANITIZE=address,undefined` (any `-fsanitize=` list) builds them under g++'s
+//! sanitizers and links their runtimes into this package's binaries: `cargo xtask test` runs the
+//! emulator suites that way, so an access past a kernel's local array or any other undefined
+//! behaviour in a kernel fails CI even where the emulator's own checks cannot see it.
+//!
+//! `GEMV_KERNELS_DIR` compiles the kernels from another directory with the same layout as
+//! `kernels/cuda/` (the kernel mutation pass of `cargo xtask mutants` uses it for its mutants).
 
 fn main() {
     #[cfg(feature = "emulator")]
@@ -11,9 +19,15 @@ mod emulator {
 
     pub fn build() {
         let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-        let kernels = manifest.join("../../kernels/cuda");
+        let kernels = match std::env::var_os("GEMV_KERNELS_DIR") {
+            Some(dir) => PathBuf::from(dir),
+            None => manifest.join("../../kernels/cuda"),
+        };
         println!("cargo:rerun-if-changed={}", kernels.display());
-        cc::Build::new()
+        println!("cargo:rerun-if-env-changed=GEMV_EMU_SANITIZE");
+        println!("cargo:rerun-if-env-changed=GEMV_KERNELS_DIR");
+        let mut build = cc::Build::new();
+        build
             .cpp(true)
             .std("c++17")
             .opt_level(2)
@@ -22,8 +36,19 @@ mod emulator {
             .flag_if_supported("-Wno-unknown-pragmas")
             .flag_if_supported("-Wno-unused-parameter")
             .file(kernels.join("emu/kernels.cpp"))
-            .file(kernels.join("emu/runtime.cpp"))
-            .compile("gemv_cuda_emulator");
+            .file(kernels.join("emu/runtime.cpp"));
+        if let Some(sanitizers) = std::env::var("GEMV_EMU_SANITIZE").ok().filter(|s| !s.is_empty()) {
+            let flag = format!("-fsanitize={sanitizers}");
+            build.flag(&flag).flag("-fno-omit-frame-pointer").flag("-fno-sanitize-recover=all").flag("-g");
+            // Their runtimes, for every binary linking this library (only this package's tests
+            // are built this way).
+            for (sanitizer, runtime) in [("address", "asan"), ("undefined", "ubsan")] {
+                if sanitizers.split(',').any(|s| s.trim() == sanitizer) {
+                    println!("cargo:rustc-link-lib=dylib={runtime}");
+                }
+            }
+        }
+        build.compile("gemv_cuda_emulator");
         println!("cargo:rustc-link-lib=pthread");
     }
 }

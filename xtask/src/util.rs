@@ -11,9 +11,16 @@ pub fn root() -> PathBuf {
 
 /// Runs a command in the workspace root, echoing it; fails on a non-zero exit.
 pub fn run(program: &str, args: &[&str]) -> Result<(), String> {
-    eprintln!("xtask: $ {program} {}", args.join(" "));
+    run_with_env(program, args, &[])
+}
+
+/// [`run`] with extra environment variables.
+pub fn run_with_env(program: &str, args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
+    let shown: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
+    eprintln!("xtask: $ {}{program} {}", shown.concat(), args.join(" "));
     let status = Command::new(program)
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(root())
         .status()
         .map_err(|e| format!("cannot start {program}: {e}"))?;

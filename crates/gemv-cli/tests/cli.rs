@@ -1,5 +1,6 @@
 //! The `gemv` binary as a user runs it.
 
+use gemv_backend::conformance::skip::{Requirement, skip};
 use std::process::Command;
 
 fn gemv(args: &[&str]) -> (i32, String, String) {
@@ -76,7 +77,7 @@ fn check_cuda_emulator_runs_the_cuda_kernels() {
 #[test]
 fn check_cuda_without_a_driver_is_one_line_not_a_panic() {
     if gemv_cuda::driver_present() {
-        eprintln!("skipped: this machine has a CUDA driver");
+        skip(Requirement::NoCudaDriver, "this machine has a CUDA driver");
         return;
     }
     let (code, _, stderr) = gemv(&["check", "--backend", "cuda"]);
@@ -139,8 +140,7 @@ fn bench_rejects_bad_arguments_with_exit_2() {
 fn check_wgpu_proves_the_wgsl_kernels_or_says_why_not() {
     let (code, stdout, stderr) = gemv(&["check", "--backend", "wgpu", "--gate", "6", "--gate", "2"]);
     if code == 2 && stderr.contains("unavailable") {
-        assert!(std::env::var_os("GEMV_REQUIRE_WGPU").is_none(), "GEMV_REQUIRE_WGPU is set but: {stderr}");
-        eprintln!("skipped: no wgpu adapter ({}); set GEMV_REQUIRE_WGPU=1 to make this a failure", stderr.trim());
+        skip(Requirement::WgpuAdapter, stderr.trim());
         return;
     }
     assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");

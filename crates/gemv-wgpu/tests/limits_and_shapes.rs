@@ -1,6 +1,7 @@
 //! wgpu-specific behaviour: typed errors for missing adapters and device limits, and the real
 //! shape on the adapter (release only). Skips without an adapter unless GEMV_REQUIRE_WGPU=1.
 
+use gemv_backend::conformance::skip::{Requirement, skip};
 use gemv_backend::{DeviceMatrix, Error, GpuBackend, ResolvedTiers, conformance};
 use gemv_core::{KillSwitches, gemv_contract, host_threads};
 use gemv_wgpu::{AdapterChoice, WgpuBackend};
@@ -9,8 +10,7 @@ fn backend() -> Option<WgpuBackend> {
     match WgpuBackend::new() {
         Ok(backend) => Some(backend),
         Err(error) => {
-            assert!(std::env::var_os("GEMV_REQUIRE_WGPU").is_none(), "GEMV_REQUIRE_WGPU is set but: {error}");
-            eprintln!("skipped: no wgpu adapter here ({error}); set GEMV_REQUIRE_WGPU=1 to make this a failure");
+            skip(Requirement::WgpuAdapter, &error.to_string());
             None
         }
     }

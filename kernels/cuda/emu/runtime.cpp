@@ -123,11 +123,6 @@ std::string format(const char* fmt, ...) {
     return buffer;
 }
 
-std::string where(const Fiber& f) {
-    return format("block (%u,%u,%u) thread (%u,%u,%u)", f.coords.block_idx.x, f.coords.block_idx.y,
-                  f.coords.block_idx.z, f.coords.thread_idx.x, f.coords.thread_idx.y, f.coords.thread_idx.z);
-}
-
 unsigned linear_tid(const ThreadCoords& c) {
     return c.thread_idx.x + c.block_dim.x * (c.thread_idx.y + c.block_dim.y * c.thread_idx.z);
 }
@@ -156,11 +151,24 @@ void arrived_in_fiber(BlockRun* run, Fiber* fiber) {
 #endif
 }
 
-// Records the first fault of the block and leaves the fiber for good.
-[[noreturn]] void fault(const std::string& message) {
+// Records the first fault of the block and leaves the fiber for good. printf-style: the message
+// is built in a buffer on this stack and copied into the BlockRun (heap), so the jump out of the
+// fiber abandons no object that owns memory. Callers must not hold any (no std::string locals on
+// a path that faults).
+[[noreturn]] __attribute__((format(printf, 1, 2))) void fault(const char* fmt, ...) {
     BlockRun* run = t_block;
     Fiber* fiber = run->current;
-    if (run->fault.empty()) run->fault = where(*fiber) + ": " + message;
+    if (run->fault.empty()) {
+        char message[640];
+        const ThreadCoords& c = fiber->coords;
+        const int used = std::snprintf(message, sizeof message, "block (%u,%u,%u) thread (%u,%u,%u): ", c.block_idx.x,
+                                       c.block_idx.y, c.block_idx.z, c.thread_idx.x, c.thread_idx.y, c.thread_idx.z);
+        va_list args;
+        va_start(args, fmt);
+        std::vsnprintf(message + used, sizeof message - (size_t)used, fmt, args);
+        va_end(args);
+        run->fault = message;
+    }
     fiber->state = FiberState::Faulted;
     switch_to_scheduler(run, fiber, true);  // a faulted fiber is never resumed
 }
@@ -317,26 +325,26 @@ void check_access(const void* p, size_t size, size_t align, bool write, bool via
         if (address >= base && address < base + r.len) {
             const size_t offset = address - base;
             if (offset + size > r.len) {
-                fault(format("out-of-bounds %s of %zu bytes at offset %zu of '%s' (%zu bytes)", kind, size, offset,
-                             r.name, r.len));
+                fault("out-of-bounds %s of %zu bytes at offset %zu of '%s' (%zu bytes)", kind, size, offset,
+                             r.name, r.len);
             }
             if (write && !r.writable) {
-                fault(format("%s of %zu bytes to read-only '%s' at offset %zu", kind, size, r.name, offset));
+                fault("%s of %zu bytes to read-only '%s' at offset %zu", kind, size, r.name, offset);
             }
             if (via_ldg && r.writable) {
-                fault(format("__ldg of %zu bytes from writable '%s' at offset %zu: the read-only data path may "
+                fault("__ldg of %zu bytes from writable '%s' at offset %zu: the read-only data path may "
                              "return stale data for memory the launch writes",
-                             size, r.name, offset));
+                             size, r.name, offset);
             }
             if (address % align != 0) {
-                fault(format("misaligned %zu-byte %s at offset %zu of '%s' (address %% %zu = %zu)", size, kind, offset,
-                             r.name, align, (size_t)(address % align)));
+                fault("misaligned %zu-byte %s at offset %zu of '%s' (address %% %zu = %zu)", size, kind, offset,
+                             r.name, align, (size_t)(address % align));
             }
             return;
         }
     }
-    // Name the nearest region, to say how far off the access is.
-    std::string nearest = "no buffer";
+    // Name the nearest region, to say how far off the access is (in a plain buffer: see fault).
+    char nearest[256] = "no buffer";
     uintptr_t best = UINTPTR_MAX;
     for (int i = 0; i < launch.region_count; ++i) {
         const EmuRegion& r = launch.regions[i];
@@ -345,12 +353,15 @@ void check_access(const void* p, size_t size, size_t align, bool write, bool via
         const uintptr_t distance = address >= end ? address - end : base - address;
         if (distance < best) {
             best = distance;
-            nearest = address >= end ? format("%zu bytes past the end of '%s' (%zu bytes)", (size_t)(address - end),
-                                              r.name, r.len)
-                                     : format("%zu bytes before '%s'", (size_t)(base - address), r.name);
+            if (address >= end) {
+                std::snprintf(nearest, sizeof nearest, "%zu bytes past the end of '%s' (%zu bytes)",
+                              (size_t)(address - end), r.name, r.len);
+            } else {
+                std::snprintf(nearest, sizeof nearest, "%zu bytes before '%s'", (size_t)(base - address), r.name);
+            }
         }
     }
-    fault(format("out-of-bounds %s of %zu bytes: %s", kind, size, nearest.c_str()));
+    fault("out-of-bounds %s of %zu bytes: %s", kind, size, nearest);
 }
 
 unsigned shuffle(ShuffleKind kind, unsigned mask, unsigned value, int lane_arg, int width) {
@@ -361,8 +372,8 @@ unsigned shuffle(ShuffleKind kind, unsigned mask, unsigned value, int lane_arg, 
     const unsigned lane = tid % 32;
     const unsigned warp_base = tid - lane;
     WarpState& w = run.warps[tid / 32];
-    if (width <= 0 || width > 32 || (width & (width - 1)) != 0) fault(format("%s: invalid width %d", what, width));
-    if (!(mask & (1u << lane))) fault(format("%s: mask %#010x leaves out the calling lane %u", what, mask, lane));
+    if (width <= 0 || width > 32 || (width & (width - 1)) != 0) fault("%s: invalid width %d", what, width);
+    if (!(mask & (1u << lane))) fault("%s: mask %#010x leaves out the calling lane %u", what, mask, lane);
     const unsigned generation = self.shuffles_done;
     const unsigned slot = generation & 1u;
     w.value[slot][lane] = value;
@@ -376,12 +387,12 @@ unsigned shuffle(ShuffleKind kind, unsigned mask, unsigned value, int lane_arg, 
         for (unsigned l = 0; l < 32; ++l) {
             if (!(mask & (1u << l))) continue;
             const unsigned other = warp_base + l;
-            if (other >= run.fibers.size()) fault(format("%s: mask %#010x names lane %u beyond the block", what, mask, l));
+            if (other >= run.fibers.size()) fault("%s: mask %#010x names lane %u beyond the block", what, mask, l);
             const Fiber& f = run.fibers[other];
             if (w.arrived[l] < generation + 1) {
                 all = false;
                 if (f.state == FiberState::Done) {
-                    fault(format("%s #%u: mask %#010x waits for lane %u, which exited", what, generation, mask, l));
+                    fault("%s #%u: mask %#010x waits for lane %u, which exited", what, generation, mask, l);
                 }
             }
         }
@@ -392,16 +403,16 @@ unsigned shuffle(ShuffleKind kind, unsigned mask, unsigned value, int lane_arg, 
     for (unsigned l = 0; l < 32; ++l) {
         if (!(mask & (1u << l))) continue;
         if (w.mask[slot][l] != mask) {
-            fault(format("%s #%u: lane %u used mask %#010x but lane %u used %#010x", what, generation, lane, mask, l,
-                         w.mask[slot][l]));
+            fault("%s #%u: lane %u used mask %#010x but lane %u used %#010x", what, generation, lane, mask, l,
+                         w.mask[slot][l]);
         }
         if (w.kind[slot][l] != kind) {
-            fault(format("%s #%u: lane %u called %s but lane %u called %s in the same shuffle", what, generation, lane,
-                         what, l, shuffle_name(w.kind[slot][l])));
+            fault("%s #%u: lane %u called %s but lane %u called %s in the same shuffle", what, generation, lane,
+                         what, l, shuffle_name(w.kind[slot][l]));
         }
         if (w.width[slot][l] != width) {
-            fault(format("%s #%u: lane %u used width %d but lane %u used width %d", what, generation, lane, width, l,
-                         w.width[slot][l]));
+            fault("%s #%u: lane %u used width %d but lane %u used width %d", what, generation, lane, width, l,
+                         w.width[slot][l]);
         }
     }
     const unsigned segment = lane & ~(unsigned)(width - 1);
@@ -423,7 +434,7 @@ unsigned shuffle(ShuffleKind kind, unsigned mask, unsigned value, int lane_arg, 
         }
     }
     if (src >= 32 || !(mask & (1u << src))) {
-        fault(format("%s #%u: lane %u reads lane %u, which is not in mask %#010x", what, generation, lane, src, mask));
+        fault("%s #%u: lane %u reads lane %u, which is not in mask %#010x", what, generation, lane, src, mask);
     }
     self.shuffles_done = generation + 1;
     return w.value[slot][src];
@@ -442,8 +453,8 @@ void sync_threads() {
             if (run.barrier_arrived[t] >= generation + 1) continue;
             all = false;
             if (run.fibers[t].state == FiberState::Done) {
-                fault(format("__syncthreads #%u is not reached by thread %zu, which exited (divergent barrier)",
-                             generation, t));
+                fault("__syncthreads #%u is not reached by thread %zu, which exited (divergent barrier)",
+                             generation, t);
             }
         }
         if (all) break;
@@ -459,9 +470,9 @@ SharedHandle shared_alloc(const void* tag, const char* name, size_t bytes, size_
     }
     const size_t offset = (run.shared_used + 15) & ~(size_t)15;
     if (offset + bytes > kMaxSharedBytes) {
-        fault(format("shared array '%s' of %zu bytes brings the block to %zu bytes of shared memory, over the "
+        fault("shared array '%s' of %zu bytes brings the block to %zu bytes of shared memory, over the "
                      "%zu-byte static limit",
-                     name, bytes, offset + bytes, kMaxSharedBytes));
+                     name, bytes, offset + bytes, kMaxSharedBytes);
     }
     // Poisoned and unwritten: a read before a write in this block is an error, and never sees
     // what an earlier block left there.
@@ -479,8 +490,8 @@ void shared_check(unsigned decl, long long element, size_t element_size, size_t 
     const char* kind = write ? "write" : "read";
     const size_t elements = vector_size / element_size;
     if (element < 0 || (unsigned long long)element + elements > count) {
-        fault(format("out-of-bounds shared %s of %zu bytes at element %lld of '%s' (%zu elements)", kind, vector_size,
-                     element, d.name, count));
+        fault("out-of-bounds shared %s of %zu bytes at element %lld of '%s' (%zu elements)", kind, vector_size,
+                     element, d.name, count);
     }
     // Vectors are addressed by vector index from a 16-byte aligned array (as on the GPU, where
     // GemvShared is alignas(16)), so a vector access is always aligned to its size.
@@ -492,9 +503,9 @@ void shared_check(unsigned decl, long long element, size_t element_size, size_t 
         ByteShadow& s = run.shadow[d.offset + b];
         const long long at = (long long)(b / element_size);
         auto race = [&](unsigned other, const char* other_did, const char* self_did) {
-            fault(format("shared-memory race on '%s' element %lld: thread %u %s it and thread %u %s it with no "
+            fault("shared-memory race on '%s' element %lld: thread %u %s it and thread %u %s it with no "
                          "__syncthreads between them",
-                         d.name, at, other, other_did, (unsigned)tid, self_did));
+                         d.name, at, other, other_did, (unsigned)tid, self_did);
         };
         if (write) {
             if (s.write_epoch == epoch && s.writer != tid) race(s.writer, "wrote", "wrote");
@@ -504,9 +515,9 @@ void shared_check(unsigned decl, long long element, size_t element_size, size_t 
             s.write_epoch = epoch;
         } else {
             if (s.write_epoch == 0) {
-                fault(format("shared read of '%s' element %lld, which no thread of this block has written "
+                fault("shared read of '%s' element %lld, which no thread of this block has written "
                              "(uninitialised shared memory)",
-                             d.name, at));
+                             d.name, at);
             }
             if (s.write_epoch == epoch && s.writer != tid) race(s.writer, "wrote", "read");
             if (s.read_epoch != epoch) {

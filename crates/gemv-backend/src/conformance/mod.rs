@@ -6,6 +6,7 @@
 
 mod data;
 mod gates;
+pub mod skip;
 
 pub use data::{Lcg, activations, matrix};
 
@@ -131,7 +132,7 @@ pub fn assert_gate(backend: &dyn GpuBackend, gate: Gate) {
 }
 
 /// Expands to one `#[test]` per gate for the backend `$make()` returns (`Option<B>` where
-/// `B: GpuBackend`; `None` means skipped, the maker prints why).
+/// `B: GpuBackend`; `None` means skipped: the maker reports it through [`skip::skip`]).
 #[macro_export]
 macro_rules! conformance_tests {
     ($make:expr) => {
