@@ -7,7 +7,10 @@ pub enum DeviceKind {
     Gpu,
     /// A software rasteriser posing as a GPU (lavapipe, WARP).
     SoftwareGpu,
-    /// The host CPU running the reference.
+    /// The host reference: the numeric contract itself, executed element by element on the CPU.
+    /// Gates that compare with the contract prove nothing about it (they check plumbing).
+    Reference,
+    /// A CPU backend computing the contract its own way (threads, SIMD).
     Cpu,
     /// An emulator running GPU kernels on the CPU (correctness only).
     Emulator,

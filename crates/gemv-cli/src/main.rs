@@ -114,7 +114,7 @@ enum Command {
         /// Backend to prove.
         #[arg(long, value_enum, default_value = "host")]
         backend: BackendChoice,
-        /// Only these gates (1..=8; repeatable). Default: all.
+        /// Only these gates (1..=9; repeatable). Default: all.
         #[arg(long = "gate")]
         gates: Vec<usize>,
         /// List every case, not only failures.

@@ -118,6 +118,54 @@ fn quantize_then_run_matches_the_host_contract_for_any_m() {
     }
 }
 
+/// f16 bits of a value f16 represents exactly as a normal number or zero (the test data's
+/// multiples of 1/136 .. 1/8 in [-3, 3] are), written independently of the code under test.
+fn f16_bits_exact(value: f32) -> u16 {
+    let bits = value.to_bits();
+    let sign = ((bits >> 16) & 0x8000) as u16;
+    if value == 0.0 {
+        return sign;
+    }
+    let exponent = ((bits >> 23) & 0xFF) as i32 - 127;
+    assert!((-14..=15).contains(&exponent) && bits & 0x1FFF == 0, "{value} is not exact in f16");
+    sign | (((exponent + 15) as u16) << 10) | ((bits >> 13) & 0x3FF) as u16
+}
+
+fn f16_bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|&v| f16_bits_exact(v).to_le_bytes()).collect()
+}
+
+/// Weights every input dtype represents exactly (multiples of 1/8 in [-6, 6]).
+fn exact_weights() -> Vec<f32> {
+    (0..N * K).map(|i| ((i * 37 % 97) as f32 - 48.0) / 8.0).collect()
+}
+
+#[test]
+fn quantize_reads_bf16_and_f16_like_f32_and_run_reads_f16_activations() {
+    let dir = Dir::new("dtypes");
+    let weights = exact_weights();
+    let expected_matrix = quantize_f32(&weights, N, K).expect("quantizes");
+    let x_bits: Vec<u16> = activations(3).iter().map(|&v| f32_to_bf16(v)).collect();
+    let mut expected = vec![0u16; 3 * N];
+    gemv_contract(&expected_matrix.view(), &x_bits, 3, &mut expected, 1).expect("contract");
+    for (dtype, bytes) in [("F32", f32_bytes(&weights)), ("BF16", bf16_bytes(&weights)), ("F16", f16_bytes(&weights))] {
+        let (model, quantized) =
+            (dir.path(&format!("{dtype}.safetensors")), dir.path(&format!("{dtype}-q.safetensors")));
+        write_safetensors(&model, &[("proj.weight", dtype, vec![N, K], bytes)]);
+        let (code, stderr) =
+            gemv(&["quantize", "--input", model.to_str().unwrap(), "--output", quantized.to_str().unwrap()]);
+        assert_eq!(code, 0, "{dtype}: {stderr}");
+        for (x_dtype, x_bytes) in [("BF16", bf16_bytes(&activations(3))), ("F16", f16_bytes(&activations(3)))] {
+            let (x, y) = (dir.path(&format!("x-{dtype}-{x_dtype}")), dir.path(&format!("y-{dtype}-{x_dtype}")));
+            write_safetensors(&x, &[("x", x_dtype, vec![3, K], x_bytes)]);
+            let args = run_args(&quantized, "proj", &x, y.to_str().unwrap());
+            let (code, stderr) = gemv(&args.iter().map(String::as_str).collect::<Vec<_>>());
+            assert_eq!(code, 0, "{dtype} weights, {x_dtype} X: {stderr}");
+            assert_eq!(read_y(&y).1, expected, "{dtype} weights, {x_dtype} X");
+        }
+    }
+}
+
 #[test]
 fn compressed_tensors_layout_inverts_the_global_scale() {
     let dir = Dir::new("ct");

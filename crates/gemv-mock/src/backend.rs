@@ -24,7 +24,8 @@ pub struct UnknownKernel(pub String);
 
 /// A test's hook around every launch: it receives the backend, the kernel and the arguments and
 /// decides what happens: run [`MockBackend::launch_unhooked`] (with the arguments as given or
-/// changed), skip it, or corrupt memory afterwards. It is how tests plant faults.
+/// changed), skip it, or corrupt memory afterwards. It is how tests plant faults. A hooked
+/// backend reports [`DeviceKind::Cpu`], not the reference: it stands in for another backend.
 pub type LaunchHook = dyn Fn(&MockBackend, KernelHandle, &GemvArgs) -> Result<()> + Send + Sync;
 
 /// The host reference backend.
@@ -111,7 +112,8 @@ impl GpuBackend for MockBackend {
             backend: NAME,
             name: format!("host CPU ({} threads)", self.threads),
             architecture: std::env::consts::ARCH.to_string(),
-            kind: DeviceKind::Cpu,
+            // With a hook it is a test's stand-in for some other backend, no longer the contract.
+            kind: if self.hook.is_some() { DeviceKind::Cpu } else { DeviceKind::Reference },
             peak_bandwidth_gbps: None,
             timer: TimerKind::HostClock,
         }

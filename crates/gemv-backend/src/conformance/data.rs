@@ -1,4 +1,5 @@
-//! Deterministic test data (no RNG crate): random codes, normal-range scales, bf16 activations.
+//! Deterministic test data (no RNG crate): random codes, chosen scale codes, bf16 activations
+//! from ordinary to extreme.
 
 use gemv_core::Nvfp4Matrix;
 use gemv_core::codec::f32_to_bf16;
@@ -24,19 +25,74 @@ impl Lcg {
     }
 }
 
+/// The global scale of [`matrix`].
+pub const GLOBAL_SCALE: f32 = 0.0371;
+
 /// Random weights `[n, k]`: every nibble code, scales 2^-4 .. 2^3 (no subnormal products).
 ///
 /// # Panics
 /// If the shape is invalid (N = 0, or K not a positive multiple of 16): pass validated shapes.
 pub fn matrix(n: usize, k: usize, seed: u64) -> Nvfp4Matrix {
+    matrix_with_scales(n, k, seed, GLOBAL_SCALE, |_, _, rng| 0x18 + (rng.next_u32() % 0x38) as u8)
+}
+
+/// Random nibbles `[n, k]` with the scale code of (row, group) chosen by `scale` and the given
+/// global scale (any f32: zero, negative, subnormal, infinite or NaN included).
+///
+/// # Panics
+/// If the shape is invalid: pass validated shapes.
+pub fn matrix_with_scales(
+    n: usize,
+    k: usize,
+    seed: u64,
+    global_scale: f32,
+    mut scale: impl FnMut(usize, usize, &mut Lcg) -> u8,
+) -> Nvfp4Matrix {
     let mut rng = Lcg::new(seed);
     let packed = (0..n * k / 2).map(|_| rng.next_u32() as u8).collect();
-    let scales = (0..n * k / 16).map(|_| 0x18 + (rng.next_u32() % 0x38) as u8).collect();
-    Nvfp4Matrix::from_parts(packed, scales, 0.0371, n, k).expect("generated shapes are valid")
+    let groups = k / 16;
+    let scales = (0..n * groups).map(|i| scale(i / groups, i % groups, &mut rng)).collect();
+    Nvfp4Matrix::from_parts(packed, scales, global_scale, n, k).expect("generated shapes are valid")
 }
 
 /// Random activations `[m, k]` in [-3, 3] as bf16 bits.
 pub fn activations(m: usize, k: usize, seed: u64) -> Vec<u16> {
     let mut rng = Lcg::new(seed.wrapping_add(0xA5A5));
     (0..m * k).map(|_| f32_to_bf16(rng.uniform(-3.0, 3.0))).collect()
+}
+
+/// The kinds of activation row [`extreme_activations`] cycles through.
+pub const EXTREME_ROWS: [&str; 5] = [
+    "ordinary values in [-3, 3]",
+    "bf16 subnormals and signed zeros",
+    "the smallest normals (products subnormal in f32)",
+    "large magnitudes up to 2^100 (sums near the f32 limit)",
+    "all of the above mixed",
+];
+
+/// Activations `[m, k]` whose row t is of kind `EXTREME_ROWS[t % 5]`: subnormal, zero, tiny
+/// and huge values next to ordinary ones. No product overflows f32 (|x| <= 2^100 and
+/// |e2m1 x e4m3| <= 2688), so fused and unfused multiply-adds agree on every element.
+pub fn extreme_activations(m: usize, k: usize, seed: u64) -> Vec<u16> {
+    let mut rng = Lcg::new(seed.wrapping_add(0x5EED));
+    let value = |kind: usize, rng: &mut Lcg| -> u16 {
+        let sign = if rng.next_u32() & 1 == 1 { 0x8000 } else { 0 };
+        match kind {
+            0 => f32_to_bf16(rng.uniform(-3.0, 3.0)),
+            // Exponent field 0: zero (mantissa 0) or a subnormal.
+            1 => sign | (rng.next_u32() % 0x80) as u16,
+            // Exponent field 1..3: 2^-126 .. 2^-124.
+            2 => sign | (((1 + rng.next_u32() % 3) << 7) | (rng.next_u32() % 0x80)) as u16,
+            // Exponent field 200..227: 2^73 .. 2^100.
+            3 => sign | (((200 + rng.next_u32() % 28) << 7) | (rng.next_u32() % 0x80)) as u16,
+            _ => unreachable!("kinds 0..=3"),
+        }
+    };
+    (0..m * k)
+        .map(|i| {
+            let kind = (i / k) % EXTREME_ROWS.len();
+            let kind = if kind == 4 { (rng.next_u32() % 4) as usize } else { kind };
+            value(kind, &mut rng)
+        })
+        .collect()
 }

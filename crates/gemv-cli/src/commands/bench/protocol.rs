@@ -154,7 +154,10 @@ pub fn print_table(
     }
     if matches!(
         info.kind,
-        gemv_backend::DeviceKind::Cpu | gemv_backend::DeviceKind::Emulator | gemv_backend::DeviceKind::SoftwareGpu
+        gemv_backend::DeviceKind::Reference
+            | gemv_backend::DeviceKind::Cpu
+            | gemv_backend::DeviceKind::Emulator
+            | gemv_backend::DeviceKind::SoftwareGpu
     ) {
         let _ = writeln!(
             out,
