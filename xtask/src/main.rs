@@ -110,9 +110,11 @@ fn test() -> Result<(), String> {
     // SAFETY: xtask is single-threaded here; no other thread reads the environment.
     unsafe { std::env::set_var("RUSTDOCFLAGS", "-D warnings") };
     util::run("cargo", &["doc", "--no-deps", "--workspace", "--quiet"])?;
-    // Release-only tests: the real qkv/o shape under the emulator and on the wgpu adapter.
+    // Release-only tests: the real qkv/o shape under the emulator and on the wgpu adapter, and
+    // weights past 2^31 bytes under the emulator.
     let release = [
         &["-p", "gemv-cuda", "--features", "emulator", "--test", "emulator_real_shape"][..],
+        &["-p", "gemv-cuda", "--features", "emulator", "--test", "emulator_large_weights"][..],
         &["-p", "gemv-wgpu", "--test", "limits_and_shapes", "qkv_shape"][..],
     ];
     for selection in release {

@@ -32,3 +32,12 @@ fn no_driver_is_a_typed_error_not_a_panic() {
         Ok(_) => panic!("opened a CUDA device without a driver"),
     }
 }
+
+#[test]
+#[cfg_attr(debug_assertions, ignore = "release-mode test: the device pack runs it")]
+fn weights_past_2_gib_are_addressed_correctly() {
+    let Some(backend) = cuda() else { return };
+    if let Err(failure) = gemv_backend::conformance::weights_past_2_gib(backend) {
+        panic!("cuda: {failure}");
+    }
+}

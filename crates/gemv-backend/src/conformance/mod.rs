@@ -11,9 +11,11 @@
 
 mod data;
 mod gates;
+mod large;
 pub mod skip;
 
-pub use data::{Lcg, activations, matrix};
+pub use data::{EXTREME_ROWS, GLOBAL_SCALE, Lcg, activations, extreme_activations, matrix, matrix_with_scales};
+pub use large::{LARGE_SHAPE, weights_past_2_gib};
 
 use crate::GpuBackend;
 use std::panic::{AssertUnwindSafe, catch_unwind};
