@@ -1,17 +1,20 @@
 //! `cargo xtask device-pack`: everything the GPU check needs, built here (the GPU machine has
 //! no network and no Rust toolchain) into target/device-pack/ (at most 60 MiB): the release
-//! `gemv` binary, the release CUDA conformance test binary, and `run.sh`, which runs them there
-//! in under 8 minutes and writes its logs under $OUT (or target/device-check/).
+//! `gemv` binary, the release CUDA conformance test binary, compute-sanitizer (pinned, from
+//! PyPI: the GPU machine may have only a driver), and `run.sh`, which runs them there in under 8
+//! minutes and writes its logs under $OUT (or target/device-check/).
 
 use crate::util::root;
 use std::process::Command;
 
 const PACK: &str = "target/device-pack";
+/// compute-sanitizer for CUDA 13.0 drivers (580 and later), from PyPI.
+const SANITIZER_PACKAGE: &str = "nvidia-cuda-sanitizer-api==13.0.85";
 const LIMIT_BYTES: u64 = 60 << 20;
 
 const RUN_SH: &str = r#"#!/usr/bin/env bash
 # gemv device check. On the GPU machine: bash target/device-pack/run.sh
-# Logs go to $OUT (or target/device-check/): at most 8 files.
+# Logs go to $OUT (or target/device-check/): at most 10 files.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$here/../device-check}
@@ -43,13 +46,17 @@ head -n 12 "$out/info.log" | tee -a "$summary"
 # 1. The conformance suite on the GPU; a missing GPU is a failure here.
 GEMV_REQUIRE_CUDA=1 step conformance 300 "$here/cuda_conformance" --test-threads 1
 
-# 2. compute-sanitizer on small cases: guards and bad input (memcheck), register-tiled (racecheck).
-sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer /opt/nvidia/*/compute-sanitizer 2>/dev/null | head -n 1)
+# 2. compute-sanitizer's four tools on small cases: memcheck (guards, bad input, special values),
+#    racecheck and synccheck (shared memory and barriers: tier agreement, register-tiled),
+#    initcheck (reads of uninitialised device memory: guards).
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer "$here/sanitizer/bin/compute-sanitizer" 2>/dev/null | head -n 1)
 if [ -n "$sanitizer" ]; then
-  step memcheck 150 "$sanitizer" --tool memcheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 5 --gate 8
-  step racecheck 120 "$sanitizer" --tool racecheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 2
+  step memcheck 120 "$sanitizer" --tool memcheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 5 --gate 8 --gate 9
+  step racecheck 90 "$sanitizer" --tool racecheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 2
+  step synccheck 90 "$sanitizer" --tool synccheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 2
+  step initcheck 90 "$sanitizer" --tool initcheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 5
 else
-  say "compute-sanitizer not found: memcheck and racecheck skipped"
+  say "compute-sanitizer not found: memcheck, racecheck, synccheck and initcheck skipped"
   failed=1
 fi
 
@@ -113,6 +120,7 @@ pub fn run() -> Result<(), String> {
         let _ = Command::new("strip").arg(pack.join(name)).status();
     }
     std::fs::write(pack.join("run.sh"), RUN_SH).map_err(|e| format!("cannot write run.sh: {e}"))?;
+    let sanitizer_files = copy_sanitizer(&pack.join("sanitizer"))?;
     let mut total = 0;
     let mut manifest = String::from("gemv device pack: bash run.sh on the GPU machine\n");
     for name in ["gemv", "cuda_conformance", "run.sh"] {
@@ -122,6 +130,8 @@ pub fn run() -> Result<(), String> {
         let glibc = if name == "run.sh" { String::new() } else { format!(", needs glibc >= {}", glibc_needed(&path)) };
         manifest.push_str(&format!("{name}: {size} bytes{glibc}\n"));
     }
+    manifest.push_str(&format!("sanitizer/ ({SANITIZER_PACKAGE}): {sanitizer_files} bytes\n"));
+    total += sanitizer_files;
     std::fs::write(pack.join("MANIFEST.txt"), &manifest).map_err(|e| format!("cannot write MANIFEST.txt: {e}"))?;
     eprint!("{manifest}");
     if total > LIMIT_BYTES {
@@ -132,4 +142,40 @@ pub fn run() -> Result<(), String> {
         total as f64 / (1 << 20) as f64
     );
     Ok(())
+}
+
+/// Installs the pinned compute-sanitizer in a venv under target/ (once) and copies its binary and
+/// libraries into `to/bin` and `to/lib`; returns the bytes copied.
+fn copy_sanitizer(to: &std::path::Path) -> Result<u64, String> {
+    let venv = root().join("target/sanitizer-venv");
+    let marker = venv.join(".installed");
+    if std::fs::read_to_string(&marker).ok().as_deref() != Some(SANITIZER_PACKAGE) {
+        crate::util::run("python3", &["-m", "venv", &venv.to_string_lossy()])?;
+        let pip = venv.join("bin/pip");
+        crate::util::run(
+            &pip.to_string_lossy(),
+            &["install", "--quiet", "--disable-pip-version-check", SANITIZER_PACKAGE],
+        )?;
+        std::fs::write(&marker, SANITIZER_PACKAGE).map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
+    }
+    let lib = venv.join("lib");
+    let cu13 = std::fs::read_dir(&lib)
+        .map_err(|e| format!("cannot read {}: {e}", lib.display()))?
+        .flatten()
+        .map(|entry| entry.path().join("site-packages/nvidia/cu13"))
+        .find(|path| path.join("bin/compute-sanitizer").exists())
+        .ok_or_else(|| format!("compute-sanitizer not found under {}", lib.display()))?;
+    let mut bytes = 0;
+    for dir in ["bin", "lib"] {
+        let (from, into) = (cu13.join(dir), to.join(dir));
+        std::fs::create_dir_all(&into).map_err(|e| format!("cannot create {}: {e}", into.display()))?;
+        for entry in std::fs::read_dir(&from).map_err(|e| format!("cannot read {}: {e}", from.display()))?.flatten() {
+            let path = entry.path();
+            if path.is_file() {
+                bytes += std::fs::copy(&path, into.join(entry.file_name()))
+                    .map_err(|e| format!("cannot copy {}: {e}", path.display()))?;
+            }
+        }
+    }
+    Ok(bytes)
 }

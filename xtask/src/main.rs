@@ -10,11 +10,14 @@
 //! - `kernels [--check]`: CUDA sources to committed PTX with the pinned nvcc.
 //! - `sass [--check]`: the static SASS report docs/sass.md.
 //! - `device-pack`: release binaries and run.sh for a GPU machine without Rust.
+//! - `mutants [--kernels]`: mutation testing of gemv-core and gemv-backend (cargo-mutants), or of
+//!   the CUDA kernels under the emulator. Slow; not part of `test`.
 
 mod cuda_toolchain;
 mod device_pack;
 mod fixtures;
 mod kernels;
+mod mutants;
 mod provision;
 mod sass;
 mod skips;
@@ -37,7 +40,14 @@ commands:
   sass [--check]    assemble the PTX for sm_80..sm_121 and write docs/sass.md (registers,
                     spills, SASS counts, hot loop, per-row slope, issue model); fails on spills
   device-pack       build target/device-pack/ (release gemv, CUDA conformance tests, run.sh)
-                    for a GPU machine without Rust: there, `bash target/device-pack/run.sh`";
+                    for a GPU machine without Rust: there, `bash target/device-pack/run.sh`
+  mutants [--all]   cargo-mutants (installed on first use) over the selector, dispatch plan,
+                    codecs and validation of gemv-core and gemv-backend (--all: every file),
+                    judged by their tests and gemv-mock's; results in target/mutants-<crate>/
+  mutants --kernels [--from I] [--limit N]
+                    operator and constant mutants of kernels/cuda/*.cu, each judged by the
+                    emulator gates (then under ASan+UBSan if it survives); report in
+                    target/kernel-mutants/report.txt. Slow: hours, not part of `test`";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -47,6 +57,7 @@ fn main() -> ExitCode {
         Some("kernels") => kernels::run(args.iter().any(|a| a == "--check")),
         Some("sass") => sass::run(args.iter().any(|a| a == "--check")),
         Some("device-pack") => device_pack::run(),
+        Some("mutants") => mutants::run_command(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())

@@ -114,12 +114,15 @@ enum Command {
         /// Backend to prove.
         #[arg(long, value_enum, default_value = "host")]
         backend: BackendChoice,
-        /// Only these gates (1..=9; repeatable). Default: all.
+        /// Only these gates (1..=9; repeatable), in the order given. Default: all, in order.
         #[arg(long = "gate")]
         gates: Vec<usize>,
         /// List every case, not only failures.
         #[arg(long)]
         all_cases: bool,
+        /// Stop after the first gate with a failed case.
+        #[arg(long)]
+        fail_fast: bool,
     },
 }
 
@@ -188,8 +191,9 @@ fn main() -> ExitCode {
             print!("{}", commands::info::report(backend));
             ExitCode::SUCCESS
         }
-        Command::Check { backend, gates, all_cases } => {
-            match commands::check::run(backend, &gates, all_cases, &mut stdout) {
+        Command::Check { backend, gates, all_cases, fail_fast } => {
+            let options = commands::check::CheckOptions { gates, all_cases, fail_fast };
+            match commands::check::run(backend, &options, &mut stdout) {
                 Ok(true) => ExitCode::SUCCESS,
                 Ok(false) => ExitCode::from(1),
                 Err(reason) => {

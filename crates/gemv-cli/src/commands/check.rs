@@ -5,8 +5,20 @@ use gemv_backend::DeviceKind;
 use gemv_backend::conformance::{Gate, plumbing_note, run_gate};
 use std::io::Write;
 
-/// Runs the chosen gates (all when `gates` is empty). Returns whether every case passed.
-pub fn run(choice: BackendChoice, gates: &[usize], verbose: bool, out: &mut dyn Write) -> Result<bool, String> {
+/// What `gemv check` runs and prints.
+#[derive(Debug, Clone, Default)]
+pub struct CheckOptions {
+    /// Gate numbers in the order to run them (all, in order, when empty).
+    pub gates: Vec<usize>,
+    /// List every case, not only failures.
+    pub all_cases: bool,
+    /// Stop after the first gate with a failed case.
+    pub fail_fast: bool,
+}
+
+/// Runs the chosen gates. Returns whether every case passed.
+pub fn run(choice: BackendChoice, options: &CheckOptions, out: &mut dyn Write) -> Result<bool, String> {
+    let (gates, verbose) = (&options.gates, options.all_cases);
     let backend = open(choice)?;
     let selected: Vec<Gate> = if gates.is_empty() {
         Gate::ALL.to_vec()
@@ -62,6 +74,10 @@ pub fn run(choice: BackendChoice, gates: &[usize], verbose: bool, out: &mut dyn 
         }
         failed += gate_failed;
         passed += results.len() - gate_failed;
+        if options.fail_fast && gate_failed > 0 {
+            let _ = writeln!(out, "stopped after gate {} (--fail-fast)", gate.number());
+            break;
+        }
     }
     let _ = writeln!(out, "{passed} passed, {failed} failed");
     Ok(failed == 0)

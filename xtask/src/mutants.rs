@@ -1,0 +1,400 @@
+//! `cargo xtask mutants [--kernels] [--limit N] [--from I]`: mutation testing (slow: not in CI).
+//!
+//! - Without `--kernels`: cargo-mutants (installed on first use) over gemv-core and gemv-backend:
+//!   the selector, the dispatch plan, the codecs and argument validation by default, every file
+//!   with `--all`; each mutant judged by the tests that cover it (gemv-core's own; gemv-backend's
+//!   and gemv-mock's, where the conformance suite and its planted faults run). Output in
+//!   target/mutants-<crate>/.
+//! - With `--kernels`: operator and constant mutants of the CUDA kernel sources
+//!   (kernels/cuda/*.cu), one at a time, each compiled into the emulator (`GEMV_KERNELS_DIR`)
+//!   and judged by `gemv check --backend cuda-emu --fail-fast`, fastest gates first, with a
+//!   timeout; survivors are judged again with the emulator under ASan and UBSan. Report in
+//!   target/kernel-mutants/report.txt: every mutant with its line, change and outcome.
+
+use crate::util::{has, root, run};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const CARGO_MUTANTS: &str = "cargo-mutants@27.1.0";
+
+/// Entry point.
+pub fn run_command(args: &[String]) -> Result<(), String> {
+    let value = |flag: &str| -> Result<Option<usize>, String> {
+        match args.iter().position(|a| a == flag) {
+            None => Ok(None),
+            Some(i) => args.get(i + 1).and_then(|v| v.parse().ok()).map(Some).ok_or(format!("{flag} needs a number")),
+        }
+    };
+    if args.iter().any(|a| a == "--kernels") {
+        kernels(value("--from")?.unwrap_or(0), value("--limit")?.unwrap_or(usize::MAX))
+    } else {
+        crates(args.iter().any(|a| a == "--all"))
+    }
+}
+
+/// The areas whose missed mutants must each be killed or justified: the selector, the dispatch
+/// plan, the codecs and argument validation (with the test packages that judge them).
+const SCOPES: [(&str, &[&str], &[&str]); 2] = [
+    (
+        "gemv-core",
+        &[
+            "crates/gemv-core/src/tiers.rs",
+            "crates/gemv-core/src/plan.rs",
+            "crates/gemv-core/src/kill_switch.rs",
+            "crates/gemv-core/src/codec/*.rs",
+            "crates/gemv-core/src/shape.rs",
+            "crates/gemv-core/src/matrix.rs",
+        ],
+        &["gemv-core"],
+    ),
+    (
+        "gemv-backend",
+        &[
+            "crates/gemv-backend/src/args.rs",
+            "crates/gemv-backend/src/handle.rs",
+            "crates/gemv-backend/src/tiers.rs",
+            "crates/gemv-backend/src/buffer.rs",
+            "crates/gemv-backend/src/buffer_table.rs",
+        ],
+        &["gemv-backend", "gemv-mock"],
+    ),
+];
+
+/// cargo-mutants over the named areas (`--all`: every file of both crates, about 1,100 mutants
+/// and many hours), each judged by the tests that cover it. Results in target/mutants-<crate>/.
+fn crates(all: bool) -> Result<(), String> {
+    if !has("cargo", &["mutants", "--version"]) {
+        run("cargo", &["install", "--locked", CARGO_MUTANTS])?;
+    }
+    for (package, files, test_packages) in SCOPES {
+        let output = format!("target/mutants-{package}");
+        let mut args = vec!["mutants", "--package", package, "--output", &output, "--timeout", "300"];
+        if !all {
+            for file in files {
+                args.extend(["--file", file]);
+            }
+        }
+        let all_tests = ["gemv-core", "gemv-backend", "gemv-mock"];
+        for test_package in if all { &all_tests[..] } else { test_packages } {
+            args.extend(["--test-package", test_package]);
+        }
+        // cargo-mutants exits non-zero when mutants are missed; the report is the result.
+        if let Err(error) = run("cargo", &args) {
+            eprintln!("xtask: {package}: {error}; see {output}/mutants.out/missed.txt");
+        }
+    }
+    Ok(())
+}
+
+/// One source change.
+#[derive(Debug, Clone)]
+struct Mutant {
+    file: PathBuf,
+    line: usize,
+    start: usize,
+    end: usize,
+    original: String,
+    replacement: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// Did not compile.
+    Unviable,
+    /// A gate failed.
+    Killed,
+    /// The gates ran past the timeout (an endless loop, say).
+    TimedOut,
+    /// Only the sanitizer build caught it.
+    KilledBySanitizer,
+    /// Nothing caught it.
+    Missed,
+}
+
+/// The token-level mutations: operators swapped for a neighbour, integer literals moved by one,
+/// `continue` turned into `break`, `0.0f` into `1.0f`.
+fn replacements(token: &str) -> Vec<String> {
+    let swap: &[(&str, &[&str])] = &[
+        ("+", &["-"]),
+        ("-", &["+"]),
+        ("*", &["/"]),
+        ("/", &["*"]),
+        ("%", &["/"]),
+        ("<", &["<="]),
+        ("<=", &["<"]),
+        (">", &[">="]),
+        (">=", &[">"]),
+        ("==", &["!="]),
+        ("!=", &["=="]),
+        ("&&", &["||"]),
+        ("||", &["&&"]),
+        ("&", &["|"]),
+        ("|", &["&"]),
+        ("^", &["|"]),
+        ("<<", &[">>"]),
+        (">>", &["<<"]),
+        ("+=", &["-="]),
+        ("-=", &["+="]),
+        ("++", &["--"]),
+        ("continue", &["break"]),
+        ("0.0f", &["1.0f"]),
+    ];
+    if let Some((_, to)) = swap.iter().find(|(from, _)| *from == token) {
+        return to.iter().map(|s| s.to_string()).collect();
+    }
+    integer_neighbours(token)
+}
+
+fn integer_neighbours(token: &str) -> Vec<String> {
+    let digits = token.trim_end_matches(['u', 'U', 'l', 'L']);
+    let suffix = &token[digits.len()..];
+    let (value, hex) = if let Some(hex) = digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
+        match u64::from_str_radix(hex, 16) {
+            Ok(v) => (v, true),
+            Err(_) => return Vec::new(),
+        }
+    } else {
+        match digits.parse::<u64>() {
+            Ok(v) => (v, false),
+            Err(_) => return Vec::new(),
+        }
+    };
+    let render = |v: u64| if hex { format!("0x{v:X}{suffix}") } else { format!("{v}{suffix}") };
+    let mut out = vec![render(value + 1)];
+    if value > 0 {
+        out.push(render(value - 1));
+    }
+    out
+}
+
+/// The tokens of C++ source outside comments, literals and preprocessor lines, as
+/// (byte start, byte end, line).
+fn tokens(source: &str) -> Vec<(usize, usize, usize)> {
+    let bytes = source.as_bytes();
+    let mut out = Vec::new();
+    let (mut i, mut line, mut line_start) = (0, 1, true);
+    const OPERATORS: [&str; 24] = [
+        "<<=", ">>=", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "++", "--", "+=", "-=", "*=", "/=", "&=", "|=",
+        "^=", "->", "::", "+", "-", "*",
+    ];
+    while i < bytes.len() {
+        let c = bytes[i];
+        if c == b'\n' {
+            line += 1;
+            line_start = true;
+            i += 1;
+            continue;
+        }
+        if c.is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        if line_start && c == b'#' {
+            // A preprocessor line and its continuations.
+            while i < bytes.len() && !(bytes[i] == b'\n' && bytes[i - 1] != b'\\') {
+                if bytes[i] == b'\n' {
+                    line += 1;
+                }
+                i += 1;
+            }
+            continue;
+        }
+        line_start = false;
+        if source[i..].starts_with("//") {
+            while i < bytes.len() && bytes[i] != b'\n' {
+                i += 1;
+            }
+            continue;
+        }
+        if source[i..].starts_with("/*") {
+            let end = source[i + 2..].find("*/").map_or(bytes.len(), |e| i + 2 + e + 2);
+            line += source[i..end].matches('\n').count();
+            i = end;
+            continue;
+        }
+        if c == b'"' || c == b'\'' {
+            let mut j = i + 1;
+            while j < bytes.len() && bytes[j] != c {
+                j += if bytes[j] == b'\\' { 2 } else { 1 };
+            }
+            i = j + 1;
+            continue;
+        }
+        let start = i;
+        if c.is_ascii_alphanumeric() || c == b'_' || (c == b'.' && bytes.get(i + 1).is_some_and(u8::is_ascii_digit)) {
+            // Identifiers and numbers (hex floats with p exponents and suffixes included).
+            while i < bytes.len()
+                && (bytes[i].is_ascii_alphanumeric()
+                    || bytes[i] == b'_'
+                    || bytes[i] == b'.'
+                    || ((bytes[i] == b'+' || bytes[i] == b'-')
+                        && matches!(bytes[i - 1], b'p' | b'P' | b'e' | b'E')
+                        && bytes[start].is_ascii_digit()))
+            {
+                i += 1;
+            }
+        } else if let Some(op) = OPERATORS.iter().find(|op| source[i..].starts_with(*op)) {
+            i += op.len();
+        } else {
+            i += 1;
+        }
+        out.push((start, i, line));
+    }
+    out
+}
+
+fn mutants_of(file: &Path) -> Result<Vec<Mutant>, String> {
+    let source = std::fs::read_to_string(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    let mut mutants = Vec::new();
+    for (start, end, line) in tokens(&source) {
+        let original = &source[start..end];
+        for replacement in replacements(original) {
+            mutants.push(Mutant {
+                file: file.to_path_buf(),
+                line,
+                start,
+                end,
+                original: original.to_string(),
+                replacement,
+            });
+        }
+    }
+    Ok(mutants)
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(to).map_err(|e| format!("cannot create {}: {e}", to.display()))?;
+    for entry in std::fs::read_dir(from).map_err(|e| e.to_string())?.flatten() {
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
+/// Builds gemv against the kernels in `dir` (sanitized or not) and runs the gates; the outcome.
+fn judge(dir: &Path, sanitize: bool, timeout: Duration) -> Result<Outcome, String> {
+    let target =
+        root().join(if sanitize { "target/kernel-mutants/target-sanitize" } else { "target/kernel-mutants/target" });
+    let mut build = Command::new("cargo");
+    build
+        .args(["build", "-q", "-p", "gemv-cli", "--bin", "gemv", "--target-dir"])
+        .arg(&target)
+        .env("GEMV_KERNELS_DIR", dir)
+        .current_dir(root())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if sanitize {
+        build.env("GEMV_EMU_SANITIZE", "address,undefined");
+    }
+    if !build.status().map_err(|e| format!("cannot run cargo: {e}"))?.success() {
+        return Ok(Outcome::Unviable);
+    }
+    let mut check = Command::new(target.join("debug/gemv"));
+    // Fastest gates first: most mutants die in the first seconds.
+    check.args(["check", "--backend", "cuda-emu", "--fail-fast"]);
+    for gate in ["8", "5", "2", "6", "3", "4", "9", "1", "7"] {
+        check.args(["--gate", gate]);
+    }
+    let mut child = check.stdout(Stdio::null()).stderr(Stdio::null()).spawn().map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            return Ok(if status.success() { Outcome::Missed } else { Outcome::Killed });
+        }
+        if started.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(Outcome::TimedOut);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn kernels(from: usize, limit: usize) -> Result<(), String> {
+    let source_dir = root().join("kernels/cuda");
+    let work = root().join("target/kernel-mutants");
+    let scratch = work.join("src");
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(&source_dir)
+        .map_err(|e| e.to_string())?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cu"))
+        .collect();
+    sources.sort();
+    let mut mutants = Vec::new();
+    for file in &sources {
+        mutants.extend(mutants_of(file)?);
+    }
+    eprintln!("xtask: {} kernel mutants in {} source(s)", mutants.len(), sources.len());
+    // The unmutated sources must pass, or every mutant would look killed.
+    let _ = std::fs::remove_dir_all(&scratch);
+    copy_dir(&source_dir, &scratch)?;
+    let baseline_timeout = Duration::from_secs(1800);
+    match judge(&scratch, false, baseline_timeout)? {
+        Outcome::Missed => {}
+        other => return Err(format!("the unmutated kernels do not pass the gates ({other:?})")),
+    }
+    let timeout = Duration::from_secs(600);
+    let mut report = String::new();
+    let mut counts = std::collections::BTreeMap::new();
+    for (index, mutant) in mutants.iter().enumerate().skip(from).take(limit) {
+        let relative = mutant.file.strip_prefix(&source_dir).map_err(|e| e.to_string())?;
+        let original = std::fs::read_to_string(&mutant.file).map_err(|e| e.to_string())?;
+        let mutated = format!("{}{}{}", &original[..mutant.start], mutant.replacement, &original[mutant.end..]);
+        let _ = std::fs::remove_dir_all(&scratch);
+        copy_dir(&source_dir, &scratch)?;
+        std::fs::write(scratch.join(relative), mutated).map_err(|e| e.to_string())?;
+        let started = Instant::now();
+        let mut outcome = judge(&scratch, false, timeout)?;
+        if outcome == Outcome::Missed && judge(&scratch, true, timeout)? != Outcome::Missed {
+            outcome = Outcome::KilledBySanitizer;
+        }
+        let line = format!(
+            "#{index} {}:{} `{}` -> `{}`: {outcome:?} ({:.0} s)",
+            relative.display(),
+            mutant.line,
+            mutant.original,
+            mutant.replacement,
+            started.elapsed().as_secs_f64()
+        );
+        eprintln!("xtask: {line}");
+        report.push_str(&line);
+        report.push('\n');
+        *counts.entry(format!("{outcome:?}")).or_insert(0usize) += 1;
+        std::fs::write(work.join("report.txt"), &report).map_err(|e| e.to_string())?;
+    }
+    let summary: Vec<String> = counts.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    report.push_str(&format!("summary: {}\n", summary.join(", ")));
+    std::fs::write(work.join("report.txt"), &report).map_err(|e| e.to_string())?;
+    eprintln!("xtask: {}; report in target/kernel-mutants/report.txt", summary.join(", "));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_skip_comments_literals_and_preprocessor_lines() {
+        let source = "#define A(x) \\\n  x + 1\n// a + b\nint f() { return a+b /* c - d */ + 0x1p126f; } \"x+y\"\n";
+        let found: Vec<&str> = tokens(source).iter().map(|&(s, e, _)| &source[s..e]).collect();
+        assert_eq!(found, ["int", "f", "(", ")", "{", "return", "a", "+", "b", "+", "0x1p126f", ";", "}"]);
+        assert_eq!(tokens(source)[7].2, 4, "line numbers count the skipped lines");
+    }
+
+    #[test]
+    fn integers_move_by_one_and_operators_swap() {
+        assert_eq!(replacements("64"), ["65", "63"]);
+        assert_eq!(replacements("0"), ["1"]);
+        assert_eq!(replacements("0x7Fu"), ["0x80u", "0x7Eu"]);
+        assert_eq!(replacements("0x7F"), ["0x80", "0x7E"]);
+        assert_eq!(replacements("<"), ["<="]);
+        assert_eq!(replacements("0x1p126f"), Vec::<String>::new());
+        assert_eq!(replacements("continue"), ["break"]);
+    }
+}
