@@ -44,7 +44,7 @@ commands:
   mutants [--all]   cargo-mutants (installed on first use) over the selector, dispatch plan,
                     codecs and validation of gemv-core and gemv-backend (--all: every file),
                     judged by their tests and gemv-mock's; results in target/mutants-<crate>/
-  mutants --kernels [--from I] [--limit N]
+  mutants --kernels [--from I] [--limit N] [--only I,J]
                     operator and constant mutants of kernels/cuda/*.cu, each judged by the
                     emulator gates (then under ASan+UBSan if it survives); report in
                     target/kernel-mutants/report.txt. Slow: hours, not part of `test`";

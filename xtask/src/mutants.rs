@@ -8,8 +8,11 @@
 //! - With `--kernels`: operator and constant mutants of the CUDA kernel sources
 //!   (kernels/cuda/*.cu), one at a time, each compiled into the emulator (`GEMV_KERNELS_DIR`)
 //!   and judged by `gemv check --backend cuda-emu --fail-fast`, fastest gates first, with a
-//!   timeout; survivors are judged again with the emulator under ASan and UBSan. Report in
-//!   target/kernel-mutants/report.txt: every mutant with its line, change and outcome.
+//!   timeout; survivors get a second chance: the emulator's own tests (launch bounds), then the
+//!   gates with the emulator under ASan and UBSan. Report in target/kernel-mutants/report.txt:
+//!   every mutant with its line, change and outcome. `--only 6,41` re-judges chosen mutants.
+//!   Everything is built from a checkout of HEAD (target/kernel-mutants/tree), so the working
+//!   tree may change while the pass runs.
 
 use crate::util::{has, root, run};
 use std::path::{Path, PathBuf};
@@ -27,7 +30,17 @@ pub fn run_command(args: &[String]) -> Result<(), String> {
         }
     };
     if args.iter().any(|a| a == "--kernels") {
-        kernels(value("--from")?.unwrap_or(0), value("--limit")?.unwrap_or(usize::MAX))
+        let only = match args.iter().position(|a| a == "--only") {
+            None => None,
+            Some(i) => Some(
+                args.get(i + 1)
+                    .ok_or("--only needs a list of mutant numbers")?
+                    .split(',')
+                    .map(|n| n.trim().parse::<usize>().map_err(|_| format!("--only: {n:?} is not a number")))
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+        };
+        kernels(value("--from")?.unwrap_or(0), value("--limit")?.unwrap_or(usize::MAX), only)
     } else {
         crates(args.iter().any(|a| a == "--all"))
     }
@@ -106,6 +119,8 @@ enum Outcome {
     Killed,
     /// The gates ran past the timeout (an endless loop, say).
     TimedOut,
+    /// Only the emulator's own tests caught it (a launch bound that disagrees with the launcher).
+    KilledByEmulatorTests,
     /// Only the sanitizer build caught it.
     KilledBySanitizer,
     /// Nothing caught it.
@@ -276,48 +291,104 @@ fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Builds gemv against the kernels in `dir` (sanitized or not) and runs the gates; the outcome.
-fn judge(dir: &Path, sanitize: bool, timeout: Duration) -> Result<Outcome, String> {
-    let target =
-        root().join(if sanitize { "target/kernel-mutants/target-sanitize" } else { "target/kernel-mutants/target" });
-    let mut build = Command::new("cargo");
-    build
-        .args(["build", "-q", "-p", "gemv-cli", "--bin", "gemv", "--target-dir"])
-        .arg(&target)
-        .env("GEMV_KERNELS_DIR", dir)
-        .current_dir(root())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    if sanitize {
-        build.env("GEMV_EMU_SANITIZE", "address,undefined");
-    }
-    if !build.status().map_err(|e| format!("cannot run cargo: {e}"))?.success() {
-        return Ok(Outcome::Unviable);
-    }
-    let mut check = Command::new(target.join("debug/gemv"));
-    // Fastest gates first: most mutants die in the first seconds.
-    check.args(["check", "--backend", "cuda-emu", "--fail-fast"]);
-    for gate in ["8", "5", "2", "6", "3", "4", "9", "1", "7"] {
-        check.args(["--gate", gate]);
-    }
-    let mut child = check.stdout(Stdio::null()).stderr(Stdio::null()).spawn().map_err(|e| e.to_string())?;
+/// Gates in the order the judge runs them: fastest first, so most mutants die in seconds.
+const GATE_ORDER: [&str; 9] = ["8", "5", "2", "6", "3", "4", "9", "1", "7"];
+
+/// Runs `command` to completion or `timeout`; `Some(success)`, or None when it timed out.
+fn run_with_timeout(command: &mut Command, timeout: Duration) -> Result<Option<bool>, String> {
+    let mut child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().map_err(|e| e.to_string())?;
     let started = Instant::now();
     loop {
         if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
-            return Ok(if status.success() { Outcome::Missed } else { Outcome::Killed });
+            return Ok(Some(status.success()));
         }
         if started.elapsed() > timeout {
             let _ = child.kill();
             let _ = child.wait();
-            return Ok(Outcome::TimedOut);
+            return Ok(None);
         }
         std::thread::sleep(Duration::from_millis(100));
     }
 }
 
-fn kernels(from: usize, limit: usize) -> Result<(), String> {
-    let source_dir = root().join("kernels/cuda");
+/// Builds gemv against the kernels in `dir` and runs the gates with `--fail-fast`.
+fn judge(tree: &Path, dir: &Path, timeout: Duration) -> Result<Outcome, String> {
+    let target = root().join("target/kernel-mutants/target");
+    let built = Command::new("cargo")
+        .args(["build", "-q", "-p", "gemv-cli", "--bin", "gemv", "--target-dir"])
+        .arg(&target)
+        .env("GEMV_KERNELS_DIR", dir)
+        .current_dir(tree)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !built.success() {
+        return Ok(Outcome::Unviable);
+    }
+    let mut check = Command::new(target.join("debug/gemv"));
+    check.args(["check", "--backend", "cuda-emu", "--fail-fast"]);
+    for gate in GATE_ORDER {
+        check.args(["--gate", gate]);
+    }
+    Ok(match run_with_timeout(&mut check, timeout)? {
+        Some(true) => Outcome::Missed,
+        Some(false) => Outcome::Killed,
+        None => Outcome::TimedOut,
+    })
+}
+
+/// A survivor's second chance: the emulator's own tests (launch bounds against the launcher),
+/// then gates 1-6, 8 and 9 with kernels and emulator under ASan and UBSan (gate 7's large
+/// shapes are left out, as in CI). Whether either caught it.
+fn second_chance(tree: &Path, dir: &Path, timeout: Duration) -> Result<Option<Outcome>, String> {
+    let mut faults = Command::new("cargo");
+    faults
+        .args(["test", "-q", "-p", "gemv-cuda", "--features", "emulator", "--test", "emulator_faults", "--target-dir"])
+        .arg(root().join("target/kernel-mutants/target"))
+        .env("GEMV_KERNELS_DIR", dir)
+        .current_dir(tree);
+    if run_with_timeout(&mut faults, timeout)? == Some(false) {
+        return Ok(Some(Outcome::KilledByEmulatorTests));
+    }
+    let mut sanitized = Command::new("cargo");
+    sanitized
+        .args([
+            "test",
+            "-q",
+            "-p",
+            "gemv-cuda",
+            "--features",
+            "emulator",
+            "--test",
+            "emulator_conformance",
+            "--target-dir",
+        ])
+        .arg(root().join("target/kernel-mutants/target-sanitize"))
+        .args(["--", "--skip", "gate7", "--skip", "reversed_thread_order"])
+        .env("GEMV_KERNELS_DIR", dir)
+        .env("GEMV_EMU_SANITIZE", "address,undefined")
+        .current_dir(tree);
+    Ok((run_with_timeout(&mut sanitized, timeout)? == Some(false)).then_some(Outcome::KilledBySanitizer))
+}
+
+/// A checkout of HEAD under `work`, so the mutants are built from a fixed tree however the
+/// working tree changes meanwhile (the pass takes an hour or more).
+fn snapshot(work: &Path) -> Result<PathBuf, String> {
+    let tree = work.join("tree");
+    let tree_arg = tree.to_string_lossy().into_owned();
+    let _ = Command::new("git").args(["worktree", "remove", "--force", &tree_arg]).current_dir(root()).status();
+    let _ = std::fs::remove_dir_all(&tree);
+    run("git", &["worktree", "prune"])?;
+    run("git", &["worktree", "add", "--detach", &tree_arg, "HEAD"])?;
+    Ok(tree)
+}
+
+fn kernels(from: usize, limit: usize, only: Option<Vec<usize>>) -> Result<(), String> {
     let work = root().join("target/kernel-mutants");
+    std::fs::create_dir_all(&work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
+    let tree = snapshot(&work)?;
+    let source_dir = tree.join("kernels/cuda");
     let scratch = work.join("src");
     let mut sources: Vec<PathBuf> = std::fs::read_dir(&source_dir)
         .map_err(|e| e.to_string())?
@@ -335,14 +406,21 @@ fn kernels(from: usize, limit: usize) -> Result<(), String> {
     let _ = std::fs::remove_dir_all(&scratch);
     copy_dir(&source_dir, &scratch)?;
     let baseline_timeout = Duration::from_secs(1800);
-    match judge(&scratch, false, baseline_timeout)? {
+    match judge(&tree, &scratch, baseline_timeout)? {
         Outcome::Missed => {}
         other => return Err(format!("the unmutated kernels do not pass the gates ({other:?})")),
     }
     let timeout = Duration::from_secs(600);
     let mut report = String::new();
     let mut counts = std::collections::BTreeMap::new();
-    for (index, mutant) in mutants.iter().enumerate().skip(from).take(limit) {
+    let report_name = if only.is_some() { "report-rejudged.txt" } else { "report.txt" };
+    let selected = mutants
+        .iter()
+        .enumerate()
+        .skip(from)
+        .take(limit)
+        .filter(|(index, _)| only.as_ref().is_none_or(|only| only.contains(index)));
+    for (index, mutant) in selected {
         let relative = mutant.file.strip_prefix(&source_dir).map_err(|e| e.to_string())?;
         let original = std::fs::read_to_string(&mutant.file).map_err(|e| e.to_string())?;
         let mutated = format!("{}{}{}", &original[..mutant.start], mutant.replacement, &original[mutant.end..]);
@@ -350,9 +428,9 @@ fn kernels(from: usize, limit: usize) -> Result<(), String> {
         copy_dir(&source_dir, &scratch)?;
         std::fs::write(scratch.join(relative), mutated).map_err(|e| e.to_string())?;
         let started = Instant::now();
-        let mut outcome = judge(&scratch, false, timeout)?;
-        if outcome == Outcome::Missed && judge(&scratch, true, timeout)? != Outcome::Missed {
-            outcome = Outcome::KilledBySanitizer;
+        let mut outcome = judge(&tree, &scratch, timeout)?;
+        if outcome == Outcome::Missed {
+            outcome = second_chance(&tree, &scratch, timeout)?.unwrap_or(Outcome::Missed);
         }
         let line = format!(
             "#{index} {}:{} `{}` -> `{}`: {outcome:?} ({:.0} s)",
@@ -366,12 +444,12 @@ fn kernels(from: usize, limit: usize) -> Result<(), String> {
         report.push_str(&line);
         report.push('\n');
         *counts.entry(format!("{outcome:?}")).or_insert(0usize) += 1;
-        std::fs::write(work.join("report.txt"), &report).map_err(|e| e.to_string())?;
+        std::fs::write(work.join(report_name), &report).map_err(|e| e.to_string())?;
     }
     let summary: Vec<String> = counts.iter().map(|(k, v)| format!("{k}: {v}")).collect();
     report.push_str(&format!("summary: {}\n", summary.join(", ")));
-    std::fs::write(work.join("report.txt"), &report).map_err(|e| e.to_string())?;
-    eprintln!("xtask: {}; report in target/kernel-mutants/report.txt", summary.join(", "));
+    std::fs::write(work.join(report_name), &report).map_err(|e| e.to_string())?;
+    eprintln!("xtask: {}; report in target/kernel-mutants/{report_name}", summary.join(", "));
     Ok(())
 }
 

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// The variable listing the requirements a run may lack (comma-separated keys: `cuda`, `wgpu`,
-/// `no-cuda-driver`).
+/// `no-cuda-driver`, `cpu-feature`).
 pub const EXPECTED: &str = "GEMV_EXPECTED_SKIPS";
 
 /// Where this run's skips are logged.
@@ -45,7 +45,9 @@ pub fn finish() -> Result<(), String> {
     let Ok(expected) = std::env::var(EXPECTED) else { return Ok(()) };
     let declared: Vec<&str> = expected.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
     if let Some(unknown) = declared.iter().find(|key| Requirement::from_key(key).is_none()) {
-        return Err(format!("{EXPECTED} names {unknown:?}, not a requirement (cuda, wgpu, no-cuda-driver)"));
+        return Err(format!(
+            "{EXPECTED} names {unknown:?}, not a requirement (cuda, wgpu, no-cuda-driver, cpu-feature)"
+        ));
     }
     let undeclared: Vec<String> = counts
         .iter()

@@ -6,9 +6,11 @@ use gemv_backend::{DeviceKind, GpuBackend};
 /// A backend name on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum BackendChoice {
-    /// The best one found: CUDA, then wgpu on a real GPU, then the host.
+    /// The best one found: CUDA, then wgpu on a real GPU, then the CPU backend.
     Auto,
-    /// The host reference (exact contract on the CPU).
+    /// The CPU backend: the exact contract with SIMD and threads (GEMV_CPU_SIMD forces a path).
+    Cpu,
+    /// The host reference: the contract element by element, the oracle of the tests.
     Host,
     /// The CUDA kernels compiled for the CPU under the SIMT emulator.
     CudaEmu,
@@ -20,13 +22,14 @@ pub enum BackendChoice {
 
 impl BackendChoice {
     /// Every concrete backend, in the order `auto` prefers them.
-    pub const CONCRETE: [BackendChoice; 4] =
-        [BackendChoice::Cuda, BackendChoice::Wgpu, BackendChoice::Host, BackendChoice::CudaEmu];
+    pub const CONCRETE: [BackendChoice; 5] =
+        [BackendChoice::Cuda, BackendChoice::Wgpu, BackendChoice::Cpu, BackendChoice::Host, BackendChoice::CudaEmu];
 
     /// The name users type.
     pub fn name(self) -> &'static str {
         match self {
             BackendChoice::Auto => "auto",
+            BackendChoice::Cpu => "cpu",
             BackendChoice::Host => "host",
             BackendChoice::CudaEmu => "cuda-emu",
             BackendChoice::Cuda => "cuda",
@@ -40,6 +43,9 @@ pub fn open(choice: BackendChoice) -> Result<Box<dyn GpuBackend>, String> {
     match choice {
         BackendChoice::Auto => open_auto(),
         BackendChoice::Host => Ok(Box::new(gemv_mock::MockBackend::new())),
+        BackendChoice::Cpu => gemv_cpu::CpuBackend::new()
+            .map(|backend| Box::new(backend) as Box<dyn GpuBackend>)
+            .map_err(|error| error.to_string()),
         BackendChoice::CudaEmu => Ok(Box::new(gemv_cuda::CudaEmulator::new())),
         BackendChoice::Cuda => gemv_cuda::CudaBackend::new(0)
             .map(|backend| Box::new(backend) as Box<dyn GpuBackend>)
@@ -50,7 +56,8 @@ pub fn open(choice: BackendChoice) -> Result<Box<dyn GpuBackend>, String> {
     }
 }
 
-/// CUDA first, then wgpu on a real GPU, then the host reference.
+/// CUDA first, then wgpu on a real GPU, then the CPU backend (the host reference if even that
+/// cannot open, which only a bad GEMV_CPU_SIMD causes).
 fn open_auto() -> Result<Box<dyn GpuBackend>, String> {
     for choice in [BackendChoice::Cuda, BackendChoice::Wgpu] {
         match open(choice) {
@@ -62,6 +69,14 @@ fn open_auto() -> Result<Box<dyn GpuBackend>, String> {
             Err(reason) => tracing::debug!(backend = choice.name(), %reason, "auto skipped"),
         }
     }
-    tracing::info!(backend = "host", "auto picked the host reference");
-    open(BackendChoice::Host)
+    match open(BackendChoice::Cpu) {
+        Ok(backend) => {
+            tracing::info!(backend = "cpu", "auto picked the CPU backend");
+            Ok(backend)
+        }
+        Err(reason) => {
+            tracing::warn!(%reason, "auto: the CPU backend cannot open; using the host reference");
+            open(BackendChoice::Host)
+        }
+    }
 }

@@ -28,7 +28,7 @@ enum Command {
     /// small shape, then times them with cold weights, device events where available,
     /// interleaved rounds and medians, and prints tier, M, time, effective GB/s and % of peak.
     Bench {
-        /// Backend; auto picks CUDA, then wgpu on a real GPU, then the host reference.
+        /// Backend; auto picks CUDA, then wgpu on a real GPU, then the CPU backend.
         #[arg(long, value_enum, default_value = "auto")]
         backend: BackendChoice,
         /// Weight shape NxK, or qkv (5120x5120), ffn-up (17408x5120), ffn-down (5120x17408).

@@ -1,13 +1,14 @@
 //! The exact numeric contract (SPEC section 3), executed on the host.
 //!
 //! For output (t, n), with G = K/16 groups and 64 partial sums: partial `l` starts at +0.0 and
-//! visits groups `l, l+64, ...` in order, adding `(e2m1 * e4m3) * f32(x)` term by term; then a
-//! fixed tree (`d = 32, 16, ..., 1`: `a[l] += a[l+d]`) gives the total, and
-//! `Y = bf16_rne(total * global_scale)` with every NaN written as 0x7FC0.
+//! visits groups `l, l+64, ...` in order, doing `a = fma(e2m1 * e4m3, f32(x), a)` term by term
+//! (one rounding each); then a fixed tree (`d = 32, 16, ..., 1`: `a[l] += a[l+d]`) gives the
+//! total, and `Y = bf16_rne(total * global_scale)` with every NaN written as 0x7FC0.
 //!
-//! Every product is exact in f32 (at most 6 + 8 significant bits), so the only roundings are the
-//! additions in this fixed order, one multiply and the bf16 rounding: any backend that keeps the
-//! order writes the same bits, fused multiply-add or not.
+//! Every product is exact in f32 unless it overflows (at most 6 + 8 significant bits), so the only
+//! roundings are the multiply-adds in this fixed order, one multiply and the bf16 rounding: any
+//! backend that keeps the order and fuses the multiply-add writes the same bits. An unfused
+//! `a + ws * x` differs only where the product overflows f32 (|x| beyond about 2^115).
 
 use crate::codec::{bf16_to_f32, decode_e2m1, decode_e4m3, f32_to_bf16};
 use crate::shape::GROUP_SIZE;
@@ -20,6 +21,19 @@ pub const PARTIALS: usize = 64;
 fn e4m3_table() -> &'static [f32; 256] {
     static TABLE: OnceLock<[f32; 256]> = OnceLock::new();
     TABLE.get_or_init(|| std::array::from_fn(|code| decode_e4m3(code as u8)))
+}
+
+/// `fma(ws, x, a)`: `ws * x + a` with one rounding.
+///
+/// `ws` has at most 6 significant bits and `x` at most 8, so a finite `ws * x` is exact (subnormal
+/// products included: they are multiples of 2^-143), and `a + ws * x` then rounds exactly as the
+/// fused form does. Only an overflowing product (or a NaN/infinite operand) differs between the
+/// two, and those take `f32::mul_add`, the fused operation itself. The fast branch is the same
+/// arithmetic, four times cheaper on a machine where `mul_add` is a library call.
+#[inline]
+pub fn fused_multiply_add(ws: f32, x: f32, a: f32) -> f32 {
+    let product = ws * x;
+    if product.is_finite() { a + product } else { ws.mul_add(x, a) }
 }
 
 /// Widens bf16 activations to f32 (exact).
@@ -50,7 +64,7 @@ pub(crate) fn contract_column(w: &Nvfp4View<'_>, x: &[f32], m: usize, n: usize, 
             let xs = &x[t * k + g * GROUP_SIZE..t * k + (g + 1) * GROUP_SIZE];
             let mut acc = partials[t * PARTIALS + l];
             for j in 0..GROUP_SIZE {
-                acc += ws[j] * xs[j];
+                acc = fused_multiply_add(ws[j], xs[j], acc);
             }
             partials[t * PARTIALS + l] = acc;
         }

@@ -19,7 +19,7 @@ mod reference;
 mod shape;
 mod tiers;
 
-pub use contract::{PARTIALS, gemv_contract, host_threads, widen_bf16};
+pub use contract::{PARTIALS, fused_multiply_add, gemv_contract, host_threads, widen_bf16};
 pub use error::{CoreError, Result};
 pub use kill_switch::{KillSwitches, NO_BATCH8_RT, NO_EXACT_M_TIERS};
 pub use matrix::{Nvfp4Matrix, Nvfp4View};

@@ -96,3 +96,25 @@ pub fn extreme_activations(m: usize, k: usize, seed: u64) -> Vec<u16> {
         })
         .collect()
 }
+
+/// A matrix and one activation row whose second product overflows f32 while the fused chain
+/// stays finite: row 0, group 0 has scale 448 and weights -4, 6; X starts 2^117, 2^117. Partial
+/// 0 becomes `fma(-1792, 2^117, 0) = -1.75 * 2^127`, then `fma(2688, 2^117, -1.75 * 2^127) =
+/// 0.875 * 2^127` (finite), where an unfused `a + ws * x` gives +Inf. The other rows are ordinary
+/// (`n` rows, `k` columns, k >= 32).
+pub fn overflowing_product(n: usize, k: usize) -> (Nvfp4Matrix, Vec<u16>) {
+    let ordinary = matrix(n, k, 117);
+    let (mut packed, mut scales, _) = ordinary.into_parts();
+    packed[..k / 2].fill(0);
+    scales[..k / 16].fill(0x38); // 1.0
+    packed[0] = 0x7E; // j = 0: code 0xE (-4), j = 1: code 0x7 (6)
+    scales[0] = 0x7E; // 448
+    let mut x = vec![0u16; k];
+    x[0] = 0x7A00; // 2^117
+    x[1] = 0x7A00;
+    for (i, value) in x.iter_mut().enumerate().skip(16) {
+        *value = f32_to_bf16(((i % 7) as f32 - 3.0) * 0.25);
+    }
+    let w = Nvfp4Matrix::from_parts(packed, scales, 1.0, n, k).expect("the shape of `matrix`");
+    (w, x)
+}

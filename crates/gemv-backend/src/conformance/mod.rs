@@ -14,7 +14,9 @@ mod gates;
 mod large;
 pub mod skip;
 
-pub use data::{EXTREME_ROWS, GLOBAL_SCALE, Lcg, activations, extreme_activations, matrix, matrix_with_scales};
+pub use data::{
+    EXTREME_ROWS, GLOBAL_SCALE, Lcg, activations, extreme_activations, matrix, matrix_with_scales, overflowing_product,
+};
 pub use large::{LARGE_SHAPE, weights_past_2_gib};
 
 use crate::GpuBackend;

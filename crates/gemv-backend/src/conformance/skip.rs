@@ -16,11 +16,14 @@ pub enum Requirement {
     WgpuAdapter,
     /// A machine WITHOUT a CUDA driver (the no-driver error path cannot run where one exists).
     NoCudaDriver,
+    /// A CPU with the SIMD extension a test exercises (AVX-512, AVX2).
+    CpuFeature,
 }
 
 impl Requirement {
     /// Every requirement, in report order.
-    pub const ALL: [Requirement; 3] = [Requirement::CudaGpu, Requirement::WgpuAdapter, Requirement::NoCudaDriver];
+    pub const ALL: [Requirement; 4] =
+        [Requirement::CudaGpu, Requirement::WgpuAdapter, Requirement::NoCudaDriver, Requirement::CpuFeature];
 
     /// The short name used in the skip log and in `GEMV_EXPECTED_SKIPS`.
     pub fn key(self) -> &'static str {
@@ -28,6 +31,7 @@ impl Requirement {
             Requirement::CudaGpu => "cuda",
             Requirement::WgpuAdapter => "wgpu",
             Requirement::NoCudaDriver => "no-cuda-driver",
+            Requirement::CpuFeature => "cpu-feature",
         }
     }
 
@@ -37,6 +41,7 @@ impl Requirement {
             Requirement::CudaGpu => "a CUDA GPU",
             Requirement::WgpuAdapter => "a wgpu (Vulkan) adapter",
             Requirement::NoCudaDriver => "a machine without a CUDA driver",
+            Requirement::CpuFeature => "a CPU with the SIMD extension under test",
         }
     }
 
@@ -45,7 +50,7 @@ impl Requirement {
         match self {
             Requirement::CudaGpu => Some("GEMV_REQUIRE_CUDA"),
             Requirement::WgpuAdapter => Some("GEMV_REQUIRE_WGPU"),
-            Requirement::NoCudaDriver => None,
+            Requirement::NoCudaDriver | Requirement::CpuFeature => None,
         }
     }
 

@@ -1,0 +1,43 @@
+//! Times the CPU backend on one shape: `cargo run --release -p gemv-cpu --example throughput --
+//! N K M THREADS [PATH]`. A cache-resident N (e.g. 256 x 5120) shows the kernels' compute rate,
+//! a large one the memory rate. Prints the median of 9 launches.
+
+use gemv_backend::{DeviceMatrix, ResolvedTiers, conformance};
+use gemv_core::KillSwitches;
+use gemv_cpu::{CpuBackend, SimdPath};
+use std::time::Instant;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let number = |i: usize, default: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default);
+    let (n, k, m, threads) = (number(0, 256), number(1, 5120), number(2, 1), number(3, 1));
+    let path = args.get(4).and_then(|name| SimdPath::from_name(name)).unwrap_or_else(SimdPath::best);
+    let backend = match CpuBackend::with_path(path) {
+        Ok(backend) => backend.with_threads(threads),
+        Err(error) => {
+            eprintln!("{error}");
+            std::process::exit(2);
+        }
+    };
+    let tiers = ResolvedTiers::resolve(&backend, KillSwitches::default());
+    let weights = conformance::matrix(n, k, 1);
+    let x = conformance::activations(m, k, 2);
+    let matrix = DeviceMatrix::upload(&backend, &weights.view()).unwrap_or_else(|e| panic!("upload: {e}"));
+    let mut times: Vec<f64> = (0..9)
+        .map(|_| {
+            let start = Instant::now();
+            matrix.gemv(&tiers, &x, m, 32).unwrap_or_else(|e| panic!("launch: {e}"));
+            start.elapsed().as_secs_f64()
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    let seconds = times[4];
+    let weights_count = (n * k) as f64;
+    println!(
+        "{} N={n} K={k} M={m} threads={threads}: {:.1} us, {:.2} ns per weight, {:.2} ns per weight-token",
+        path.name(),
+        seconds * 1e6,
+        seconds * 1e9 / weights_count,
+        seconds * 1e9 / weights_count / m as f64
+    );
+}

@@ -1,0 +1,103 @@
+//! X transposed once per launch into the row kernels' lane layout.
+//!
+//! A kernel advances `width` consecutive groups together, element j of each at a time, so for
+//! token t, block b (groups `b * width ..`) and element j it wants the `width` activations
+//! `x[t][16 * (b * width + lane) + j]` side by side. Blocks are padded to whole superblocks of
+//! 64 groups (one group per partial sum); groups past the end are zero, which the kernels pair
+//! with zero weights: `fma(0, 0, a) = a` for every partial (a partial is never -0).
+
+use gemv_core::{GROUP_SIZE, PARTIALS};
+
+/// 2^116: finite activations at least this large can overflow a product with a weight.
+const PRODUCT_OVERFLOW_X: f32 = f32::from_bits(0x7980_0000);
+use gemv_core::codec::bf16_to_f32;
+
+/// X as f32 in `[t][block][j][lane]` order.
+#[derive(Debug, Clone)]
+pub struct TransposedX {
+    values: Vec<f32>,
+    width: usize,
+    blocks: usize,
+    m: usize,
+    products_finite: bool,
+}
+
+impl TransposedX {
+    /// Transposes `x: [m][k]` bf16 bits for kernels of `width` lanes.
+    pub fn new(x: &[u16], m: usize, k: usize, width: usize) -> Self {
+        let groups = k / GROUP_SIZE;
+        let blocks = groups.div_ceil(PARTIALS) * (PARTIALS / width);
+        let block_len = GROUP_SIZE * width;
+        let mut values = vec![0f32; m * blocks * block_len];
+        // |e2m1 * e4m3| <= 2688 < 2^12, so below 2^116 no product of finite values overflows.
+        let products_finite = x.iter().all(|&bits| {
+            let value = bf16_to_f32(bits);
+            !value.is_finite() || value.abs() < PRODUCT_OVERFLOW_X
+        });
+        for t in 0..m {
+            let row = &x[t * k..(t + 1) * k];
+            for g in 0..groups {
+                let (b, lane) = (g / width, g % width);
+                let block = &mut values[(t * blocks + b) * block_len..(t * blocks + b + 1) * block_len];
+                for j in 0..GROUP_SIZE {
+                    block[j * width + lane] = bf16_to_f32(row[GROUP_SIZE * g + j]);
+                }
+            }
+        }
+        Self { values, width, blocks, m, products_finite }
+    }
+
+    /// Whether no product of a weight and these activations can overflow f32 (every finite
+    /// |x| < 2^116; NaN and infinite x included, they give the same results fused or not). Then
+    /// `a + ws * x` equals `fma(ws, x, a)` everywhere: the portable kernel can skip the fused
+    /// operation, which is a library call where the target has no FMA instruction.
+    pub fn products_finite(&self) -> bool {
+        self.products_finite
+    }
+
+    /// Blocks of `width` groups per row, a whole number of 64-group superblocks (the last ones may
+    /// be partly or wholly padding).
+    pub fn blocks(&self) -> usize {
+        self.blocks
+    }
+
+    /// Tokens.
+    pub fn m(&self) -> usize {
+        self.m
+    }
+
+    /// The `16 * width` activations of token `t`, block `b`.
+    pub fn block(&self, t: usize, b: usize) -> &[f32] {
+        self.blocks_from(t, b, 1)
+    }
+
+    /// The activations of token `t`, blocks `b .. b + count`, contiguous.
+    pub fn blocks_from(&self, t: usize, b: usize, count: usize) -> &[f32] {
+        let len = GROUP_SIZE * self.width;
+        let start = (t * self.blocks + b) * len;
+        &self.values[start..start + count * len]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gemv_core::codec::f32_to_bf16;
+
+    #[test]
+    fn lanes_hold_consecutive_groups_and_padding_is_zero() {
+        let (m, k, width) = (2, 16 * 11, 8);
+        let x: Vec<u16> = (0..m * k).map(|i| f32_to_bf16(i as f32)).collect();
+        let xt = TransposedX::new(&x, m, k, width);
+        assert_eq!(xt.blocks(), 8, "one 64-group superblock of 8-group blocks");
+        for t in 0..m {
+            for g in 0..16 {
+                for j in 0..16 {
+                    let found = xt.block(t, g / width)[j * width + g % width];
+                    let expected = if g < 11 { bf16_to_f32(x[t * k + 16 * g + j]) } else { 0.0 };
+                    assert_eq!(found, expected, "t={t} g={g} j={j}");
+                }
+            }
+        }
+    }
+}

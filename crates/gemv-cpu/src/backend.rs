@@ -1,0 +1,138 @@
+//! [`CpuBackend`]: buffers in host memory, launches computed by the SIMD row kernels.
+
+use crate::compute::{Launch, gemv};
+use crate::simd::{SIMD_VARIABLE, SimdPath};
+use gemv_backend::{
+    DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, HostMemory, KernelHandle, Result, TimerKind, resolved_spec,
+};
+use gemv_core::{KERNELS, MODULE_NAME, host_threads};
+use std::time::{Duration, Instant};
+
+const NAME: &str = "cpu";
+
+/// The exact contract on the CPU with SIMD and threads. Every kernel of the registry is present
+/// (the CPU has no tiers: one code path serves any M, the tiers only split M as they do on a GPU).
+#[derive(Debug)]
+pub struct CpuBackend {
+    memory: HostMemory,
+    path: SimdPath,
+    threads: usize,
+}
+
+impl CpuBackend {
+    /// The fastest path this CPU supports, or the one `GEMV_CPU_SIMD` names; all host threads.
+    /// A named path the CPU lacks, or an unknown name, is [`Error::Unavailable`].
+    pub fn new() -> Result<Self> {
+        match std::env::var(SIMD_VARIABLE) {
+            Ok(name) => {
+                let path = SimdPath::from_name(&name).ok_or_else(|| Error::Unavailable {
+                    backend: NAME,
+                    reason: format!("{SIMD_VARIABLE}={name:?} is not a SIMD path (portable, avx2, avx512)"),
+                })?;
+                Self::with_path(path)
+            }
+            Err(_) => Self::with_path(SimdPath::best()),
+        }
+    }
+
+    /// Runs on `path`; [`Error::Unavailable`] when this CPU lacks its instructions.
+    pub fn with_path(path: SimdPath) -> Result<Self> {
+        if !path.is_supported() {
+            return Err(Error::Unavailable {
+                backend: NAME,
+                reason: format!("this CPU does not support the {} path", path.name()),
+            });
+        }
+        tracing::debug!(path = path.name(), "cpu backend");
+        Ok(Self { memory: HostMemory::new(NAME), path, threads: host_threads() })
+    }
+
+    /// Uses `threads` worker threads (results are identical for any count).
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self
+    }
+
+    /// The SIMD path the row kernels run on.
+    pub fn path(&self) -> SimdPath {
+        self.path
+    }
+}
+
+impl GpuBackend for CpuBackend {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn device_info(&self) -> DeviceInfo {
+        DeviceInfo {
+            backend: NAME,
+            name: format!("host CPU ({}, {} threads)", self.path.name(), self.threads),
+            architecture: std::env::consts::ARCH.to_string(),
+            kind: DeviceKind::Cpu,
+            peak_bandwidth_gbps: None,
+            timer: TimerKind::HostClock,
+        }
+    }
+
+    fn lookup_kernel(&self, module: &str, name: &str) -> KernelHandle {
+        if module != MODULE_NAME || !KERNELS.iter().any(|spec| spec.name == name) {
+            return KernelHandle::NONE;
+        }
+        KernelHandle::for_name(name)
+    }
+
+    gemv_backend::delegate_buffers_to_host_memory!(memory);
+
+    fn launch_gemv(&self, kernel: KernelHandle, args: &GemvArgs) -> Result<()> {
+        let spec = resolved_spec(NAME, kernel)?;
+        let shape = args.validate(spec)?;
+        let (m, n, k) = (shape.m, shape.n, shape.k);
+        let y = self.memory.with_launch_inputs(args, |inputs| {
+            let launch = Launch {
+                packed: inputs.packed,
+                scales: inputs.scales,
+                x: &inputs.x,
+                global_scale: args.global_scale,
+                m,
+                n,
+                k,
+            };
+            gemv(self.path, self.threads, &launch)
+        })?;
+        self.memory.write_with("y", args.y_written(), |out| out.copy_from_slice(bytemuck::cast_slice(&y)))?;
+        tracing::trace!(kernel = spec.name, m, n, k, path = self.path.name(), "cpu launch");
+        Ok(())
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// A host memory copy on the backend's threads, through buffers of at least 256 MB so the
+    /// copy streams memory rather than cache (the reference `gemv bench`'s "% copy" is read
+    /// against); the time is scaled to `bytes * repeats`.
+    fn time_device_copy(&self, bytes: usize, repeats: usize) -> Result<Option<Duration>> {
+        const COLD_BYTES: usize = 256 << 20;
+        let size = bytes.max(COLD_BYTES / 2);
+        let source = vec![1u8; size];
+        let mut target = vec![0u8; size];
+        let chunk = size.div_ceil(self.threads);
+        let copy = |target: &mut [u8]| {
+            std::thread::scope(|scope| {
+                for (from, to) in source.chunks(chunk).zip(target.chunks_mut(chunk)) {
+                    scope.spawn(move || to.copy_from_slice(from));
+                }
+            })
+        };
+        copy(&mut target);
+        let passes = (bytes * repeats.max(1)).div_ceil(size).max(2);
+        let start = Instant::now();
+        for _ in 0..passes {
+            copy(&mut target);
+        }
+        let per_byte = start.elapsed().as_secs_f64() / (passes * size) as f64;
+        std::hint::black_box(&target);
+        Ok(Some(Duration::from_secs_f64(per_byte * (bytes * repeats) as f64)))
+    }
+}

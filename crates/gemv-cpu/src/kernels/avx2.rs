@@ -1,0 +1,169 @@
+//! The AVX2 + FMA row kernel: 8 groups per vector, 8 vectors per 64-group superblock.
+//!
+//! A block's 64 packed bytes load as two vectors of 32-bit words; group g's words 2g and 2g + 1
+//! hold its nibbles 0..7 and 8..15. Gathering the even and the odd words puts group g in lane g,
+//! then for element j: shift right by 4j, look the magnitude up with an 8-entry permute (it reads
+//! the low 3 bits), move bit 3 to the sign, multiply by the group's scale (exact: at most 6
+//! significant bits). For each superblock, each row of the tile has its 8 x 16 weight vectors
+//! decoded once; then every token runs its 64 partials (8 vectors: 8 independent chains)
+//! through them, against a slice of X that stays in L1 across the tile.
+
+// Lane, row, token and element indices address several arrays at once in these loops.
+#![allow(clippy::needless_range_loop)]
+
+use super::{TILE_ROWS, block_bytes};
+use crate::activations::TransposedX;
+use gemv_core::{GROUP_SIZE, PARTIALS};
+use std::arch::x86_64::*;
+
+const W: usize = 8;
+/// Blocks per 64-group superblock.
+const Q: usize = PARTIALS / W;
+
+/// 8 E4M3 codes (one per lane) as f32, exactly, without gathers or subnormal arithmetic (see the
+/// AVX-512 kernel).
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn decode_scales(codes: __m256i) -> __m256 {
+    let magnitude = _mm256_and_si256(codes, _mm256_set1_epi32(0x7F));
+    let normal =
+        _mm256_castsi256_ps(_mm256_add_epi32(_mm256_slli_epi32::<20>(magnitude), _mm256_set1_epi32(120 << 23)));
+    let mantissa = _mm256_and_si256(codes, _mm256_set1_epi32(7));
+    let subnormal = _mm256_mul_ps(_mm256_cvtepi32_ps(mantissa), _mm256_set1_ps(1.0 / 512.0));
+    let is_subnormal = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(8), magnitude));
+    let value = _mm256_blendv_ps(normal, subnormal, is_subnormal);
+    let is_nan = _mm256_castsi256_ps(_mm256_cmpeq_epi32(magnitude, _mm256_set1_epi32(0x7F)));
+    let value = _mm256_blendv_ps(value, _mm256_set1_ps(f32::NAN), is_nan);
+    let sign = _mm256_slli_epi32::<24>(_mm256_and_si256(codes, _mm256_set1_epi32(0x80)));
+    _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(value), sign))
+}
+
+/// Weight j (or 8 + j, from the odd words) of the 8 groups whose nibbles are in `words`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn weights<const SHR: i32, const SHL: i32>(words: __m256i, magnitudes: __m256, sign: __m256i, scale: __m256) -> __m256 {
+    let magnitude = _mm256_permutevar8x32_ps(magnitudes, _mm256_srli_epi32::<SHR>(words));
+    let signs = _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32::<SHL>(words), sign));
+    _mm256_mul_ps(_mm256_xor_ps(magnitude, signs), scale)
+}
+
+/// The words of groups 0..7 in order, from the per-128-bit-lane shuffle's 0, 1, 4, 5 | 2, 3, 6, 7.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn in_group_order(v: __m256) -> __m256i {
+    _mm256_castpd_si256(_mm256_permute4x64_pd::<0xD8>(_mm256_castps_pd(v)))
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn decode_half(words: __m256i, magnitudes: __m256, sign: __m256i, scale: __m256, out: &mut [__m256]) {
+    out[0] = weights::<0, 28>(words, magnitudes, sign, scale);
+    out[1] = weights::<4, 24>(words, magnitudes, sign, scale);
+    out[2] = weights::<8, 20>(words, magnitudes, sign, scale);
+    out[3] = weights::<12, 16>(words, magnitudes, sign, scale);
+    out[4] = weights::<16, 12>(words, magnitudes, sign, scale);
+    out[5] = weights::<20, 8>(words, magnitudes, sign, scale);
+    out[6] = weights::<24, 4>(words, magnitudes, sign, scale);
+    out[7] = weights::<28, 0>(words, magnitudes, sign, scale);
+}
+
+/// Rows decoded together (a tile).
+pub(crate) const ROWS: usize = 2;
+/// Tokens whose accumulators are held at once: ROWS x TOKENS = 8 vectors, plus the tokens'
+/// activations and one weight vector, within the 16 registers.
+const TOKENS: usize = 4;
+
+/// Accumulates tokens `t0 .. t0 + T` of every row of the tile over one superblock (see the
+/// AVX-512 kernel): the ROWS x T accumulators of one partial vector stay in registers.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn accumulate<const T: usize>(
+    ws: &[[[__m256; GROUP_SIZE]; Q]; ROWS],
+    xt: &TransposedX,
+    superblock: usize,
+    t0: usize,
+    partials: &mut [f32],
+) {
+    let m = xt.m();
+    let x: [&[f32]; T] = std::array::from_fn(|t| xt.blocks_from(t0 + t, Q * superblock, Q));
+    for q in 0..Q {
+        let mut acc = [[_mm256_setzero_ps(); T]; ROWS];
+        // SAFETY: partial vector q of row r, token t0 + t lies inside `partials` (ROWS * m * 64
+        // values); unaligned loads.
+        unsafe {
+            for (r, row_acc) in acc.iter_mut().enumerate() {
+                for (t, sum) in row_acc.iter_mut().enumerate() {
+                    *sum = _mm256_loadu_ps(partials.as_ptr().add((r * m + t0 + t) * PARTIALS + q * W));
+                }
+            }
+        }
+        for j in 0..GROUP_SIZE {
+            let offset = (q * GROUP_SIZE + j) * W;
+            // SAFETY: each token's slice holds Q blocks of 16 vectors of 8 f32.
+            let xs: [__m256; T] = std::array::from_fn(|t| unsafe { _mm256_loadu_ps(x[t].as_ptr().add(offset)) });
+            for r in 0..ROWS {
+                let w = ws[r][q][j];
+                for t in 0..T {
+                    acc[r][t] = _mm256_fmadd_ps(w, xs[t], acc[r][t]);
+                }
+            }
+        }
+        // SAFETY: as for the loads above; unaligned stores.
+        unsafe {
+            for (r, row_acc) in acc.iter().enumerate() {
+                for (t, &sum) in row_acc.iter().enumerate() {
+                    _mm256_storeu_ps(partials.as_mut_ptr().add((r * m + t0 + t) * PARTIALS + q * W), sum);
+                }
+            }
+        }
+    }
+}
+
+/// # Safety
+/// The CPU must support AVX2 and FMA. `packed` and `scales` hold `rows <= ROWS` whole rows;
+/// `partials` holds `ROWS * 64 * xt.m()` values (rows past `rows` are scratch); `xt` was built
+/// for width 8.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn row_tile(packed: &[u8], scales: &[u8], rows: usize, xt: &TransposedX, partials: &mut [f32]) {
+    debug_assert!(rows <= ROWS && ROWS <= TILE_ROWS);
+    let magnitudes = _mm256_setr_ps(0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0);
+    let sign = _mm256_set1_epi32(i32::MIN);
+    let (row_bytes, groups, m) = (packed.len() / rows, scales.len() / rows, xt.m());
+    // Rows of the tile past `rows` keep zero weights: their partials are scratch.
+    let mut ws = [[[_mm256_setzero_ps(); GROUP_SIZE]; Q]; ROWS];
+    let mut tail = ([0u8; 128], [0u8; 16]);
+    for superblock in 0..xt.blocks() / Q {
+        for (r, row_ws) in ws.iter_mut().enumerate().take(rows) {
+            let (row_packed, row_scales) =
+                (&packed[r * row_bytes..(r + 1) * row_bytes], &scales[r * groups..(r + 1) * groups]);
+            for (q, block_ws) in row_ws.iter_mut().enumerate() {
+                let (bytes, codes) = block_bytes::<W>(row_packed, row_scales, Q * superblock + q, &mut tail);
+                // SAFETY: `bytes` has 64 bytes and `codes` 8 (a block of 8 groups); unaligned.
+                let (codes, low, high) = unsafe {
+                    (
+                        _mm256_cvtepu8_epi32(_mm_loadl_epi64(codes.as_ptr().cast())),
+                        _mm256_castsi256_ps(_mm256_loadu_si256(bytes.as_ptr().cast())),
+                        _mm256_castsi256_ps(_mm256_loadu_si256(bytes.as_ptr().add(32).cast())),
+                    )
+                };
+                let scale = decode_scales(codes);
+                // Per 128-bit lane: [low0, low2, high0, high2], i.e. groups 0, 1, 4, 5 | 2, 3, 6, 7.
+                let even = in_group_order(_mm256_shuffle_ps::<0x88>(low, high));
+                let odd = in_group_order(_mm256_shuffle_ps::<0xDD>(low, high));
+                let (first, second) = block_ws.split_at_mut(GROUP_SIZE / 2);
+                decode_half(even, magnitudes, sign, scale, first);
+                decode_half(odd, magnitudes, sign, scale, second);
+            }
+        }
+        let mut t0 = 0;
+        while t0 < m {
+            match m - t0 {
+                1 => accumulate::<1>(&ws, xt, superblock, t0, partials),
+                2 => accumulate::<2>(&ws, xt, superblock, t0, partials),
+                3 => accumulate::<3>(&ws, xt, superblock, t0, partials),
+                _ => accumulate::<TOKENS>(&ws, xt, superblock, t0, partials),
+            }
+            t0 += TOKENS;
+        }
+    }
+}

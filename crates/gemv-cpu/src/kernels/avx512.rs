@@ -1,0 +1,300 @@
+//! The AVX-512F row kernel: 16 groups per vector, 4 vectors per 64-group superblock.
+//!
+//! A block's 128 packed bytes load as two vectors of 32-bit words; one two-source permute
+//! gathers the even words (nibbles 0..7 of each group) and one the odd words (8..15), group g in
+//! lane g. For element j: shift right by 4j and look the signed E2M1 value up in a 16-entry table
+//! (the permute reads the low 4 bits, sign included), multiply by the group's scale (exact). For
+//! each superblock, each row of the tile has its 4 x 16 weight vectors decoded once; then every
+//! token, two at a time, runs its 64 partials (4 vectors: 8 independent chains for a pair)
+//! through them, against a slice of X that stays in L1 across the tile.
+
+// Lane, row, token and element indices address several arrays at once in these loops.
+#![allow(clippy::needless_range_loop)]
+
+use super::{TILE_ROWS, block_bytes};
+use crate::activations::TransposedX;
+use gemv_core::{GROUP_SIZE, PARTIALS};
+use std::arch::x86_64::*;
+
+const W: usize = 16;
+/// Blocks per 64-group superblock.
+const Q: usize = PARTIALS / W;
+
+/// 16 E4M3 codes (one per lane) as f32, exactly, without gathers or subnormal arithmetic: normal
+/// codes by moving the bits into place, subnormal ones (`m * 2^-9`) by an integer conversion,
+/// 0x7F and 0xFF as NaN.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn decode_scales(codes: __m512i) -> __m512 {
+    let magnitude = _mm512_and_si512(codes, _mm512_set1_epi32(0x7F));
+    let normal =
+        _mm512_castsi512_ps(_mm512_add_epi32(_mm512_slli_epi32::<20>(magnitude), _mm512_set1_epi32(120 << 23)));
+    let mantissa = _mm512_and_si512(codes, _mm512_set1_epi32(7));
+    let subnormal = _mm512_mul_ps(_mm512_cvtepi32_ps(mantissa), _mm512_set1_ps(1.0 / 512.0));
+    let is_subnormal = _mm512_cmplt_epi32_mask(magnitude, _mm512_set1_epi32(8));
+    let value = _mm512_mask_blend_ps(is_subnormal, normal, subnormal);
+    let is_nan = _mm512_cmpeq_epi32_mask(magnitude, _mm512_set1_epi32(0x7F));
+    let value = _mm512_mask_blend_ps(is_nan, value, _mm512_set1_ps(f32::NAN));
+    let sign = _mm512_slli_epi32::<24>(_mm512_and_si512(codes, _mm512_set1_epi32(0x80)));
+    _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(value), sign))
+}
+
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn weights<const SHR: u32>(words: __m512i, table: __m512, scale: __m512) -> __m512 {
+    _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32::<SHR>(words), table), scale)
+}
+
+/// Elements 0..7 (from the even words) or 8..15 (odd words) of 16 groups.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn decode_half(words: __m512i, table: __m512, scale: __m512, out: &mut [__m512]) {
+    out[0] = weights::<0>(words, table, scale);
+    out[1] = weights::<4>(words, table, scale);
+    out[2] = weights::<8>(words, table, scale);
+    out[3] = weights::<12>(words, table, scale);
+    out[4] = weights::<16>(words, table, scale);
+    out[5] = weights::<20>(words, table, scale);
+    out[6] = weights::<24>(words, table, scale);
+    out[7] = weights::<28>(words, table, scale);
+}
+
+/// Rows decoded together (a tile).
+pub(crate) const ROWS: usize = 4;
+/// Tokens whose accumulators are held at once: ROWS x TOKENS = 16 vectors, plus the tokens'
+/// activations and one weight vector, within the 32 registers.
+const TOKENS: usize = 4;
+
+/// Accumulates tokens `t0 .. t0 + T` of every row of the tile over one superblock. For each of
+/// the superblock's 4 partial vectors, the ROWS x T accumulators stay in registers while the 16
+/// elements run: per element, T activation loads and ROWS weight loads feed ROWS x T independent
+/// fused multiply-adds.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn accumulate<const T: usize>(
+    ws: &[[[__m512; GROUP_SIZE]; Q]; ROWS],
+    xt: &TransposedX,
+    superblock: usize,
+    t0: usize,
+    partials: &mut [f32],
+) {
+    let m = xt.m();
+    let x: [&[f32]; T] = std::array::from_fn(|t| xt.blocks_from(t0 + t, Q * superblock, Q));
+    for q in 0..Q {
+        let mut acc = [[_mm512_setzero_ps(); T]; ROWS];
+        // SAFETY: partial vector q of row r, token t0 + t lies inside `partials` (ROWS * m * 64
+        // values); unaligned loads.
+        unsafe {
+            for (r, row_acc) in acc.iter_mut().enumerate() {
+                for (t, sum) in row_acc.iter_mut().enumerate() {
+                    *sum = _mm512_loadu_ps(partials.as_ptr().add((r * m + t0 + t) * PARTIALS + q * W));
+                }
+            }
+        }
+        for j in 0..GROUP_SIZE {
+            let offset = (q * GROUP_SIZE + j) * W;
+            // SAFETY: each token's slice holds Q blocks of 16 vectors of 16 f32.
+            let xs: [__m512; T] = std::array::from_fn(|t| unsafe { _mm512_loadu_ps(x[t].as_ptr().add(offset)) });
+            for r in 0..ROWS {
+                let w = ws[r][q][j];
+                for t in 0..T {
+                    acc[r][t] = _mm512_fmadd_ps(w, xs[t], acc[r][t]);
+                }
+            }
+        }
+        // SAFETY: as for the loads above; unaligned stores.
+        unsafe {
+            for (r, row_acc) in acc.iter().enumerate() {
+                for (t, &sum) in row_acc.iter().enumerate() {
+                    _mm512_storeu_ps(partials.as_mut_ptr().add((r * m + t0 + t) * PARTIALS + q * W), sum);
+                }
+            }
+        }
+    }
+}
+
+/// One block of every row of the tile, decoded in registers, for one or two tokens: per element
+/// j, each row's weight vector is decoded and immediately fused into that row's accumulator(s),
+/// so weights never go through memory (at M <= 2 there are too few tokens to amortise a store
+/// and a reload per weight vector). ROWS x T independent chains hide the FMA latency.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn stream_block<const T: usize>(
+    words: &[[__m512i; 2]; ROWS],
+    scale: &[__m512; ROWS],
+    table: __m512,
+    x: [&[f32]; T],
+    acc: &mut [[__m512; T]; ROWS],
+) {
+    macro_rules! element {
+        ($half:expr, $shift:expr, $j:expr) => {{
+            // SAFETY: each token's block holds 16 vectors of 16 f32.
+            let xs: [__m512; T] = std::array::from_fn(|t| unsafe { _mm512_loadu_ps(x[t].as_ptr().add($j * W)) });
+            for r in 0..ROWS {
+                let w =
+                    _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32::<$shift>(words[r][$half]), table), scale[r]);
+                for t in 0..T {
+                    acc[r][t] = _mm512_fmadd_ps(w, xs[t], acc[r][t]);
+                }
+            }
+        }};
+    }
+    element!(0, 0, 0);
+    element!(0, 4, 1);
+    element!(0, 8, 2);
+    element!(0, 12, 3);
+    element!(0, 16, 4);
+    element!(0, 20, 5);
+    element!(0, 24, 6);
+    element!(0, 28, 7);
+    element!(1, 0, 8);
+    element!(1, 4, 9);
+    element!(1, 8, 10);
+    element!(1, 12, 11);
+    element!(1, 16, 12);
+    element!(1, 20, 13);
+    element!(1, 24, 14);
+    element!(1, 28, 15);
+}
+
+/// Loads the accumulators of partial vector `q` for tokens 0..T of every row, streams block `b`
+/// through them, and stores them back.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn stream_tokens<const T: usize>(
+    words: &[[__m512i; 2]; ROWS],
+    scale: &[__m512; ROWS],
+    table: __m512,
+    xt: &TransposedX,
+    b: usize,
+    q: usize,
+    partials: &mut [f32],
+) {
+    let m = xt.m();
+    let x: [&[f32]; T] = std::array::from_fn(|t| xt.block(t, b));
+    let mut acc = [[_mm512_setzero_ps(); T]; ROWS];
+    // SAFETY: partial vector q of row r, token t lies inside `partials` (ROWS * m * 64 values);
+    // unaligned loads and stores.
+    unsafe {
+        for (r, row_acc) in acc.iter_mut().enumerate() {
+            for (t, sum) in row_acc.iter_mut().enumerate() {
+                *sum = _mm512_loadu_ps(partials.as_ptr().add((r * m + t) * PARTIALS + q * W));
+            }
+        }
+    }
+    stream_block::<T>(words, scale, table, x, &mut acc);
+    // SAFETY: as above.
+    unsafe {
+        for (r, row_acc) in acc.iter().enumerate() {
+            for (t, &sum) in row_acc.iter().enumerate() {
+                _mm512_storeu_ps(partials.as_mut_ptr().add((r * m + t) * PARTIALS + q * W), sum);
+            }
+        }
+    }
+}
+
+/// Superblocks ahead of the one being decoded whose weights are prefetched: the hardware
+/// prefetcher alone leaves the weight stream short of the memory's bandwidth.
+const PREFETCH_SUPERBLOCKS: usize = 4;
+
+/// Prefetches the packed bytes (512 per superblock) and scales (64) of superblock
+/// `superblock + PREFETCH_SUPERBLOCKS` of one row, where it exists.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn prefetch_ahead(packed: &[u8], scales: &[u8], superblock: usize) {
+    let ahead = superblock + PREFETCH_SUPERBLOCKS;
+    if let Some(bytes) = packed.get(ahead * 512..) {
+        for line in bytes.chunks(64).take(8) {
+            _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast());
+        }
+    }
+    if let Some(codes) = scales.get(ahead * 64..) {
+        _mm_prefetch::<_MM_HINT_T0>(codes.as_ptr().cast());
+    }
+}
+
+/// # Safety
+/// The CPU must support AVX-512F. `packed` and `scales` hold `rows <= ROWS` whole rows;
+/// `partials` holds `ROWS * 64 * xt.m()` values (rows past `rows` are scratch); `xt` was built
+/// for width 16.
+#[target_feature(enable = "avx512f")]
+pub(crate) unsafe fn row_tile(packed: &[u8], scales: &[u8], rows: usize, xt: &TransposedX, partials: &mut [f32]) {
+    debug_assert!(rows <= ROWS && ROWS <= TILE_ROWS);
+    let e2m1 = _mm512_setr_ps(0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0);
+    let even_words = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    let odd_words = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    let (row_bytes, groups, m) = (packed.len() / rows, scales.len() / rows, xt.m());
+    // Rows of the tile past `rows` keep zero weights: their partials are scratch.
+    let mut ws = [[[_mm512_setzero_ps(); GROUP_SIZE]; Q]; ROWS];
+    let mut tail = ([0u8; 128], [0u8; 16]);
+    for superblock in 0..xt.blocks() / Q {
+        if m <= 2 {
+            for r in 0..rows {
+                prefetch_ahead(
+                    &packed[r * row_bytes..(r + 1) * row_bytes],
+                    &scales[r * groups..(r + 1) * groups],
+                    superblock,
+                );
+            }
+            let mut words = [[_mm512_setzero_si512(); 2]; ROWS];
+            let mut scale = [_mm512_setzero_ps(); ROWS];
+            for q in 0..Q {
+                for r in 0..rows {
+                    let (row_packed, row_scales) =
+                        (&packed[r * row_bytes..(r + 1) * row_bytes], &scales[r * groups..(r + 1) * groups]);
+                    let (bytes, codes) = block_bytes::<W>(row_packed, row_scales, Q * superblock + q, &mut tail);
+                    // SAFETY: `bytes` has 128 bytes and `codes` 16 (a block of 16 groups); unaligned.
+                    let (codes, low, high) = unsafe {
+                        (
+                            _mm512_cvtepu8_epi32(_mm_loadu_si128(codes.as_ptr().cast())),
+                            _mm512_loadu_si512(bytes.as_ptr().cast()),
+                            _mm512_loadu_si512(bytes.as_ptr().add(64).cast()),
+                        )
+                    };
+                    scale[r] = decode_scales(codes);
+                    words[r] = [
+                        _mm512_permutex2var_epi32(low, even_words, high),
+                        _mm512_permutex2var_epi32(low, odd_words, high),
+                    ];
+                }
+                let b = Q * superblock + q;
+                if m == 1 {
+                    stream_tokens::<1>(&words, &scale, e2m1, xt, b, q, partials);
+                } else {
+                    stream_tokens::<2>(&words, &scale, e2m1, xt, b, q, partials);
+                }
+            }
+            continue;
+        }
+        for (r, row_ws) in ws.iter_mut().enumerate().take(rows) {
+            let (row_packed, row_scales) =
+                (&packed[r * row_bytes..(r + 1) * row_bytes], &scales[r * groups..(r + 1) * groups]);
+            prefetch_ahead(row_packed, row_scales, superblock);
+            for (q, block_ws) in row_ws.iter_mut().enumerate() {
+                let (bytes, codes) = block_bytes::<W>(row_packed, row_scales, Q * superblock + q, &mut tail);
+                // SAFETY: `bytes` has 128 bytes and `codes` 16 (a block of 16 groups); unaligned.
+                let (codes, low, high) = unsafe {
+                    (
+                        _mm512_cvtepu8_epi32(_mm_loadu_si128(codes.as_ptr().cast())),
+                        _mm512_loadu_si512(bytes.as_ptr().cast()),
+                        _mm512_loadu_si512(bytes.as_ptr().add(64).cast()),
+                    )
+                };
+                let scale = decode_scales(codes);
+                let (first, second) = block_ws.split_at_mut(GROUP_SIZE / 2);
+                decode_half(_mm512_permutex2var_epi32(low, even_words, high), e2m1, scale, first);
+                decode_half(_mm512_permutex2var_epi32(low, odd_words, high), e2m1, scale, second);
+            }
+        }
+        let mut t0 = 0;
+        while t0 < m {
+            match m - t0 {
+                1 => accumulate::<1>(&ws, xt, superblock, t0, partials),
+                2 => accumulate::<2>(&ws, xt, superblock, t0, partials),
+                3 => accumulate::<3>(&ws, xt, superblock, t0, partials),
+                _ => accumulate::<TOKENS>(&ws, xt, superblock, t0, partials),
+            }
+            t0 += TOKENS;
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! Row kernels: the 64 partial sums of every token for one weight row, on one instruction set.
+//!
+//! Partial l visits groups l, l + 64, ... in order; a kernel of width W handles groups
+//! `b * W .. (b + 1) * W` as one vector whose lanes are the partials `(b * W) % 64 ..`, and
+//! processes blocks in increasing order, element j = 0..15 of each group at a time, with fused
+//! multiply-adds: exactly the contract's chains. The SIMD kernels decode a whole superblock of
+//! 64 groups (all 64 partials, 64 / W vectors) before the tokens run over it, so each token has
+//! 64 / W independent chains in flight instead of one (a chain of dependent FMAs would otherwise
+//! wait on their latency). The tree and the final rounding are shared scalar code ([`finish`]).
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+mod portable;
+
+use crate::activations::TransposedX;
+use crate::simd::SimdPath;
+use gemv_core::codec::{decode_e4m3, f32_to_bf16};
+use gemv_core::{GROUP_SIZE, PARTIALS};
+use std::sync::OnceLock;
+
+/// The 256 E4M3 codes as f32 (0x7F and 0xFF are NaN).
+pub(crate) fn e4m3_table() -> &'static [f32; 256] {
+    static TABLE: OnceLock<[f32; 256]> = OnceLock::new();
+    TABLE.get_or_init(|| std::array::from_fn(|code| decode_e4m3(code as u8)))
+}
+
+/// The most rows a kernel decodes together (a tile): per superblock, the tile's weight vectors
+/// and a few tokens' accumulators are held at once, so each activation load feeds every row of
+/// the tile and each weight load every token of a chunk.
+pub(crate) const TILE_ROWS: usize = 4;
+
+/// The rows of a tile on `path` (at most [`TILE_ROWS`]).
+pub(crate) fn tile_rows(path: SimdPath) -> usize {
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        SimdPath::Avx512 => avx512::ROWS,
+        #[cfg(target_arch = "x86_64")]
+        SimdPath::Avx2 => avx2::ROWS,
+        _ => portable::ROWS,
+    }
+}
+
+/// Block `b` of one row (`W` groups from group `b * W`): its `8 * W` packed bytes and `W` scale
+/// codes. Whole blocks are borrowed in place; a block reaching past the row's last group is
+/// copied into `tail`, zero-padded (a zero scale code makes the padding's weights zero, never
+/// NaN).
+pub(crate) fn block_bytes<'a, const W: usize>(
+    packed: &'a [u8],
+    scales: &'a [u8],
+    b: usize,
+    tail: &'a mut ([u8; 128], [u8; 16]),
+) -> (&'a [u8], &'a [u8]) {
+    let first = b * W;
+    let groups = scales.len();
+    if first + W <= groups {
+        return (&packed[8 * first..8 * (first + W)], &scales[first..first + W]);
+    }
+    tail.0.fill(0);
+    tail.1.fill(0);
+    let valid = groups.saturating_sub(first);
+    if valid > 0 {
+        tail.0[..8 * valid].copy_from_slice(&packed[8 * first..]);
+        tail.1[..valid].copy_from_slice(&scales[first..]);
+    }
+    (&tail.0[..8 * W], &tail.1[..W])
+}
+
+/// Accumulates `rows <= tile_rows(path)` consecutive rows (their bytes contiguous in `packed`
+/// and `scales`) into `partials` (`tile_rows(path) * m * 64`, by row then token, zeroed by the
+/// caller; rows past `rows` are scratch) on `path`.
+pub(crate) fn row_tile(
+    path: SimdPath,
+    packed: &[u8],
+    scales: &[u8],
+    rows: usize,
+    xt: &TransposedX,
+    partials: &mut [f32],
+) {
+    debug_assert_eq!(packed.len(), scales.len() * GROUP_SIZE / 2);
+    debug_assert_eq!(partials.len(), tile_rows(path) * xt.m() * PARTIALS);
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a backend only holds an x86 path after `SimdPath::is_supported` confirmed the
+        // CPU has its features (AVX-512F; AVX2 and FMA).
+        SimdPath::Avx512 => unsafe { avx512::row_tile(packed, scales, rows, xt, partials) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        SimdPath::Avx2 => unsafe { avx2::row_tile(packed, scales, rows, xt, partials) },
+        _ => portable::row_tile(packed, scales, rows, xt, partials),
+    }
+}
+
+/// The contract's tree over one token's 64 partials, then `bf16(total * global_scale)`.
+pub(crate) fn finish(partials: &mut [f32], global_scale: f32) -> u16 {
+    let mut d = PARTIALS / 2;
+    while d >= 1 {
+        for l in 0..d {
+            partials[l] += partials[l + d];
+        }
+        d /= 2;
+    }
+    f32_to_bf16(partials[0] * global_scale)
+}

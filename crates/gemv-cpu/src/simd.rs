@@ -1,0 +1,82 @@
+//! The instruction sets the row kernels are written for, detected at run time.
+
+/// Forces a path for the whole process (`portable`, `avx2`, `avx512`); read when a backend is
+/// created without an explicit path. The CI runs the conformance suite with `portable` too.
+pub const SIMD_VARIABLE: &str = "GEMV_CPU_SIMD";
+
+/// A row kernel's instruction set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SimdPath {
+    /// AVX-512F: 16 groups per vector, a 16-entry signed E2M1 table in one permute.
+    Avx512,
+    /// AVX2 with FMA: 8 groups per vector.
+    Avx2,
+    /// Plain Rust over 8-lane arrays with exact fused multiply-adds: any CPU (LLVM vectorises
+    /// it where it can, e.g. NEON on aarch64, which has FMA).
+    Portable,
+}
+
+impl SimdPath {
+    /// Every path, fastest first.
+    pub const ALL: [SimdPath; 3] = [SimdPath::Avx512, SimdPath::Avx2, SimdPath::Portable];
+
+    /// The name used by [`SIMD_VARIABLE`] and in device names.
+    pub fn name(self) -> &'static str {
+        match self {
+            SimdPath::Avx512 => "avx512",
+            SimdPath::Avx2 => "avx2",
+            SimdPath::Portable => "portable",
+        }
+    }
+
+    /// From [`name`](Self::name).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|path| path.name() == name)
+    }
+
+    /// Groups that advance together in one vector.
+    pub fn width(self) -> usize {
+        match self {
+            SimdPath::Avx512 => 16,
+            SimdPath::Avx2 | SimdPath::Portable => 8,
+        }
+    }
+
+    /// Whether this CPU can run the path.
+    pub fn is_supported(self) -> bool {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            SimdPath::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
+            #[cfg(target_arch = "x86_64")]
+            SimdPath::Avx2 => std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma"),
+            #[cfg(not(target_arch = "x86_64"))]
+            SimdPath::Avx512 | SimdPath::Avx2 => false,
+            SimdPath::Portable => true,
+        }
+    }
+
+    /// The fastest path this CPU supports.
+    pub fn best() -> Self {
+        Self::ALL.into_iter().find(|path| path.is_supported()).unwrap_or(SimdPath::Portable)
+    }
+}
+
+/// Clears the flush-to-zero and denormals-are-zero bits of this thread's SSE control register:
+/// the contract keeps subnormal products and sums, and a host application may have set them (a
+/// new thread inherits its creator's setting). The CPU backend's worker threads call it first.
+pub(crate) fn exact_float_mode() {
+    #[cfg(target_arch = "x86_64")]
+    {
+        const FLUSH_TO_ZERO: u32 = 1 << 15;
+        const DENORMALS_ARE_ZERO: u32 = 1 << 6;
+        let mut control: u32 = 0;
+        // SAFETY: `stmxcsr` stores the 32-bit control register to the address given, a valid,
+        // writable local; `ldmxcsr` loads it back with two mode bits cleared, which only changes
+        // how this thread rounds subnormals (no exception is unmasked).
+        unsafe {
+            std::arch::asm!("stmxcsr [{}]", in(reg) &mut control, options(nostack, preserves_flags));
+            control &= !(FLUSH_TO_ZERO | DENORMALS_ARE_ZERO);
+            std::arch::asm!("ldmxcsr [{}]", in(reg) &control, options(nostack, preserves_flags, readonly));
+        }
+    }
+}
