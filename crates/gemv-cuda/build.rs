@@ -37,6 +37,14 @@ mod emulator {
             .flag_if_supported("-Wno-unused-parameter")
             .file(kernels.join("emu/kernels.cpp"))
             .file(kernels.join("emu/runtime.cpp"));
+        // Only explicit fused multiply-adds (`__fmaf_rn`) may fuse, as on the GPU where the PTX is
+        // built with -fmad=false; with the host's FMA instruction they compile inline instead of
+        // calling libm's fmaf (the emulator runs on the machine that builds it).
+        build.flag("-ffp-contract=off");
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("fma") {
+            build.flag("-mfma");
+        }
         if let Some(sanitizers) = std::env::var("GEMV_EMU_SANITIZE").ok().filter(|s| !s.is_empty()) {
             let flag = format!("-fsanitize={sanitizers}");
             build.flag(&flag).flag("-fno-omit-frame-pointer").flag("-fno-sanitize-recover=all").flag("-g");

@@ -1,8 +1,9 @@
 // W4A16 batched GEMV: Y[t][n] = bf16(global_scale * sum_k dequant(W)[n][k] * X[t][k]).
 //
 // The exact numeric contract (docs/numerics.md): 64 partial sums per output; partial l visits
-// groups l, l+64, ... in order, adding (e2m1 * e4m3) * x term by term; a fixed tree
-// (d = 32, 16, ..., 1) adds them; one multiply by the global scale, one bf16 rounding.
+// groups l, l+64, ... in order, doing a = fma(e2m1 * e4m3, x, a) term by term (explicitly fused,
+// __fmaf_rn, so the emulator computes what the GPU computes); a fixed tree (d = 32, 16, ..., 1)
+// adds them; one multiply by the global scale, one bf16 rounding.
 //
 // Mapping: one warp per weight row (two for the register-tiled rt2 variant). Lane i owns partials
 // i and i + 32, so the tree's d = 32 step is an in-lane add and d = 16..1 are warp shuffles (a
@@ -137,7 +138,7 @@ __device__ __forceinline__ void gemv_rows(const gemv_u16* x, const gemv_u8* pack
                 for (int r = 0; r < ROWS; ++r) {
                     float a = acc[r][h][t];
 #pragma unroll
-                    for (int j = 0; j < kGroup; ++j) a = a + ws[r][j] * xs[j];  // product exact: FMA or not, same bits
+                    for (int j = 0; j < kGroup; ++j) a = __fmaf_rn(ws[r][j], xs[j], a);  // the contract: fused
                     acc[r][h][t] = a;
                 }
             }

@@ -27,9 +27,20 @@ pub fn sources() -> Result<Vec<PathBuf>, String> {
 pub fn compile(toolchain: &Toolchain, source: &std::path::Path, out: &std::path::Path) -> Result<(), String> {
     let arch = format!("-arch={PTX_ARCH}");
     let include = format!("-I{}", root().join("kernels/cuda").display());
+    // -fmad=false: only the kernels' explicit __fmaf_rn fuse, exactly what the emulator computes.
     toolchain.output(
         "nvcc",
-        &["-ptx", &arch, "-O3", "-std=c++17", &include, "-o", &out.to_string_lossy(), &source.to_string_lossy()],
+        &[
+            "-ptx",
+            &arch,
+            "-O3",
+            "-std=c++17",
+            "-fmad=false",
+            &include,
+            "-o",
+            &out.to_string_lossy(),
+            &source.to_string_lossy(),
+        ],
     )?;
     Ok(())
 }

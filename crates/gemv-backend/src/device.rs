@@ -25,6 +25,16 @@ pub enum TimerKind {
     HostClock,
 }
 
+/// Whether a backend's multiply-adds round once, as the contract's `fma` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MultiplyAdd {
+    /// Always fused: bit-exact with the contract everywhere.
+    Fused,
+    /// Fused or not as the driver decides (WGSL's `fma`): bit-exact except where a product
+    /// overflows f32, where an unfused device gives infinity.
+    DriverChoice,
+}
+
 /// The device behind a backend.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeviceInfo {
@@ -40,4 +50,6 @@ pub struct DeviceInfo {
     pub peak_bandwidth_gbps: Option<f64>,
     /// How timing is measured.
     pub timer: TimerKind,
+    /// Whether its multiply-adds are fused.
+    pub multiply_add: MultiplyAdd,
 }

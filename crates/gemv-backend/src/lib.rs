@@ -26,7 +26,7 @@ pub use args::GemvArgs;
 pub use backend::{GpuBackend, resolved_spec, time_with_host_clock};
 pub use buffer::{BufferRange, DeviceBuffer};
 pub use buffer_table::{BufferGuard, BufferTable};
-pub use device::{DeviceInfo, DeviceKind, TimerKind};
+pub use device::{DeviceInfo, DeviceKind, MultiplyAdd, TimerKind};
 pub use device_matrix::DeviceMatrix;
 pub use error::{Error, Result};
 pub use handle::KernelHandle;

@@ -72,6 +72,7 @@ impl GpuBackend for CpuBackend {
             kind: DeviceKind::Cpu,
             peak_bandwidth_gbps: None,
             timer: TimerKind::HostClock,
+            multiply_add: gemv_backend::MultiplyAdd::Fused,
         }
     }
 

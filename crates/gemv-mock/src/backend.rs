@@ -116,6 +116,7 @@ impl GpuBackend for MockBackend {
             kind: if self.hook.is_some() { DeviceKind::Cpu } else { DeviceKind::Reference },
             peak_bandwidth_gbps: None,
             timer: TimerKind::HostClock,
+            multiply_add: gemv_backend::MultiplyAdd::Fused,
         }
     }
 

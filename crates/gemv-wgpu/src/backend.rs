@@ -397,6 +397,7 @@ impl GpuBackend for WgpuBackend {
             },
             peak_bandwidth_gbps: None,
             timer: if self.timestamps { TimerKind::DeviceEvents } else { TimerKind::HostClock },
+            multiply_add: gemv_backend::MultiplyAdd::DriverChoice,
         }
     }
 

@@ -7,6 +7,7 @@
 // shared access through GemvShared, and each is checked (docs/emulator.md lists the checks).
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -86,6 +87,11 @@ inline unsigned __float_as_uint(float f) {
     unsigned u;
     std::memcpy(&u, &f, sizeof u);
     return u;
+}
+
+// Fused multiply-add with one rounding, as on the GPU (g++ does not contract a + b * c).
+inline float __fmaf_rn(float a, float b, float c) {
+    return std::fma(a, b, c);
 }
 
 template <class T>

@@ -150,6 +150,7 @@ fn device_info(context: &Arc<CudaContext>) -> Result<DeviceInfo> {
         kind: DeviceKind::Gpu,
         peak_bandwidth_gbps: peak,
         timer: TimerKind::DeviceEvents,
+        multiply_add: gemv_backend::MultiplyAdd::Fused,
     })
 }
 

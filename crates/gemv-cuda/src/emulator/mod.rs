@@ -216,6 +216,7 @@ impl GpuBackend for CudaEmulator {
             kind: DeviceKind::Emulator,
             peak_bandwidth_gbps: None,
             timer: TimerKind::HostClock,
+            multiply_add: gemv_backend::MultiplyAdd::Fused,
         }
     }
 

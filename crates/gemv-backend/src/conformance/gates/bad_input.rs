@@ -2,9 +2,9 @@
 //! the contract's documented results, never a panic or an out-of-bounds access.
 
 use super::{CAP, Cases, diff, host, lookup, resolve};
-use crate::conformance::data::{activations, matrix};
-use crate::{DeviceMatrix, Error, GemvArgs, GpuBackend, KernelHandle};
-use gemv_core::codec::{BF16_NAN, f32_to_bf16};
+use crate::conformance::data::{activations, matrix, overflowing_product};
+use crate::{DeviceMatrix, Error, GemvArgs, GpuBackend, KernelHandle, MultiplyAdd};
+use gemv_core::codec::{BF16_NAN, bf16_to_f32, f32_to_bf16};
 use gemv_core::{CoreError, Nvfp4Matrix};
 
 pub(super) fn bad_input(backend: &dyn GpuBackend, cases: &mut Cases) {
@@ -98,6 +98,28 @@ pub(super) fn bad_input(backend: &dyn GpuBackend, cases: &mut Cases) {
         let _ = backend.free(buffer);
     }
     nan_and_inf(backend, cases, &w);
+    overflowing_products(backend, cases);
+}
+
+/// A product that overflows f32 inside a chain whose fused result is finite: a backend that
+/// fuses, as the contract does, matches it bit for bit; one whose driver may not fuse (WGSL) may
+/// write +Inf for that one output instead, and nothing else may differ.
+fn overflowing_products(backend: &dyn GpuBackend, cases: &mut Cases) {
+    let tiers = resolve(backend);
+    let (n, k) = (9, 48);
+    let (w, x) = overflowing_product(n, k);
+    let expected = host(&w, &x, 1);
+    let multiply_add = backend.device_info().multiply_add;
+    let outcome = DeviceMatrix::upload(backend, &w.view()).and_then(|matrix| {
+        let found = matrix.gemv(&tiers, &x, 1, CAP)?;
+        if !bf16_to_f32(expected[0]).is_finite() {
+            return Ok(Some(format!("the host contract must keep the fused chain finite: {:#06x}", expected[0])));
+        }
+        let unfused_allowed = multiply_add == MultiplyAdd::DriverChoice && found[0] == f32_to_bf16(f32::INFINITY);
+        let compared = if unfused_allowed { 1 } else { 0 };
+        Ok(diff(&expected[compared..], &found[compared..], n))
+    });
+    cases.record(format!("an overflowing product in a finite fused chain ({multiply_add:?} multiply-add)"), outcome);
 }
 
 fn nan_and_inf(backend: &dyn GpuBackend, cases: &mut Cases, w: &Nvfp4Matrix) {
