@@ -47,7 +47,15 @@ mod emulator {
         }
         if let Some(sanitizers) = std::env::var("GEMV_EMU_SANITIZE").ok().filter(|s| !s.is_empty()) {
             let flag = format!("-fsanitize={sanitizers}");
-            build.flag(&flag).flag("-fno-omit-frame-pointer").flag("-fno-sanitize-recover=all").flag("-g");
+            // -fno-aggressive-loop-optimizations: a loop that runs one element past a local array is
+            // undefined behaviour, which g++ would otherwise "optimise" into the in-bounds loop the
+            // sanitizer then never sees.
+            build
+                .flag(&flag)
+                .flag("-fno-omit-frame-pointer")
+                .flag("-fno-sanitize-recover=all")
+                .flag("-fno-aggressive-loop-optimizations")
+                .flag("-g");
             // Their runtimes, for every binary linking this library (only this package's tests
             // are built this way).
             for (sanitizer, runtime) in [("address", "asan"), ("undefined", "ubsan")] {

@@ -1,7 +1,8 @@
 // What the kernels need from the platform, for nvcc and for the host emulator (g++).
 //
-// - GEMV_KERNEL(name, max_threads): declares an `extern "C"` entry point with its launch bound
-//   (nvcc: __launch_bounds__; the emulator records the bound and refuses a launch over it).
+// - GEMV_KERNEL(name, max_threads, min_blocks): declares an `extern "C"` entry point with its
+//   launch bounds (nvcc: __launch_bounds__, which also caps registers so that min_blocks blocks
+//   fit an SM; the emulator records max_threads and refuses a launch over it).
 // - Global memory: loads through __ldg (read-only data: never memory the launch writes), stores
 //   through store_global. On the GPU they are plain accesses; under the emulator they are
 //   bounds-, alignment- and permission-checked against the launch's buffers.
@@ -10,6 +11,11 @@
 //   vector. The emulator bounds-checks every access, poisons the array at every block start,
 //   refuses reads of elements not yet written in the block, and reports two threads touching
 //   the same byte (at least one writing) with no __syncthreads between them.
+// - Bit and half-precision primitives, with the PTX semantics the emulator reproduces exactly:
+//   gemv_prmt (prmt.b32, selector nibbles 0..7 only), gemv_hmul2 (mul.rn.f16x2: IEEE binary16,
+//   round to nearest even, subnormals kept, NaN results canonical), gemv_half_lo/hi (cvt.f32.f16,
+//   exact), gemv_prefetch_l2 (prefetch.global.L2; the emulator checks the address like a read),
+//   and __syncthreads_or.
 #pragma once
 
 typedef unsigned char gemv_u8;
@@ -27,7 +33,8 @@ struct gemv_identity {
 #ifdef GEMV_EMULATOR
 #include "emu/cuda_emu.h"
 #else
-#define GEMV_KERNEL(name, max_threads) extern "C" __global__ void __launch_bounds__(max_threads) name
+#define GEMV_KERNEL(name, max_threads, min_blocks) \
+    extern "C" __global__ void __launch_bounds__(max_threads, min_blocks) name
 
 template <class T>
 __device__ __forceinline__ void store_global(T* p, typename gemv_identity<T>::type v) {
@@ -42,6 +49,37 @@ struct GemvShared {
 };
 
 #define GEMV_SHARED(T, name, count) __shared__ GemvShared<T, (count)> name
+
+// A hint to bring the cache line holding `p` into L2 (the memory it names must be a launch input).
+__device__ __forceinline__ void gemv_prefetch_l2(const void* p) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
+// Byte permute: result byte i = byte (selector >> 4i) & 7 of {a (bytes 0..3), b (bytes 4..7)}.
+__device__ __forceinline__ gemv_u32 gemv_prmt(gemv_u32 a, gemv_u32 b, gemv_u32 selector) {
+    gemv_u32 d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(selector));
+    return d;
+}
+
+// Two binary16 products, each rounded to nearest even (subnormals kept).
+__device__ __forceinline__ gemv_u32 gemv_hmul2(gemv_u32 a, gemv_u32 b) {
+    gemv_u32 d;
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+
+// The low / high binary16 of a pair as f32 (exact).
+__device__ __forceinline__ float gemv_half_lo(gemv_u32 pair) {
+    float f;
+    asm("{ .reg .f16 lo, hi; mov.b32 {lo, hi}, %1; cvt.f32.f16 %0, lo; }" : "=f"(f) : "r"(pair));
+    return f;
+}
+__device__ __forceinline__ float gemv_half_hi(gemv_u32 pair) {
+    float f;
+    asm("{ .reg .f16 lo, hi; mov.b32 {lo, hi}, %1; cvt.f32.f16 %0, hi; }" : "=f"(f) : "r"(pair));
+    return f;
+}
 
 template <class V, class T, int N>
 __device__ __forceinline__ V shared_load(const GemvShared<T, N>& array, int index) {

@@ -5,18 +5,23 @@
 // __fmaf_rn, so the emulator computes what the GPU computes); a fixed tree (d = 32, 16, ..., 1)
 // adds them; one multiply by the global scale, one bf16 rounding.
 //
-// Mapping: one warp per weight row (two for the register-tiled rt2 variant). Lane i owns partials
-// i and i + 32, so the tree's d = 32 step is an in-lane add and d = 16..1 are warp shuffles (a
-// transposing tree, see gemv_rows): no shared memory, no block barrier. Each iteration a warp
-// streams 64 consecutive groups (512 contiguous packed bytes, 64 scale bytes) of its row:
-// coalesced weight streaming. The
-// activations for a group are loaded once per lane and reused for every row the warp computes.
+// Design (docs/kernels.md has the instruction budget this is built to):
+// - A pass covers 64 consecutive groups (1,024 k): group 2i and 2i+1 belong to lane i, so a lane
+//   owns partials 2i and 2i+1 and one 128-bit load brings both of its groups of a row. Each warp
+//   computes ROWS weight rows; a block of 8 warps shares one copy of X per pass.
+// - X is staged once per pass and block into shared memory as f32 times 2^7, in the order the
+//   decoded weight pairs need it, padded so that 128-bit shared loads are conflict-free.
+// - Weights are decoded 8 nibbles at a time into binary16 pairs whose value is e2m1 * 2^-14 (bit
+//   placement; code 1 is an f16 subnormal), multiplied (f16x2) by the group's scale times 2^7:
+//   the product e2m1 * e4m3 * 2^-7 has at most 6 significant bits and is exact in f16. Converted
+//   to f32 (exact) and fused with x * 2^7, it gives exactly fma(e2m1 * e4m3, x, a).
+// - Where some |x| >= 2^121 (x * 2^7 overflows), an output of the block turns infinite or NaN;
+//   a block with such an output runs again on a plain path (weights decoded to f32 one by one, X
+//   read unscaled): the same bits, slower, on inputs no model produces.
+// - The next pass's weights are loaded while the current one computes, with vector loads where
+//   the block's alignment allows (decided once); the last, partial pass loads what exists.
 //
 // Layout (ModelOpt NVFP4): packed[n][K/2], even k in the low nibble; scales[n][K/16] E4M3.
-// Alignment: a group's 8 packed bytes start at a multiple of 8 from the packed base, and a
-// group's 16 activations at a multiple of 32 bytes from the X base; vector loads are used only
-// when the base pointers are aligned (checked at run time), so K % 32 != 0 and arbitrary buffer
-// offsets are safe.
 #include "gemv_portable.cuh"
 
 namespace gemv {
@@ -25,26 +30,26 @@ constexpr int kWarp = 32;
 constexpr int kGroup = 16;
 constexpr int kPartials = 64;
 // Threads per block; every launcher uses this (crates/gemv-cuda/src/launch.rs).
-constexpr int kThreadsPerBlock = 128;
+constexpr int kThreadsPerBlock = 256;
+constexpr int kPassK = kPartials * kGroup;  // the k of one pass: one group per partial
+constexpr int kLaneK = 2 * kGroup;          // a lane's k in a pass
+constexpr int kLaneStride = kLaneK + 4;     // padded: lanes 36 floats apart hit distinct banks
+constexpr int kTokenStride = kWarp * kLaneStride;
+constexpr int kSlice = 4;  // tokens staged at once (18 KB of shared memory): bounds the registers a slice needs
+constexpr int kChunks = kPassK / 8;  // 8-k chunks of a pass
+constexpr float kXScale = 128.0f;             // 2^7
+constexpr gemv_u32 kHalfPairTwoTo7 = 0x58005800u;   // binary16 (2^7, 2^7)
+constexpr gemv_u32 kHalfPairTwoTo15 = 0x78007800u;  // binary16 (2^15, 2^15)
 
-// E2M1 nibble -> f32, exactly, branch-free. The magnitude bits e1 e0 m go to f32 bits 24..22:
-// that is the E2M1 value times 2^-126 (a normal number for e >= 1, the subnormal 2^-127 for code
-// 1), so one exact multiply by 2^126 finishes it; bit 3 becomes the sign. (Exact because nvcc
-// keeps subnormals unless --use_fast_math; the emulator's host does too.)
-__device__ __forceinline__ float decode_e2m1(gemv_u32 nibble) {
-    const gemv_u32 bits = ((nibble & 7u) << 22) | ((nibble & 8u) << 28);
-    return __uint_as_float(bits) * 0x1p126f;
-}
-
-// E4M3 "fn" -> f32, exactly, with the same trick: the 7 magnitude bits at f32 bits 26..20 are
-// the value times 2^-120 (subnormals m * 2^-9 land on f32 subnormals), times 2^120. 0x7F/0xFF
-// are NaN.
-__device__ __forceinline__ float decode_e4m3(gemv_u32 code) {
-    const gemv_u32 magnitude = code & 0x7Fu;
-    const gemv_u32 sign = (code & 0x80u) << 24;
-    const float value = __uint_as_float((magnitude << 20) | sign) * 0x1p120f;
-    return magnitude == 0x7Fu ? __uint_as_float(0x7FC00000u | sign) : value;
-}
+// `cargo xtask sass` compiles this file a second time with GEMV_SASS_COMMON_PATH to count the
+// instructions of the common path (16-byte aligned weights, whole passes, |x| < 2^121): the
+// conditions that pick the other paths become constants there, so the pass loop holds only what
+// that path executes. Shipped PTX never defines it.
+#ifdef GEMV_SASS_COMMON_PATH
+#define GEMV_ON_COMMON_PATH(condition, common) (common)
+#else
+#define GEMV_ON_COMMON_PATH(condition, common) (condition)
+#endif
 
 // f32 -> bf16 bits, round to nearest even; every NaN becomes 0x7FC0.
 __device__ __forceinline__ gemv_u16 f32_to_bf16(float value) {
@@ -53,55 +58,356 @@ __device__ __forceinline__ gemv_u16 f32_to_bf16(float value) {
     return (gemv_u16)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
 }
 
-__device__ __forceinline__ float bf16_to_f32(gemv_u32 bits) {
-    return __uint_as_float(bits << 16);
+// The 8 nibbles of a word (element i in bits 4i..4i+3) as binary16 pairs of value e2m1 * 2^-14:
+// p[0] = (n0, n4), p[1] = (n1, n5), p[2] = (n2, n6), p[3] = (n3, n7) (low half first). The high
+// byte of such a binary16 is [s 0 0 0 e1 e0 m 0] and its low byte zero.
+__device__ __forceinline__ void e2m1_pairs(gemv_u32 q, gemv_u32 (&p)[4]) {
+    const gemv_u32 odd = (q & 0x80808080u) | ((q >> 3) & 0x0E0E0E0Eu);          // n1, n3, n5, n7
+    const gemv_u32 even = ((q << 4) & 0x80808080u) | ((q << 1) & 0x0E0E0E0Eu);  // n0, n2, n4, n6
+    p[0] = gemv_prmt(even, 0u, 0x2404u);  // bytes 1 and 3 from even bytes 0 and 2, zeros elsewhere
+    p[1] = gemv_prmt(odd, 0u, 0x2404u);
+    p[2] = gemv_prmt(even, 0u, 0x3414u);
+    p[3] = gemv_prmt(odd, 0u, 0x3414u);
 }
 
-// The 8 packed bytes of group g of a row (16 nibbles), as two 32-bit words.
-template <bool ALIGNED>
-__device__ __forceinline__ void load_group_codes(const gemv_u8* row, int g, gemv_u32& lo, gemv_u32& hi) {
-    const gemv_u8* p = row + 8 * (gemv_u64)g;
-    if (ALIGNED) {
-        const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
-        lo = v.x;
-        hi = v.y;
-    } else {
-        lo = hi = 0u;
+// The lane's two E4M3 scale codes (c0 | c1 << 8) as binary16 pairs (s, s) with value e4m3 * 2^7
+// (exact, at most 57344; the NaN codes 0x7F/0xFF give NaN).
+__device__ __forceinline__ void scale_pairs(gemv_u32 codes, gemv_u32& s0, gemv_u32& s1) {
+    const gemv_u32 v = gemv_prmt(codes, 0u, 0x4140u);  // c0 in bits 0..7, c1 in bits 16..23
+    const gemv_u32 magnitude = v & 0x007F007Fu;
+    // Exponent and mantissa moved into binary16 place: the value is e4m3 * 2^-8, subnormal codes
+    // (m * 2^-9) landing on binary16 subnormals.
+    gemv_u32 h = (magnitude << 7) | ((v & 0x00800080u) << 8);
+    h |= ((magnitude + 0x00010001u) & 0x00800080u) << 7;  // magnitude 0x7F: exponent 31, a NaN
+    h = gemv_hmul2(h, kHalfPairTwoTo15);
+    s0 = gemv_prmt(h, 0u, 0x1010u);
+    s1 = gemv_prmt(h, 0u, 0x3232u);
+}
+
+// A row's share of one pass for this lane: its two groups' 32 nibbles and two scale codes.
+struct PassWeights {
+    uint4 packed;
+    gemv_u32 codes;
+};
+
+// How a block loads weights, chosen once from the buffers' alignment and K.
+struct Loads {
+    bool vector16;  // packed rows 16-byte aligned: one 128-bit load per row and pass
+    bool vector8;   // packed rows 8-byte aligned: two 64-bit loads
+    bool scales16;  // scale rows 2-byte aligned: the lane's two codes in one 16-bit load
+};
+
+// Where a warp's rows are read: the first row's packed and scale bytes (this lane's first group
+// of the current pass) and each row's byte offset from the first (rows past N repeat row N - 1;
+// the warp's rows are consecutive, so the offsets fit 32 bits). Advanced one pass at a time.
+template <int ROWS>
+struct RowCursor {
+    const gemv_u8* packed;
+    const gemv_u8* scales;
+    gemv_u32 offset[ROWS];  // packed bytes; the scale offset is an eighth of it
+    int group;              // this lane's first group of the pass
+};
+
+__device__ __forceinline__ uint2 load_group(const gemv_u8* p, bool vector) {
+    if (vector) return __ldg(reinterpret_cast<const uint2*>(p));
+    gemv_u32 w[2] = {0u, 0u};
 #pragma unroll
-        for (int b = 0; b < 4; ++b) {
-            lo |= (gemv_u32)__ldg(p + b) << (8 * b);
-            hi |= (gemv_u32)__ldg(p + 4 + b) << (8 * b);
+    for (int i = 0; i < 8; ++i) w[i / 4] |= (gemv_u32)__ldg(p + i) << (8 * (i % 4));
+    return uint2{w[0], w[1]};
+}
+
+// Row r's share of the cursor's pass; groups past the row's end (the last, partial pass) are zero
+// weights with scale code 0.
+template <int ROWS>
+__device__ __forceinline__ PassWeights load_pass(const RowCursor<ROWS>& rows, int r, int groups, const Loads& loads) {
+    const gemv_u8* packed = rows.packed + rows.offset[r];
+    const gemv_u8* scales = rows.scales + rows.offset[r] / 8;
+    PassWeights w;
+    if (GEMV_ON_COMMON_PATH(rows.group + 1 < groups, true)) {
+        if (GEMV_ON_COMMON_PATH(loads.vector16, true)) {
+            w.packed = __ldg(reinterpret_cast<const uint4*>(packed));
+        } else {
+            const uint2 a = load_group(packed, loads.vector8);
+            const uint2 b = load_group(packed + 8, loads.vector8);
+            w.packed = uint4{a.x, a.y, b.x, b.y};
+        }
+        if (GEMV_ON_COMMON_PATH(loads.scales16, true)) {
+            w.codes = __ldg(reinterpret_cast<const gemv_u16*>(scales));
+        } else {
+            w.codes = (gemv_u32)__ldg(scales) | ((gemv_u32)__ldg(scales + 1) << 8);
+        }
+    } else {
+        w.packed = uint4{0u, 0u, 0u, 0u};
+        w.codes = 0u;
+        if (rows.group < groups) {
+            const uint2 a = load_group(packed, loads.vector8);
+            w.packed.x = a.x;
+            w.packed.y = a.y;
+            w.codes = __ldg(scales);
+        }
+    }
+    return w;
+}
+
+// Loads the cursor's pass of every row into `w`, prefetches the pass after it into L2 (so two
+// passes of weights are in flight per warp while one computes, at no register cost), and moves
+// the cursor on.
+template <int ROWS>
+__device__ __forceinline__ void load_all(RowCursor<ROWS>& rows, int groups, const Loads& loads,
+                                         PassWeights (&w)[ROWS]) {
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) w[r] = load_pass(rows, r, groups, loads);
+    if (rows.group + kPartials < groups) {
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) {
+            gemv_prefetch_l2(rows.packed + rows.offset[r] + 8 * kPartials);
+            gemv_prefetch_l2(rows.scales + rows.offset[r] / 8 + kPartials);
+        }
+    }
+    rows.packed += 8 * kPartials;
+    rows.scales += kPartials;
+    rows.group += kPartials;
+}
+
+// Stages tokens t0 .. min(t0 + SLICE_TOKENS, m) of one pass into `xs` as f32 times `scale`, in
+// the pair order of e2m1_pairs: each 8-k chunk [x0..x7] is stored as [x0 x4 x1 x5 x2 x6 x3 x7].
+// Thread `tid` stages chunk tid % 128 of tokens tid / 128, tid / 128 + 2, ...; `x_chunk` points at
+// that chunk of token 0 in this pass. k past K (a partial pass) is zero.
+template <int SLICE_TOKENS>
+__device__ __forceinline__ void stage_slice(GemvShared<float, SLICE_TOKENS * kTokenStride>& xs, const gemv_u16* x_chunk,
+                                            bool x_aligned, bool chunk_in_k, int tid, int t0, int m, int k,
+                                            float scale) {
+    constexpr int kTokensPerStep = kThreadsPerBlock / kChunks;
+    const int chunk = tid % kChunks;
+    const int slot = (chunk / 4) * kLaneStride + (chunk % 4) * 8;
+    const int tokens = m - t0 < SLICE_TOKENS ? m - t0 : SLICE_TOKENS;
+#pragma unroll 1
+    for (int t = tid / kChunks; t < tokens; t += kTokensPerStep) {
+        gemv_u32 w[4] = {0u, 0u, 0u, 0u};
+        if (GEMV_ON_COMMON_PATH(chunk_in_k, true)) {
+            const gemv_u16* p = x_chunk + (gemv_u64)(t0 + t) * (gemv_u64)k;
+            if (GEMV_ON_COMMON_PATH(x_aligned, true)) {
+                const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+                w[0] = v.x;
+                w[1] = v.y;
+                w[2] = v.z;
+                w[3] = v.w;
+            } else {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) w[i] = (gemv_u32)__ldg(p + 2 * i) | ((gemv_u32)__ldg(p + 2 * i + 1) << 16);
+            }
+        }
+        float v[8];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            v[2 * i] = __uint_as_float(w[i] << 16) * scale;
+            v[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u) * scale;
+        }
+        const int vector = (t * kTokenStride + slot) / 4;  // slot and the stride are multiples of 4
+        shared_store<float4>(xs, vector, float4{v[0], v[4], v[1], v[5]});
+        shared_store<float4>(xs, vector + 1, float4{v[2], v[6], v[3], v[7]});
+    }
+}
+
+// The 8 weights of one word of a row as f32: e2m1 * e4m3 * 2^-7 (SCALED) or e2m1 * e4m3, in
+// element order 0..7 (exact: f16 products of at most 6 significant bits).
+template <bool SCALED>
+__device__ __forceinline__ void word_weights(gemv_u32 q, gemv_u32 scale, float (&wf)[8]) {
+    gemv_u32 pairs[4];
+    e2m1_pairs(q, pairs);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        gemv_u32 product = gemv_hmul2(pairs[i], scale);
+        if (!SCALED) product = gemv_hmul2(product, kHalfPairTwoTo7);
+        wf[i] = gemv_half_lo(product);
+        wf[i + 4] = gemv_half_hi(product);
+    }
+}
+
+// The 8 activations of one word of token t, from the staged order [x0 x4 x1 x5 x2 x6 x3 x7].
+template <int SLICE_TOKENS>
+__device__ __forceinline__ void word_activations(const GemvShared<float, SLICE_TOKENS * kTokenStride>& xs, int t,
+                                                 int offset, float (&xv)[8]) {
+    const float4 a = shared_load<float4>(xs, (t * kTokenStride + offset) / 4);
+    const float4 b = shared_load<float4>(xs, (t * kTokenStride + offset) / 4 + 1);
+    xv[0] = a.x;
+    xv[1] = a.z;
+    xv[2] = b.x;
+    xv[3] = b.z;
+    xv[4] = a.y;
+    xv[5] = a.w;
+    xv[6] = b.y;
+    xv[7] = b.w;
+}
+
+__device__ __forceinline__ gemv_u32 word_of(const PassWeights& w, int h, int word) {
+    return h == 0 ? (word == 0 ? w.packed.x : w.packed.y) : (word == 0 ? w.packed.z : w.packed.w);
+}
+
+// Fuses one staged slice into the accumulators of every row of the warp. SCALED: X was staged
+// times 2^7 and the weights are e2m1 * e4m3 * 2^-7; otherwise they take one more exact f16
+// multiply by 2^7. Each 8-element word is decoded once per row and its activations loaded once
+// per token (two 128-bit shared loads), whichever of the two is fewer held in registers while
+// the other is streamed; elements run in order j = 0..15 within a group, as the contract's
+// chain requires.
+template <int MAX_M, int ROWS, int SLICE_TOKENS, bool SCALED, bool FULL>
+__device__ __forceinline__ void compute_slice(const PassWeights (&w)[ROWS],
+                                              const GemvShared<float, SLICE_TOKENS * kTokenStride>& xs, int t0,
+                                              int m, int lane, float (&acc)[ROWS][2][MAX_M]) {
+    gemv_u32 scales[ROWS][2];
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) scale_pairs(w[r].codes, scales[r][0], scales[r][1]);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        gemv_u32 scale[ROWS];
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) scale[r] = scales[r][h];
+#pragma unroll
+        for (int word = 0; word < 2; ++word) {
+            const int offset = lane * kLaneStride + (2 * h + word) * 8;
+            if (SLICE_TOKENS <= ROWS) {
+                // Few tokens: hold their activations, stream the rows.
+                float xv[SLICE_TOKENS][8];
+#pragma unroll
+                for (int t = 0; t < SLICE_TOKENS; ++t) {
+                    if (t0 + t < MAX_M && (FULL || t0 + t < m)) word_activations<SLICE_TOKENS>(xs, t, offset, xv[t]);
+                }
+#pragma unroll
+                for (int r = 0; r < ROWS; ++r) {
+                    float wf[8];
+                    word_weights<SCALED>(word_of(w[r], h, word), scale[r], wf);
+#pragma unroll
+                    for (int t = 0; t < SLICE_TOKENS; ++t) {
+                        if (t0 + t >= MAX_M || (!FULL && t0 + t >= m)) continue;
+                        float sum = acc[r][h][t0 + t];
+#pragma unroll
+                        for (int j = 0; j < 8; ++j) sum = __fmaf_rn(wf[j], xv[t][j], sum);
+                        acc[r][h][t0 + t] = sum;
+                    }
+                }
+            } else {
+                // Few rows: hold their weights, stream the tokens.
+                float wf[ROWS][8];
+#pragma unroll
+                for (int r = 0; r < ROWS; ++r) word_weights<SCALED>(word_of(w[r], h, word), scale[r], wf[r]);
+#pragma unroll
+                for (int t = 0; t < SLICE_TOKENS; ++t) {
+                    if (t0 + t >= MAX_M || (!FULL && t0 + t >= m)) continue;
+                    float xv[8];
+                    word_activations<SLICE_TOKENS>(xs, t, offset, xv);
+#pragma unroll
+                    for (int r = 0; r < ROWS; ++r) {
+                        float sum = acc[r][h][t0 + t];
+#pragma unroll
+                        for (int j = 0; j < 8; ++j) sum = __fmaf_rn(wf[r][j], xv[j], sum);
+                        acc[r][h][t0 + t] = sum;
+                    }
+                }
+            }
         }
     }
 }
 
-// The 16 activations of group g of one X row, widened to f32.
-template <bool ALIGNED>
-__device__ __forceinline__ void load_group_x(const gemv_u16* row, int g, float (&xs)[kGroup]) {
-    const gemv_u16* p = row + kGroup * (gemv_u64)g;
-    if (ALIGNED) {
-        const uint4 a = __ldg(reinterpret_cast<const uint4*>(p));
-        const uint4 b = __ldg(reinterpret_cast<const uint4*>(p + 8));
-        const gemv_u32 words[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+// One pass: stage every slice of X (times 2^7 when SCALED) and fuse it.
+template <int MAX_M, int ROWS, bool SCALED>
+__device__ __forceinline__ void run_pass(const PassWeights (&w)[ROWS], const gemv_u16* x_chunk, bool x_aligned,
+                                         bool chunk_in_k, int tid, int m, int k, int lane,
+                                         float (&acc)[ROWS][2][MAX_M]) {
+    constexpr int kSliceTokens = MAX_M < kSlice ? MAX_M : kSlice;
+    GEMV_SHARED(float, xs, kSliceTokens * kTokenStride);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            xs[2 * i] = bf16_to_f32(words[i] & 0xFFFFu);
-            xs[2 * i + 1] = bf16_to_f32(words[i] >> 16);
+    for (int t0 = 0; t0 < MAX_M; t0 += kSliceTokens) {
+        if (t0 >= m) break;
+        __syncthreads();  // the previous slice's readers are done
+        stage_slice<kSliceTokens>(xs, x_chunk, x_aligned, chunk_in_k, tid, t0, m, k, SCALED ? kXScale : 1.0f);
+        __syncthreads();
+        // Every token of the slice live (the plan's usual case) compiles without token guards.
+        if (GEMV_ON_COMMON_PATH(t0 + kSliceTokens <= m, true)) {
+            compute_slice<MAX_M, ROWS, kSliceTokens, SCALED, true>(w, xs, t0, m, lane, acc);
+        } else {
+            compute_slice<MAX_M, ROWS, kSliceTokens, SCALED, false>(w, xs, t0, m, lane, acc);
         }
-    } else {
-#pragma unroll
-        for (int j = 0; j < kGroup; ++j) xs[j] = bf16_to_f32(__ldg(p + j));
     }
 }
 
-// One warp computes ROWS consecutive weight rows for every t < m (m <= MAX_M). ALIGNED: the
-// packed base is 8-byte and the X base 16-byte aligned, so groups load as uint2 / 2 x uint4.
-template <int MAX_M, int ROWS, bool ALIGNED>
-__device__ __forceinline__ void gemv_rows(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
-                                          float global_scale, int m, int n, int k, int lane, int row0) {
+// Adds the 64 partials of each of the warp's ROWS x MAX_M outputs in the contract's tree; returns
+// the total of the output this lane holds (lane l holds output l / (32 / P), P the outputs padded
+// to a power of two, replicated on 32 / P lanes). Lane i holds partials 2i and 2i+1, so the
+// tree's steps d = 32 .. 2 pair lane i with lane i + d/2 (shuffles) and the last step d = 1 adds
+// a lane's two partials. With V values per lane (2 per output), each shuffle level first splits
+// the values between the two lanes of a pair (the lower keeps the lower half) so one shuffle
+// moves two useful values, until a lane holds one output's two partials; each sum is
+// a[l] + a[l + d] (or its mirror: IEEE addition is commutative bit for bit).
+template <int MAX_M, int ROWS>
+struct Tree {
+    static constexpr int kOutputs = ROWS * MAX_M;
+    static constexpr int P = kOutputs <= 1    ? 1
+                             : kOutputs <= 2  ? 2
+                             : kOutputs <= 4  ? 4
+                             : kOutputs <= 8  ? 8
+                             : kOutputs <= 16 ? 16
+                                              : 32;
+    static constexpr int kLanesPerOutput = kWarp / P;
+    static_assert(kOutputs <= 32, "at most 32 outputs per warp");
+};
+
+template <int MAX_M, int ROWS>
+__device__ __forceinline__ float reduce(const float (&acc)[ROWS][2][MAX_M], int lane) {
+    constexpr int P = Tree<MAX_M, ROWS>::P;
+    float v[2 * P];
+#pragma unroll
+    for (int o = 0; o < P; ++o) {
+        const int r = o / MAX_M;
+        const int t = o % MAX_M;
+        v[2 * o] = o < Tree<MAX_M, ROWS>::kOutputs ? acc[r][0][t] : 0.0f;
+        v[2 * o + 1] = o < Tree<MAX_M, ROWS>::kOutputs ? acc[r][1][t] : 0.0f;
+    }
+    int count = 2 * P;
+#pragma unroll
+    for (int d = 16; d >= 1; d /= 2) {
+        const bool upper = (lane & d) != 0;
+        if (count > 2) {
+            const int half = count / 2;
+#pragma unroll
+            for (int i = 0; i < P; ++i) {
+                if (i >= half) break;
+                const float keep = upper ? v[half + i] : v[i];
+                const float give = upper ? v[i] : v[half + i];
+                v[i] = keep + __shfl_xor_sync(0xFFFFFFFFu, give, d);
+            }
+            count = half;
+        } else {
+            v[0] = v[0] + __shfl_xor_sync(0xFFFFFFFFu, v[0], d);
+            v[1] = v[1] + __shfl_xor_sync(0xFFFFFFFFu, v[1], d);
+        }
+    }
+    return v[0] + v[1];
+}
+
+// Whether this lane stores the output it holds (one lane per output, live rows and tokens).
+template <int MAX_M, int ROWS>
+__device__ __forceinline__ bool stores(int lane, int m, int n, int row0) {
+    const int o = lane / Tree<MAX_M, ROWS>::kLanesPerOutput;
+    return lane % Tree<MAX_M, ROWS>::kLanesPerOutput == 0 && o < Tree<MAX_M, ROWS>::kOutputs && o % MAX_M < m &&
+           row0 + o / MAX_M < n;
+}
+
+template <int MAX_M, int ROWS>
+__device__ __forceinline__ void store(float total, gemv_u16* y, float global_scale, int n, int lane, int row0) {
+    const int o = lane / Tree<MAX_M, ROWS>::kLanesPerOutput;
+    store_global(y + (gemv_u64)(o % MAX_M) * (gemv_u64)n + (row0 + o / MAX_M), f32_to_bf16(total * global_scale));
+}
+
+// One warp computes ROWS consecutive weight rows from row0 for every t < m (m <= MAX_M) and returns
+// the total of the output this lane holds (see reduce). Every warp of the block runs every pass
+// (the staging barriers are block-wide), rows past N included: they reload row N - 1 and are never
+// stored.
+template <int MAX_M, int ROWS>
+__device__ __forceinline__ float gemv_rows(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, int m,
+                                           int n, int k, bool x_aligned, const Loads& loads, int tid, int lane,
+                                           int row0) {
     const int groups = k / kGroup;
-
-    // acc[r][h][t]: row row0 + r, partial lane + 32 h, activation row t.
+    const int passes = (groups + kPartials - 1) / kPartials;
     float acc[ROWS][2][MAX_M];
 #pragma unroll
     for (int r = 0; r < ROWS; ++r)
@@ -109,119 +415,146 @@ __device__ __forceinline__ void gemv_rows(const gemv_u16* x, const gemv_u8* pack
         for (int h = 0; h < 2; ++h)
 #pragma unroll
             for (int t = 0; t < MAX_M; ++t) acc[r][h][t] = 0.0f;
-
-    for (int base = 0; base < groups; base += kPartials) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int g = base + kWarp * h + lane;
-            if (g >= groups) continue;
-            float ws[ROWS][kGroup];
-#pragma unroll
-            for (int r = 0; r < ROWS; ++r) {
-                const int row = row0 + r < n ? row0 + r : row0;  // a tail row reloads row0 and is never stored
-                const gemv_u8* row_packed = packed + (gemv_u64)row * (gemv_u64)(k / 2);
-                gemv_u32 lo, hi;
-                load_group_codes<ALIGNED>(row_packed, g, lo, hi);
-                const float scale = decode_e4m3(__ldg(scales + (gemv_u64)row * (gemv_u64)groups + g));
-#pragma unroll
-                for (int j = 0; j < 8; ++j) {
-                    ws[r][j] = decode_e2m1(lo >> (4 * j)) * scale;
-                    ws[r][8 + j] = decode_e2m1(hi >> (4 * j)) * scale;
-                }
-            }
-#pragma unroll
-            for (int t = 0; t < MAX_M; ++t) {
-                if (t >= m) continue;
-                float xs[kGroup];
-                load_group_x<ALIGNED>(x + (gemv_u64)t * (gemv_u64)k, g, xs);
-#pragma unroll
-                for (int r = 0; r < ROWS; ++r) {
-                    float a = acc[r][h][t];
-#pragma unroll
-                    for (int j = 0; j < kGroup; ++j) a = __fmaf_rn(ws[r][j], xs[j], a);  // the contract: fused
-                    acc[r][h][t] = a;
-                }
-            }
-        }
-    }
-
-    // Tree reduction across the warp, for all MAX_M rows at once. After the in-lane d = 32 step a
-    // lane holds partial `lane` of P values (P = MAX_M rounded up to a power of two; the padding
-    // is zero and never stored). At each step d the lane pair (l, l ^ d) splits its values: the
-    // lower lane keeps the low half, the upper lane the high half, and each receives the
-    // partner's copy of the half it keeps, so one shuffle moves two values. The sum formed,
-    // a[p] + a[p + d] (or a[p + d] + a[p] on the upper lane: IEEE addition is commutative bit for
-    // bit), is exactly the contract's tree step. Once one value is left, both lanes of a pair add
-    // the same two operands. ~P shuffles instead of 5 P; at the end lane l holds row
-    // t = l / (32 / P), replicated on the 32 / P lanes of its group.
-    constexpr int P = MAX_M <= 1 ? 1 : MAX_M <= 2 ? 2 : MAX_M <= 4 ? 4 : MAX_M <= 8 ? 8 : MAX_M <= 16 ? 16 : 32;
+    // Rows past N (the last warps of the last block) repeat row N - 1, the first row included.
+    const int first = row0 < n ? row0 : n - 1;
+    RowCursor<ROWS> rows;
+    rows.group = 2 * lane;
+    rows.packed = packed + (gemv_u64)first * (gemv_u64)(k / 2) + 8 * rows.group;
+    rows.scales = scales + (gemv_u64)first * (gemv_u64)groups + rows.group;
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
-        float v[P];
-#pragma unroll
-        for (int t = 0; t < P; ++t) v[t] = t < MAX_M ? acc[r][0][t] + acc[r][1][t] : 0.0f;  // d = 32
-        int count = P;
-#pragma unroll
-        for (int d = 16; d >= 1; d /= 2) {
-            const bool upper = (lane & d) != 0;
-            if (count > 1) {
-                const int half = count / 2;
-#pragma unroll
-                for (int i = 0; i < P / 2; ++i) {
-                    if (i >= half) break;
-                    const float keep = upper ? v[half + i] : v[i];
-                    const float give = upper ? v[i] : v[half + i];
-                    v[i] = keep + __shfl_xor_sync(0xFFFFFFFFu, give, d);
-                }
-                count = half;
-            } else {
-                v[0] = v[0] + __shfl_xor_sync(0xFFFFFFFFu, v[0], d);
-            }
-        }
-        constexpr int kLanesPerRow = kWarp / P;
-        const int t = lane / kLanesPerRow;
-        if (lane % kLanesPerRow == 0 && t < m && row0 + r < n) {
-            store_global(y + (gemv_u64)t * (gemv_u64)n + (row0 + r), f32_to_bf16(v[0] * global_scale));
-        }
+        const int row = row0 + r < n ? row0 + r : n - 1;
+        rows.offset[r] = (gemv_u32)(row - first) * (gemv_u32)(k / 2);
     }
+    // This thread's staging chunk of token 0, advanced one pass at a time.
+    const int chunk = tid % kChunks;
+    const gemv_u16* x_chunk = x + (gemv_u64)8 * chunk;
+    // Two weight buffers alternate: the next pass's loads are in flight while the current pass
+    // computes, and nothing is copied between them.
+    PassWeights a[ROWS], b[ROWS];
+    load_all(rows, groups, loads, a);
+    for (int pass = 0; pass < passes; pass += 2) {
+        const bool second = pass + 1 < passes;
+        if (second) load_all(rows, groups, loads, b);
+        run_pass<MAX_M, ROWS, true>(a, x_chunk, x_aligned, pass * kPassK + 8 * chunk < k, tid, m, k, lane, acc);
+        x_chunk += kPassK;
+        if (!second) break;
+        if (pass + 2 < passes) load_all(rows, groups, loads, a);
+        run_pass<MAX_M, ROWS, true>(b, x_chunk, x_aligned, (pass + 1) * kPassK + 8 * chunk < k, tid, m, k, lane,
+                                      acc);
+        x_chunk += kPassK;
+    }
+    return reduce<MAX_M, ROWS>(acc, lane);
 }
 
-// Entry: picks the aligned or the byte-wise specialisation once (a uniform branch), so the hot
-// loop carries no alignment tests.
+// E2M1 nibble -> f32, exactly: the magnitude bits at f32 bits 24..22 are the value times 2^-126
+// (code 1 the subnormal 2^-127), so one exact multiply by 2^126 finishes it; bit 3 is the sign.
+__device__ __forceinline__ float e2m1_f32(gemv_u32 nibble) {
+    return __uint_as_float(((nibble & 7u) << 22) | ((nibble & 8u) << 28)) * 0x1p126f;
+}
+
+// E4M3 "fn" -> f32, exactly, with the same trick (subnormals land on f32 subnormals); 0x7F/0xFF
+// are NaN.
+__device__ __forceinline__ float e4m3_f32(gemv_u32 code) {
+    const gemv_u32 magnitude = code & 0x7Fu;
+    const gemv_u32 sign = (code & 0x80u) << 24;
+    const float value = __uint_as_float((magnitude << 20) | sign) * 0x1p120f;
+    return magnitude == 0x7Fu ? __uint_as_float(0x7FC00000u | sign) : value;
+}
+
+// The contract computed plainly, for the rare blocks where X staged times 2^7 overflowed: the
+// same lane mapping (lane i, partials 2i and 2i+1), weights decoded to f32 one by one, X read
+// from global memory. No shared memory, no barrier; small in registers and code.
+template <int MAX_M, int ROWS>
+__device__ __noinline__ float gemv_rows_plain(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, int m,
+                                              int n, int k, int lane, int row0) {
+    const int groups = k / kGroup;
+    float acc[ROWS][2][MAX_M];
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int t = 0; t < MAX_M; ++t) acc[r][h][t] = 0.0f;
+    for (int pass = 0; pass * kPartials < groups; ++pass) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int g = pass * kPartials + 2 * lane + h;
+            if (g >= groups) continue;
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r) {
+                const gemv_u64 row = (gemv_u64)(row0 + r < n ? row0 + r : n - 1);
+                const gemv_u8* codes = packed + row * (gemv_u64)(k / 2) + 8 * (gemv_u64)g;
+                const float scale = e4m3_f32(__ldg(scales + row * (gemv_u64)groups + g));
+#pragma unroll 1
+                for (int t = 0; t < m && t < MAX_M; ++t) {
+                    const gemv_u16* xs = x + (gemv_u64)t * (gemv_u64)k + kGroup * (gemv_u64)g;
+                    float sum = 0.0f;
+#pragma unroll
+                    for (int tt = 0; tt < MAX_M; ++tt) sum = tt == t ? acc[r][h][tt] : sum;
+#pragma unroll
+                    for (int j = 0; j < kGroup; ++j) {
+                        const gemv_u32 byte = __ldg(codes + j / 2);
+                        const float ws = e2m1_f32(j % 2 == 0 ? byte & 0xFu : byte >> 4) * scale;
+                        sum = __fmaf_rn(ws, __uint_as_float((gemv_u32)__ldg(xs + j) << 16), sum);
+                    }
+#pragma unroll
+                    for (int tt = 0; tt < MAX_M; ++tt) acc[r][h][tt] = tt == t ? sum : acc[r][h][tt];
+                }
+            }
+        }
+    }
+    return reduce<MAX_M, ROWS>(acc, lane);
+}
+
+// Entry: reads the alignments once; the passes then branch on them uniformly.
 template <int MAX_M, int ROWS>
 __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
                                            float global_scale, int m, int n, int k) {
-    const int lane = (int)(threadIdx.x % kWarp);
-    const int warp = (int)(threadIdx.x / kWarp);
-    const int warps_per_block = (int)(blockDim.x / kWarp);
-    const int row0 = ((int)blockIdx.x * warps_per_block + warp) * ROWS;
-    if (row0 >= n) return;  // warp-uniform
-    const bool aligned = (((gemv_u64)packed) & 7u) == 0u && (((gemv_u64)x) & 15u) == 0u;
-    if (aligned) {
-        gemv_rows<MAX_M, ROWS, true>(x, packed, scales, y, global_scale, m, n, k, lane, row0);
-    } else {
-        gemv_rows<MAX_M, ROWS, false>(x, packed, scales, y, global_scale, m, n, k, lane, row0);
+    const int tid = (int)threadIdx.x;
+    const int lane = tid % kWarp;
+    const int row0 = ((int)blockIdx.x * (kThreadsPerBlock / kWarp) + tid / kWarp) * ROWS;
+    const gemv_u64 packed_address = (gemv_u64)packed;
+    Loads loads;
+    loads.vector16 = (packed_address & 15u) == 0u && (k / 2) % 16 == 0;
+    loads.vector8 = (packed_address & 7u) == 0u;
+    loads.scales16 = (((gemv_u64)scales) & 1u) == 0u && (k / kGroup) % 2 == 0;
+    const bool x_aligned = (((gemv_u64)x) & 15u) == 0u;
+    // X staged times 2^7 is exact unless some |x| >= 2^121 overflows it; then an output of the
+    // block is infinite or NaN (the overflowed x meets a weight in every output that reads it).
+    // Only then does the block run again on the plain path: the same bits, slower, on inputs no
+    // model produces. Outputs that are infinite or NaN anyway take the same detour.
+    float total = gemv_rows<MAX_M, ROWS>(x, packed, scales, m, n, k, x_aligned, loads, tid, lane, row0);
+    const bool mine = stores<MAX_M, ROWS>(lane, m, n, row0);
+    const bool finite = (__float_as_uint(total) & 0x7F800000u) != 0x7F800000u;
+    const int suspect = __syncthreads_or(mine && !finite);
+    if (GEMV_ON_COMMON_PATH(suspect, 0)) {
+        total = gemv_rows_plain<MAX_M, ROWS>(x, packed, scales, m, n, k, lane, row0);
     }
+    if (mine) store<MAX_M, ROWS>(total, y, global_scale, n, lane, row0);
 }
 
 }  // namespace gemv
 
-// name, MAX_M, rows per warp. The registry order of gemv_core::KERNELS.
-#define GEMV_KERNELS(X)              \
-    X(w4a16_gemv, 1, 1)              \
-    X(w4a16_gemv_batch2, 2, 1)       \
-    X(w4a16_gemv_batch3, 3, 1)       \
-    X(w4a16_gemv_batch4, 4, 1)       \
-    X(w4a16_gemv_batch5, 5, 1)       \
-    X(w4a16_gemv_batch6, 6, 1)       \
-    X(w4a16_gemv_batch7, 7, 1)       \
-    X(w4a16_gemv_batch8, 8, 1)       \
-    X(w4a16_gemv_batch8_rt2, 8, 2)   \
-    X(w4a16_gemv_batch16, 16, 1)     \
-    X(w4a16_gemv_batch32, 32, 1)
+// name, MAX_M, rows per warp, blocks per SM the registers must allow. The registry order of
+// gemv_core::KERNELS (whose `rows` must agree). Rows per warp are as many as fit 128 registers
+// (two blocks of 8 warps per SM) on every architecture without spills; tiers from 5 tokens trade
+// one block per SM for registers (255 per thread): they are issue-bound on fast memories anyway.
+#define GEMV_KERNELS(X)                 \
+    X(w4a16_gemv, 1, 4, 2)              \
+    X(w4a16_gemv_batch2, 2, 3, 2)       \
+    X(w4a16_gemv_batch3, 3, 2, 2)       \
+    X(w4a16_gemv_batch4, 4, 2, 2)       \
+    X(w4a16_gemv_batch5, 5, 2, 1)       \
+    X(w4a16_gemv_batch6, 6, 2, 1)       \
+    X(w4a16_gemv_batch7, 7, 2, 1)       \
+    X(w4a16_gemv_batch8, 8, 2, 1)       \
+    X(w4a16_gemv_batch8_rt2, 8, 4, 1)   \
+    X(w4a16_gemv_batch16, 16, 1, 2)     \
+    X(w4a16_gemv_batch32, 32, 1, 1)
 
-#define GEMV_DEFINE_ENTRY(name, max_m, rows)                                                                     \
-    GEMV_KERNEL(name, gemv::kThreadsPerBlock)                                                                    \
+#define GEMV_DEFINE_ENTRY(name, max_m, rows, min_blocks)                                                         \
+    GEMV_KERNEL(name, gemv::kThreadsPerBlock, min_blocks)                                                        \
     (const gemv_u16* __restrict__ x, const gemv_u8* __restrict__ packed, const gemv_u8* __restrict__ scales,     \
      gemv_u16* __restrict__ y, float global_scale, int m, int n, int k) {                                        \
         gemv::gemv_entry<max_m, rows>(x, packed, scales, y, global_scale, m, n, k);                              \

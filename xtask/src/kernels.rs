@@ -23,25 +23,23 @@ pub fn sources() -> Result<Vec<PathBuf>, String> {
     Ok(sources)
 }
 
-/// Compiles one source to PTX at `out`.
-pub fn compile(toolchain: &Toolchain, source: &std::path::Path, out: &std::path::Path) -> Result<(), String> {
+/// Compiles one source to PTX at `out`, with extra `-D` defines (none for the shipped PTX).
+pub fn compile(
+    toolchain: &Toolchain,
+    source: &std::path::Path,
+    out: &std::path::Path,
+    defines: &[&str],
+) -> Result<(), String> {
     let arch = format!("-arch={PTX_ARCH}");
     let include = format!("-I{}", root().join("kernels/cuda").display());
+    let out = out.to_string_lossy();
+    let source = source.to_string_lossy();
     // -fmad=false: only the kernels' explicit __fmaf_rn fuse, exactly what the emulator computes.
-    toolchain.output(
-        "nvcc",
-        &[
-            "-ptx",
-            &arch,
-            "-O3",
-            "-std=c++17",
-            "-fmad=false",
-            &include,
-            "-o",
-            &out.to_string_lossy(),
-            &source.to_string_lossy(),
-        ],
-    )?;
+    let mut args = vec!["-ptx", &arch, "-O3", "-std=c++17", "-fmad=false", &include];
+    let defines: Vec<String> = defines.iter().map(|d| format!("-D{d}")).collect();
+    args.extend(defines.iter().map(String::as_str));
+    args.extend(["-o", &out, &source]);
+    toolchain.output("nvcc", &args)?;
     Ok(())
 }
 
@@ -54,7 +52,7 @@ pub fn run(check: bool) -> Result<(), String> {
     for source in sources()? {
         let stem = source.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         let out = out_dir.join(format!("{stem}.ptx"));
-        compile(&toolchain, &source, &out)?;
+        compile(&toolchain, &source, &out, &[])?;
         if check {
             let committed = root().join(PTX_DIR).join(format!("{stem}.ptx"));
             let fresh = std::fs::read(&out).map_err(|e| e.to_string())?;

@@ -123,6 +123,8 @@ enum Outcome {
     KilledByEmulatorTests,
     /// Only the sanitizer build caught it.
     KilledBySanitizer,
+    /// It survived the gates and the second chance ran past its timeout.
+    Unjudged,
     /// Nothing caught it.
     Missed,
 }
@@ -341,15 +343,17 @@ fn judge(tree: &Path, dir: &Path, timeout: Duration) -> Result<Outcome, String> 
 /// A survivor's second chance: the emulator's own tests (launch bounds against the launcher),
 /// then gates 1-6, 8 and 9 with kernels and emulator under ASan and UBSan (gate 7's large
 /// shapes are left out, as in CI). Whether either caught it.
-fn second_chance(tree: &Path, dir: &Path, timeout: Duration) -> Result<Option<Outcome>, String> {
+fn second_chance(tree: &Path, dir: &Path, timeout: Duration) -> Result<Outcome, String> {
     let mut faults = Command::new("cargo");
     faults
         .args(["test", "-q", "-p", "gemv-cuda", "--features", "emulator", "--test", "emulator_faults", "--target-dir"])
         .arg(root().join("target/kernel-mutants/target"))
         .env("GEMV_KERNELS_DIR", dir)
         .current_dir(tree);
-    if run_with_timeout(&mut faults, timeout)? == Some(false) {
-        return Ok(Some(Outcome::KilledByEmulatorTests));
+    match run_with_timeout(&mut faults, timeout)? {
+        Some(false) => return Ok(Outcome::KilledByEmulatorTests),
+        None => return Ok(Outcome::Unjudged),
+        Some(true) => {}
     }
     let mut sanitized = Command::new("cargo");
     sanitized
@@ -369,7 +373,32 @@ fn second_chance(tree: &Path, dir: &Path, timeout: Duration) -> Result<Option<Ou
         .env("GEMV_KERNELS_DIR", dir)
         .env("GEMV_EMU_SANITIZE", "address,undefined")
         .current_dir(tree);
-    Ok((run_with_timeout(&mut sanitized, timeout)? == Some(false)).then_some(Outcome::KilledBySanitizer))
+    Ok(match run_with_timeout(&mut sanitized, timeout)? {
+        Some(false) => Outcome::KilledBySanitizer,
+        Some(true) => Outcome::Missed,
+        None => Outcome::Unjudged,
+    })
+}
+
+/// Builds the second chance's test binaries once (unmutated), so a mutant's judgement only
+/// recompiles the kernels.
+fn warm_second_chance(tree: &Path, dir: &Path) -> Result<(), String> {
+    for (target, sanitize) in [("target/kernel-mutants/target", false), ("target/kernel-mutants/target-sanitize", true)]
+    {
+        let mut build = Command::new("cargo");
+        build
+            .args(["test", "--no-run", "-q", "-p", "gemv-cuda", "--features", "emulator", "--tests", "--target-dir"])
+            .arg(root().join(target))
+            .env("GEMV_KERNELS_DIR", dir)
+            .current_dir(tree);
+        if sanitize {
+            build.env("GEMV_EMU_SANITIZE", "address,undefined");
+        }
+        if !build.status().map_err(|e| format!("cannot run cargo: {e}"))?.success() {
+            return Err(format!("building the second chance's tests in {target} failed"));
+        }
+    }
+    Ok(())
 }
 
 /// A checkout of HEAD under `work`, so the mutants are built from a fixed tree however the
@@ -410,6 +439,7 @@ fn kernels(from: usize, limit: usize, only: Option<Vec<usize>>) -> Result<(), St
         Outcome::Missed => {}
         other => return Err(format!("the unmutated kernels do not pass the gates ({other:?})")),
     }
+    warm_second_chance(&tree, &scratch)?;
     let timeout = Duration::from_secs(600);
     let mut report = String::new();
     let mut counts = std::collections::BTreeMap::new();
@@ -430,7 +460,7 @@ fn kernels(from: usize, limit: usize, only: Option<Vec<usize>>) -> Result<(), St
         let started = Instant::now();
         let mut outcome = judge(&tree, &scratch, timeout)?;
         if outcome == Outcome::Missed {
-            outcome = second_chance(&tree, &scratch, timeout)?.unwrap_or(Outcome::Missed);
+            outcome = second_chance(&tree, &scratch, timeout)?;
         }
         let line = format!(
             "#{index} {}:{} `{}` -> `{}`: {outcome:?} ({:.0} s)",

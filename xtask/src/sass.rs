@@ -1,9 +1,18 @@
-//! `cargo xtask sass [--check]`: assembles the committed PTX with ptxas for every target
-//! architecture and writes docs/sass.md (registers, spills, static SASS instructions, the hot
-//! loop, the per-row slope, and an issue-versus-bandwidth model). Fails on any spill.
+//! `cargo xtask sass [--check]`: static metrics of the CUDA kernels for every target
+//! architecture, written to docs/sass.md: registers, spills (must be 0), shared memory, static
+//! SASS size and occupancy from the committed PTX; instructions per weight of the pass loop on the
+//! common path at each M the plan serves; and two models per device (issue rate, bytes in flight).
+//!
+//! The common path (16-byte aligned weights, whole passes, every token of a slice live,
+//! |x| < 2^121) is counted on the same source compiled with `GEMV_SASS_COMMON_PATH`, which turns
+//! the conditions that select the other paths into constants, so the pass loop holds only the
+//! instructions that path executes. Each staging loop (one per 4-token slice) runs
+//! `tokens * 128 / 256` times per warp and pass (8-k chunks of X spread over the block), the rest
+//! of the loop once per pass (the compiler may unroll the loop over several passes: two barriers
+//! per pass and slice tell how many).
 
 use crate::cuda_toolchain::Toolchain;
-use crate::kernels::{PTX_DIR, sources};
+use crate::kernels::{PTX_DIR, compile, sources};
 use crate::util::root;
 use gemv_core::{KillSwitches, TIERS, TierMask, dispatch_plan, kernel_spec};
 use std::collections::BTreeMap;
@@ -11,57 +20,97 @@ use std::fmt::Write;
 
 const ARCHS: [&str; 7] = ["sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "sm_121"];
 const REPORT: &str = "docs/sass.md";
-/// The kernel the dispatch plan picks for M = 1..=8 with every tier present and the default
-/// switches: gemv-core decides, the report only reads it.
-fn planned_kernels() -> Vec<&'static str> {
-    (1..=8)
-        .filter_map(|m| {
-            let plan = dispatch_plan(m, 8, TierMask::ALL, true).ok()?;
-            plan.first().map(|launch| TIERS[launch.tier].kernel_name(KillSwitches::default()))
-        })
-        .collect()
-}
+/// The define that selects the common path (see the kernel source).
+const COMMON_PATH: &str = "GEMV_SASS_COMMON_PATH";
+/// Launch geometry of the exact family (gemv-cuda's launch.rs and the kernel source agree; tests
+/// check it): 8 warps per block, a pass is 64 groups, a lane owns two groups of a pass.
+const WARPS_PER_BLOCK: usize = 8;
+const WEIGHTS_PER_LANE_PASS: usize = 32;
+/// Bytes of one weight row a pass streams: 512 packed + 64 scale bytes.
+const PASS_BYTES_PER_ROW: f64 = 576.0;
+/// Passes of weights in flight per warp while one computes: the next one in registers, the one
+/// after it as an L2 prefetch.
+const PASSES_IN_FLIGHT: f64 = 2.0;
+/// Tokens staged per slice (`kSlice` in the kernel source): two barriers per slice and pass.
+const SLICE: usize = 4;
+/// One NVFP4 weight: half a byte of code plus a sixteenth of a scale byte.
+const BYTES_PER_WEIGHT: f64 = 0.5625;
+/// Shapes whose bytes in flight the report states.
+const MODEL_N: [usize; 3] = [1024, 5120, 17408];
 
 #[derive(Default, Clone)]
 struct KernelStats {
     registers: u32,
+    /// Bytes of registers spilled to local memory (must be 0).
     spill_bytes: u32,
+    /// Bytes loaded back from spills, or, with no spill stores, read through the call ABI (the
+    /// plain fallback path is a called function).
+    spill_loads: u32,
+    shared_bytes: u32,
     instructions: usize,
-    /// Instructions of the aligned main loop (one iteration = 2 groups per lane).
-    hot_loop: usize,
 }
 
-/// Weight rows per warp, from the registry.
+/// The pass loop of a kernel on the common path: its instructions outside the staging loops,
+/// the staging loops' bodies, and the block barriers in it (two per pass and 8-token slice; the
+/// compiler may unroll the loop over several passes).
+#[derive(Default, Clone, Copy)]
+struct PassLoop {
+    body: usize,
+    staging: usize,
+    barriers: usize,
+}
+
+impl PassLoop {
+    /// Instructions one warp executes per pass at `m` tokens (the plan always fills the kernel):
+    /// the staging loop runs `tokens * 128 / 256` times per slice (one 8-k chunk of a token per
+    /// thread), everything else once per pass.
+    fn per_pass(self, m: usize) -> f64 {
+        let slices = m.div_ceil(SLICE);
+        let passes = (self.barriers as f64 / (2 * slices) as f64).max(1.0);
+        let staging_per_slice = self.staging as f64 / slices as f64;
+        (self.body as f64 + staging_per_slice * (m * 128) as f64 / 256.0) / passes
+    }
+}
+
 fn rows(kernel: &str) -> usize {
     kernel_spec(kernel).map_or(1, |spec| spec.rows)
 }
 
-/// The kernel's width, from the registry.
 fn max_m(kernel: &str) -> usize {
     kernel_spec(kernel).map_or(1, |spec| spec.max_m)
 }
 
-/// `ptxas -v` stderr -> registers and spill bytes per kernel.
+/// `ptxas -v` stderr -> registers, spill bytes and shared memory per function (entries by name;
+/// called device functions under their mangled names).
 fn parse_ptxas(stderr: &str, stats: &mut BTreeMap<String, KernelStats>) {
     let mut current = String::new();
     for line in stderr.lines() {
-        if let Some(rest) = line.split("Compiling entry function '").nth(1) {
-            current = rest.split('\'').next().unwrap_or_default().to_string();
+        if let Some(rest) =
+            line.split("Compiling entry function '").nth(1).or_else(|| line.split("Function properties for ").nth(1))
+        {
+            current = rest.split(['\'', ' ']).next().unwrap_or_default().trim().to_string();
         } else if line.contains("bytes spill stores") {
             let numbers: Vec<u32> = line.split(|c: char| !c.is_ascii_digit()).filter_map(|s| s.parse().ok()).collect();
             // "N bytes stack frame, S bytes spill stores, L bytes spill loads"
             if let [_, stores, loads, ..] = numbers[..] {
-                stats.entry(current.clone()).or_default().spill_bytes = stores + loads;
+                let entry = stats.entry(current.clone()).or_default();
+                entry.spill_bytes = stores;
+                entry.spill_loads = loads;
             }
         } else if let Some(rest) = line.split("Used ").nth(1) {
-            let registers = rest.split_whitespace().next().and_then(|s| s.parse().ok()).unwrap_or(0);
-            stats.entry(current.clone()).or_default().registers = registers;
+            let entry = stats.entry(current.clone()).or_default();
+            entry.registers = rest.split_whitespace().next().and_then(|s| s.parse().ok()).unwrap_or(0);
+            entry.shared_bytes = rest
+                .split(", ")
+                .find(|part| part.ends_with("bytes smem"))
+                .and_then(|part| part.split_whitespace().next()?.parse().ok())
+                .unwrap_or(0);
         }
     }
 }
 
-/// `cuobjdump -sass` -> instruction counts and the hot loop per kernel.
-fn parse_sass(sass: &str, stats: &mut BTreeMap<String, KernelStats>) {
+/// `cuobjdump -sass` -> (function, [(address, instruction)]).
+fn functions(sass: &str) -> Vec<(String, Vec<(u64, String)>)> {
     let mut functions: Vec<(String, Vec<(u64, String)>)> = Vec::new();
     for line in sass.lines() {
         if let Some(name) = line.split("Function : ").nth(1) {
@@ -75,29 +124,48 @@ fn parse_sass(sass: &str, stats: &mut BTreeMap<String, KernelStats>) {
             function.1.push((address, instruction.trim().to_string()));
         }
     }
-    for (name, instructions) in functions {
-        // Loops: backward branches. The hot loop is the aligned one: the loop with the fewest
-        // global loads (vector loads instead of byte loads) that does arithmetic.
-        let mut loops = Vec::new();
-        for &(address, ref text) in &instructions {
-            let target = text
-                .contains("BRA")
-                .then(|| text.split("0x").nth(1))
-                .flatten()
-                .and_then(|hex| u64::from_str_radix(hex.trim_matches(|c: char| !c.is_ascii_hexdigit()), 16).ok());
-            if let Some(target) = target.filter(|&t| t < address) {
-                let body: Vec<&String> =
-                    instructions.iter().filter(|(a, _)| (target..=address).contains(a)).map(|(_, t)| t).collect();
-                let loads = body.iter().filter(|t| t.contains("LDG")).count();
-                if body.iter().any(|t| t.contains("FFMA")) {
-                    loops.push((loads, body.len()));
-                }
-            }
-        }
-        let entry = stats.entry(name).or_default();
-        entry.instructions = instructions.len();
-        entry.hot_loop = loops.iter().min().map_or(0, |&(_, len)| len);
-    }
+    functions
+}
+
+/// Backward branches as (first address, last address) of the loop they close.
+fn loops(instructions: &[(u64, String)]) -> Vec<(u64, u64)> {
+    instructions
+        .iter()
+        .filter(|(_, text)| text.contains("BRA"))
+        .filter_map(|(address, text)| {
+            let hex = text.split("0x").nth(1)?;
+            let target = u64::from_str_radix(hex.trim_matches(|c: char| !c.is_ascii_hexdigit()), 16).ok()?;
+            (target < *address).then_some((target, *address))
+        })
+        .collect()
+}
+
+/// The pass loop: the outermost loop holding the FFMAs and a block barrier; staging loops are the
+/// loops inside it with shared stores and no FFMA.
+fn pass_loop(instructions: &[(u64, String)]) -> Option<PassLoop> {
+    let body = |(start, end): (u64, u64)| -> Vec<&str> {
+        instructions.iter().filter(|(a, _)| (start..=end).contains(a)).map(|(_, t)| t.as_str()).collect()
+    };
+    let all = loops(instructions);
+    let (start, end) = all
+        .iter()
+        .copied()
+        .filter(|&range| {
+            let b = body(range);
+            b.iter().any(|t| t.contains("FFMA")) && b.iter().any(|t| t.starts_with("BAR"))
+        })
+        .max_by_key(|&(start, end)| end - start)?;
+    let staging: usize = all
+        .iter()
+        .copied()
+        .filter(|&(s, e)| s > start && e < end)
+        .map(body)
+        .filter(|b| b.iter().any(|t| t.starts_with("STS")) && !b.iter().any(|t| t.contains("FFMA")))
+        .map(|b| b.len())
+        .sum();
+    let whole = body((start, end));
+    let barriers = whole.iter().filter(|t| t.starts_with("BAR")).count();
+    Some(PassLoop { body: whole.len() - staging, staging, barriers })
 }
 
 /// Least-squares slope of y over x.
@@ -110,23 +178,65 @@ fn slope(points: &[(f64, f64)]) -> f64 {
     num / den
 }
 
+/// An architecture's per-SM resources (CUDA programming guide, compute capability tables).
+struct Sm {
+    arch: &'static str,
+    max_warps: usize,
+    max_blocks: usize,
+    shared_bytes: usize,
+}
+
+const SMS: [Sm; 7] = [
+    Sm { arch: "sm_80", max_warps: 64, max_blocks: 32, shared_bytes: 164 << 10 },
+    Sm { arch: "sm_86", max_warps: 48, max_blocks: 16, shared_bytes: 100 << 10 },
+    Sm { arch: "sm_89", max_warps: 48, max_blocks: 24, shared_bytes: 100 << 10 },
+    Sm { arch: "sm_90", max_warps: 64, max_blocks: 32, shared_bytes: 228 << 10 },
+    Sm { arch: "sm_100", max_warps: 64, max_blocks: 32, shared_bytes: 228 << 10 },
+    Sm { arch: "sm_120", max_warps: 48, max_blocks: 32, shared_bytes: 100 << 10 },
+    Sm { arch: "sm_121", max_warps: 48, max_blocks: 32, shared_bytes: 100 << 10 },
+];
+
+/// Resident blocks per SM: the tightest of registers (65,536 per SM, allocated in units of 8 per
+/// thread), shared memory (1 KB reserved per block), warps and the block limit.
+fn occupancy(arch: &str, stats: &KernelStats) -> usize {
+    let Some(sm) = SMS.iter().find(|sm| sm.arch == arch) else { return 0 };
+    let threads = WARPS_PER_BLOCK * 32;
+    let registers = (stats.registers as usize).div_ceil(8).max(1) * 8 * threads;
+    let by_registers = 65536 / registers;
+    let by_shared = sm.shared_bytes / (stats.shared_bytes as usize + 1024);
+    let by_warps = sm.max_warps / WARPS_PER_BLOCK;
+    by_registers.min(by_shared).min(by_warps).min(sm.max_blocks)
+}
+
 struct Device {
     name: &'static str,
     arch: &'static str,
     sms: f64,
     clock_ghz: f64,
     bandwidth_gbs: f64,
+    latency_ns: f64,
     source: &'static str,
 }
 
-const DEVICES: [Device; 2] = [
+const DEVICES: [Device; 3] = [
     Device {
         name: "H200",
         arch: "sm_90",
         sms: 132.0,
         clock_ghz: 1.98,
         bandwidth_gbs: 4800.0,
-        source: "132 SMs at 1.98 GHz boost (assumed: the H100 SXM configuration, consistent with ~67 FP32 TFLOPS), 4.8 TB/s",
+        latency_ns: 700.0,
+        source: "132 SMs at 1.98 GHz boost (the H100 SXM configuration), 4.8 TB/s HBM3e; 700 ns loaded memory latency \
+                 assumed (600-800 ns is typical of HBM under load)",
+    },
+    Device {
+        name: "B200",
+        arch: "sm_100",
+        sms: 148.0,
+        clock_ghz: 1.965,
+        bandwidth_gbs: 8000.0,
+        latency_ns: 700.0,
+        source: "148 SMs at 1.965 GHz, 8 TB/s HBM3e; 700 ns loaded latency assumed, as for H200",
     },
     Device {
         name: "GB10",
@@ -134,113 +244,175 @@ const DEVICES: [Device; 2] = [
         sms: 48.0,
         clock_ghz: 2.52,
         bandwidth_gbs: 273.0,
-        source: "48 SMs (6144 CUDA cores / 128) at 2.52 GHz (31 FP32 TFLOPS / 2 / 6144), 273 GB/s",
+        latency_ns: 600.0,
+        source: "48 SMs (6144 CUDA cores / 128) at 2.52 GHz, 273 GB/s LPDDR5x; 600 ns loaded latency assumed",
     },
 ];
 
-fn render(per_arch: &BTreeMap<&str, BTreeMap<String, KernelStats>>, ptx: &str) -> String {
+/// The kernel the dispatch plan picks for each M in 1..=8 (every tier present, default switches),
+/// then the wide tiers at their width: gemv-core decides, the report only reads it.
+fn planned_kernels() -> Vec<(usize, &'static str)> {
+    let mut planned: Vec<(usize, &'static str)> = (1..=8)
+        .filter_map(|m| {
+            let plan = dispatch_plan(m, 8, TierMask::ALL, true).ok()?;
+            plan.first().map(|launch| (m, TIERS[launch.tier].kernel_name(KillSwitches::default())))
+        })
+        .collect();
+    planned.extend(TIERS.iter().filter(|tier| tier.width > 8).map(|tier| (tier.width, tier.kernel)));
+    planned
+}
+
+type PerArch<T> = BTreeMap<&'static str, BTreeMap<String, T>>;
+
+fn render(stats: &PerArch<KernelStats>, loops: &PerArch<PassLoop>, ptx: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# SASS report\n");
     let _ = writeln!(
         out,
         "Generated by `cargo xtask sass` from `{ptx}` with ptxas 13.0.88 (`-O3`) and cuobjdump 13.2.51; \
-         `cargo xtask sass --check` fails when this file is stale. Do not edit by hand.\n"
+         `cargo xtask sass --check` fails when this file is stale. Do not edit by hand. Every figure is static \
+         or modelled: nothing here was measured on a GPU.\n"
     );
     let _ = writeln!(
         out,
-        "Columns: registers per thread; spill bytes (stores + loads, must be 0); static SASS instructions of the \
-         kernel (both the aligned and the byte-wise specialisation, and the epilogue); the aligned hot loop's \
-         instructions per iteration (one iteration = 2 groups of 16 weights per lane, for every row the warp \
-         computes) and per group.\n"
+        "Columns: registers per thread; bytes of registers spilled (must be 0); static shared memory per block; \
+         static SASS instructions (every path); resident 256-thread blocks per SM; the pass loop's instructions \
+         per warp and pass on the common path (16-byte aligned weights, whole 64-group passes, every token live, \
+         |x| < 2^121) at the kernel's full width; and that divided by the weights a lane covers per pass (32 x \
+         rows per warp): instructions per weight, all tokens included.\n"
     );
     for arch in ARCHS {
-        let Some(stats) = per_arch.get(arch) else { continue };
+        let (Some(arch_stats), Some(arch_loops)) = (stats.get(arch), loops.get(arch)) else { continue };
         let _ = writeln!(out, "## {arch}\n");
-        let _ = writeln!(out, "| kernel | registers | spill bytes | SASS | hot loop / iteration | hot loop / group |");
-        let _ = writeln!(out, "|---|---|---|---|---|---|");
-        let mut ordered: Vec<(&String, &KernelStats)> = stats.iter().collect();
-        ordered.sort_by_key(|(name, _)| (max_m(name), rows(name)));
-        for (name, s) in ordered {
-            let _ = writeln!(
-                out,
-                "| {name} | {} | {} | {} | {} | {:.1} |",
-                s.registers,
-                s.spill_bytes,
-                s.instructions,
-                s.hot_loop,
-                s.hot_loop as f64 / 2.0
-            );
-        }
-        let _ = writeln!(out);
-    }
-    if let Some(stats) = per_arch.get("sm_121") {
-        let family: Vec<(f64, f64, f64)> = (4..=8)
-            .filter_map(|m| {
-                stats
-                    .get(&format!("w4a16_gemv_batch{m}"))
-                    .map(|s| (m as f64, s.instructions as f64, s.hot_loop as f64 / 2.0))
-            })
-            .collect();
-        let static_slope = slope(&family.iter().map(|&(m, total, _)| (m, total)).collect::<Vec<_>>());
-        let loop_slope = slope(&family.iter().map(|&(m, _, per_group)| (m, per_group)).collect::<Vec<_>>());
-        let _ = writeln!(out, "## Per-row slope of the batch4..8 family on sm_121\n");
         let _ = writeln!(
             out,
-            "Least-squares slope over MAX_M = 4..8: **{static_slope:.0} static SASS instructions per row** (the seed \
-             measured ~80 per row: 440 at MAX_M = 4, 760 at 8), and **{loop_slope:.1} hot-loop instructions per row \
-             per 16-weight group** (16 FFMA, 16 bf16-to-f32 conversions, the activation loads and the dead-row \
-             test). The static count is larger than the seed's because every kernel carries two specialisations \
-             of the main loop (aligned vector loads, byte-wise loads for unaligned buffers) and the transposing \
-             shuffle tree; only the aligned loop runs on aligned buffers, so the hot-loop figure is the one that \
-             costs time.\n"
+            "| kernel | rows/warp | registers | spill stores | shared memory | SASS | blocks/SM | pass loop | per weight |"
         );
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
+        let mut ordered: Vec<(&String, &KernelStats)> =
+            arch_stats.iter().filter(|(name, _)| kernel_spec(name).is_some()).collect();
+        ordered.sort_by_key(|(name, _)| (max_m(name), rows(name)));
+        for (name, s) in ordered {
+            let pass = arch_loops.get(name.as_str()).copied().unwrap_or_default();
+            let per_pass = pass.per_pass(max_m(name));
+            let _ = writeln!(
+                out,
+                "| {name} | {} | {} | {} | {} B | {} | {} | {per_pass:.0} | {:.2} |",
+                rows(name),
+                s.registers,
+                s.spill_bytes,
+                s.shared_bytes,
+                s.instructions,
+                occupancy(arch, s),
+                per_pass / (WEIGHTS_PER_LANE_PASS * rows(name)) as f64
+            );
+        }
+        let callee_spills = arch_stats
+            .iter()
+            .filter(|(name, _)| kernel_spec(name).is_none())
+            .map(|(_, s)| s.spill_bytes + s.spill_loads)
+            .max();
+        if let Some(spills) = callee_spills {
+            let _ = writeln!(
+                out,
+                "\nThe plain fallback path, a called function run only by blocks whose X overflows the scaled path, \
+                 moves at most {spills} bytes through local memory.\n"
+            );
+        }
     }
-    let _ = writeln!(out, "## Issue-bound versus bandwidth-bound: a stated model\n");
+
+    let _ = writeln!(out, "## Instructions per weight at each M, and the per-token slope\n");
     let _ = writeln!(
         out,
-        "Model: a warp-instruction issues at one per clock per scheduler, four schedulers per SM, and nothing \
-         else limits (no latency, no dual issue, X and Y traffic and the epilogue ignored). One hot-loop \
-         iteration of a warp streams 64 groups x 9 bytes (8 packed + 1 scale) per weight row it computes. \
-         The kernel keeps up with memory when it issues at most `bandwidth / (SMs x 4 x clock)` bytes' worth \
-         of instructions, so its modelled efficiency is `min(1, (bytes per iteration / hot-loop instructions) / \
-         (bandwidth / issue rate))`. It is a model, not a measurement: real kernels also lose to latency and \
-         occupancy, and gain from instruction-level parallelism in memory.\n"
+        "The kernel the dispatch plan runs at each M (every tier present, default kill switches), common path, \
+         sm_90 and sm_121. The per-token slope is the least-squares slope of instructions per weight over M = \
+         1..8: what one more token costs, the family's headline figure (the contract needs one FFMA per weight \
+         per token, so 1.0 is the floor).\n"
+    );
+    let _ = writeln!(out, "| M | kernel | sm_90 | sm_121 |");
+    let _ = writeln!(out, "|---|---|---|---|");
+    let per_weight = |arch: &str, kernel: &str, m: usize| -> Option<f64> {
+        let pass = loops.get(arch)?.get(kernel)?;
+        Some(pass.per_pass(m) / (WEIGHTS_PER_LANE_PASS * rows(kernel)) as f64)
+    };
+    for (m, kernel) in planned_kernels() {
+        let cell = |arch| per_weight(arch, kernel, m).map_or("-".into(), |v| format!("{v:.2}"));
+        let _ = writeln!(out, "| {m} | {kernel} | {} | {} |", cell("sm_90"), cell("sm_121"));
+    }
+    for arch in ["sm_90", "sm_121"] {
+        let points: Vec<(f64, f64)> = planned_kernels()
+            .into_iter()
+            .filter(|&(m, _)| m <= 8)
+            .filter_map(|(m, kernel)| per_weight(arch, kernel, m).map(|v| (m as f64, v)))
+            .collect();
+        if points.len() > 1 {
+            let _ = writeln!(
+                out,
+                "\nPer-token slope on {arch}: **{:.2} instructions per weight per token**.",
+                slope(&points)
+            );
+        }
+    }
+    let _ = writeln!(out);
+
+    let _ = writeln!(out, "## Models: issue rate and bytes in flight\n");
+    let _ = writeln!(
+        out,
+        "**Issue model**: a warp-instruction issues at one per clock per scheduler, four schedulers per SM, and \
+         nothing else limits. A lane covers {BYTES_PER_WEIGHT} bytes per weight, so a warp-instruction streams 32 x \
+         {BYTES_PER_WEIGHT} / (instructions per weight) bytes; the kernel keeps up with memory when that is at least \
+         `bandwidth / (SMs x 4 x clock)`. Modelled efficiency = min(1, supplied / needed).\n"
+    );
+    let _ = writeln!(
+        out,
+        "**Bytes-in-flight model** (Little's law): memory delivers `bandwidth / SMs` bytes per ns to an SM and \
+         each load takes `latency` ns, so an SM needs `bandwidth / SMs x latency` bytes of loads outstanding. A \
+         warp keeps {PASSES_IN_FLIGHT} passes of weights in flight while it computes one (the next in registers, \
+         the one after as an L2 prefetch): rows x {PASS_BYTES_PER_ROW} bytes each. Resident warps per SM at shape N are 8 per block times the lesser of the occupancy and the blocks N \
+         gives each SM (N / (8 x rows) blocks over all SMs). Modelled efficiency = min(1, outstanding / needed); \
+         the latency is an assumption, stated per device.\n"
     );
     for device in &DEVICES {
         let issue = device.sms * 4.0 * device.clock_ghz * 1e9;
-        let needed = device.bandwidth_gbs * 1e9 / issue;
+        let needed_per_instruction = device.bandwidth_gbs * 1e9 / issue;
+        let needed_in_flight = device.bandwidth_gbs / device.sms * device.latency_ns;
         let _ = writeln!(
             out,
-            "**{}** ({}; {}): needs {needed:.2} bytes per warp-instruction to be bandwidth-bound.\n",
-            device.name, device.arch, device.source
+            "**{}** ({}; {}): needs {needed_per_instruction:.2} bytes per warp-instruction and {:.1} KB of weight loads \
+             in flight per SM.\n",
+            device.name,
+            device.arch,
+            device.source,
+            needed_in_flight / 1024.0
         );
-        let _ =
-            writeln!(out, "| M | kernel | hot loop / iteration | bytes / instruction | modelled % of peak bandwidth |");
-        let _ = writeln!(out, "|---|---|---|---|---|");
-        let Some(stats) = per_arch.get(device.arch) else { continue };
-        for (m, kernel) in planned_kernels().iter().enumerate() {
-            let Some(s) = stats.get(*kernel) else { continue };
-            let bytes = 64.0 * 9.0 * rows(kernel) as f64;
-            let per_instruction = bytes / s.hot_loop.max(1) as f64;
-            let efficiency = (per_instruction / needed).min(1.0) * 100.0;
-            let _ = writeln!(
-                out,
-                "| {} | {kernel} (MAX_M {}) | {} | {per_instruction:.2} | {efficiency:.0}% |",
-                m + 1,
-                max_m(kernel),
-                s.hot_loop
-            );
+        let headers: Vec<String> = MODEL_N.iter().map(|n| format!("in flight, N = {n}")).collect();
+        let _ = writeln!(out, "| M | kernel | per weight | issue model | {} |", headers.join(" | "));
+        let _ = writeln!(out, "|---|---|---|---|{}", "---|".repeat(MODEL_N.len()));
+        let (Some(arch_stats), Some(_)) = (stats.get(device.arch), loops.get(device.arch)) else { continue };
+        for (m, kernel) in planned_kernels() {
+            let (Some(s), Some(ipw)) = (arch_stats.get(kernel), per_weight(device.arch, kernel, m)) else { continue };
+            let supplied = 32.0 * BYTES_PER_WEIGHT / ipw;
+            let issue_model = (supplied / needed_per_instruction).min(1.0) * 100.0;
+            let cells: Vec<String> = MODEL_N
+                .iter()
+                .map(|&n| {
+                    let blocks = n.div_ceil(WARPS_PER_BLOCK * rows(kernel)) as f64;
+                    let resident = (occupancy(device.arch, s) as f64).min(blocks / device.sms);
+                    let in_flight =
+                        resident * WARPS_PER_BLOCK as f64 * rows(kernel) as f64 * PASS_BYTES_PER_ROW * PASSES_IN_FLIGHT;
+                    format!("{:.1} KB ({:.0}%)", in_flight / 1024.0, (in_flight / needed_in_flight).min(1.0) * 100.0)
+                })
+                .collect();
+            let _ = writeln!(out, "| {m} | {kernel} | {ipw:.2} | {issue_model:.0}% | {} |", cells.join(" | "));
         }
         let _ = writeln!(out);
     }
     let _ = writeln!(
         out,
-        "Reading: on GB10 the scalar kernels stay bandwidth-bound through M = 8; on H200, whose bandwidth per \
-         issue slot is eight times higher, the per-weight decode (about six instructions per weight: shifts, \
-         masks and two exact multiplies) already makes M = 1 issue-bound. Closing that gap needs a packed \
-         decode (two weights per instruction) or the tensor-core family, not more rows per launch. The model \
-         is optimistic: the seed's batch8 measured 50.7% of GB10's peak at M = 8 (docs/tiers.md), where this \
-         model says 100%, so read every figure here as an upper bound until docs/benchmarks.md has measurements."
+        "Reading: both models are upper bounds (no latency hiding limits in the first, no issue limit in the \
+         second); the lesser of the two is the model's prediction. The exact contract costs one FFMA per weight per \
+         token, so no exact kernel stays memory-bound on H200 beyond a few tokens: that is the tensor-core family's \
+         job. docs/benchmarks.md holds what a GPU measured."
     );
     out
 }
@@ -250,25 +422,40 @@ pub fn run(check: bool) -> Result<(), String> {
     let toolchain = Toolchain::find_or_install()?;
     let out_dir = root().join("target/sass");
     std::fs::create_dir_all(&out_dir).map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
-    let mut per_arch: BTreeMap<&str, BTreeMap<String, KernelStats>> = BTreeMap::new();
+    let mut stats: PerArch<KernelStats> = BTreeMap::new();
+    let mut loops: PerArch<PassLoop> = BTreeMap::new();
     let mut ptx_names = Vec::new();
     for source in sources()? {
         let stem = source.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         let ptx = format!("{PTX_DIR}/{stem}.ptx");
         ptx_names.push(ptx.clone());
+        let common = out_dir.join(format!("{stem}.common.ptx"));
+        compile(&toolchain, &source, &common, &[COMMON_PATH])?;
         for arch in ARCHS {
             eprintln!("xtask: ptxas {ptx} for {arch}");
-            let cubin = out_dir.join(format!("{stem}.{arch}.cubin"));
             let arch_flag = format!("-arch={arch}");
+            let cubin = out_dir.join(format!("{stem}.{arch}.cubin"));
             let (_, stderr) =
                 toolchain.output("ptxas", &[&arch_flag, "-O3", "-v", &ptx, "-o", &cubin.to_string_lossy()])?;
-            let stats = per_arch.entry(arch).or_default();
-            parse_ptxas(&stderr, stats);
+            let arch_stats = stats.entry(arch).or_default();
+            parse_ptxas(&stderr, arch_stats);
             let (sass, _) = toolchain.output("cuobjdump", &["-sass", &cubin.to_string_lossy()])?;
-            parse_sass(&sass, stats);
+            for (name, instructions) in functions(&sass) {
+                arch_stats.entry(name).or_default().instructions = instructions.len();
+            }
+            let common_cubin = out_dir.join(format!("{stem}.common.{arch}.cubin"));
+            toolchain.output(
+                "ptxas",
+                &[&arch_flag, "-O3", &common.to_string_lossy(), "-o", &common_cubin.to_string_lossy()],
+            )?;
+            let (sass, _) = toolchain.output("cuobjdump", &["-sass", &common_cubin.to_string_lossy()])?;
+            for (name, instructions) in functions(&sass) {
+                let pass = pass_loop(&instructions).ok_or(format!("{name} on {arch}: no pass loop found"))?;
+                loops.entry(arch).or_default().insert(name, pass);
+            }
         }
     }
-    let spills: Vec<String> = per_arch
+    let spills: Vec<String> = stats
         .iter()
         .flat_map(|(arch, stats)| {
             stats
@@ -280,7 +467,7 @@ pub fn run(check: bool) -> Result<(), String> {
     if !spills.is_empty() {
         return Err(format!("register spills: {}", spills.join("; ")));
     }
-    let report = render(&per_arch, &ptx_names.join(", "));
+    let report = render(&stats, &loops, &ptx_names.join(", "));
     let path = root().join(REPORT);
     if check {
         let committed = std::fs::read_to_string(&path).unwrap_or_default();

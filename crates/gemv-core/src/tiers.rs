@@ -25,22 +25,23 @@ pub struct KernelSpec {
     pub name: &'static str,
     /// Largest M one launch may carry.
     pub max_m: usize,
-    /// Weight rows one warp (CUDA) or workgroup (WGSL) computes: 2 for the register-tiled
-    /// `batch8_rt2`, which reuses each activation load for both rows; 1 otherwise.
+    /// Weight rows one warp (CUDA) or workgroup (WGSL) computes, each activation load reused for
+    /// all of them: as many as the accumulators (rows x 2 x M per lane) leave registers for. The
+    /// register-tiled `batch8_rt2` carries 4 rows where the classic `batch8` carries 2.
     pub rows: usize,
 }
 
 /// Every kernel, the same names on every backend.
 pub const KERNELS: [KernelSpec; 11] = [
-    KernelSpec { name: "w4a16_gemv", max_m: 1, rows: 1 },
-    KernelSpec { name: "w4a16_gemv_batch2", max_m: 2, rows: 1 },
-    KernelSpec { name: "w4a16_gemv_batch3", max_m: 3, rows: 1 },
-    KernelSpec { name: "w4a16_gemv_batch4", max_m: 4, rows: 1 },
-    KernelSpec { name: "w4a16_gemv_batch5", max_m: 5, rows: 1 },
-    KernelSpec { name: "w4a16_gemv_batch6", max_m: 6, rows: 1 },
-    KernelSpec { name: "w4a16_gemv_batch7", max_m: 7, rows: 1 },
-    KernelSpec { name: "w4a16_gemv_batch8", max_m: 8, rows: 1 },
-    KernelSpec { name: "w4a16_gemv_batch8_rt2", max_m: 8, rows: 2 },
+    KernelSpec { name: "w4a16_gemv", max_m: 1, rows: 4 },
+    KernelSpec { name: "w4a16_gemv_batch2", max_m: 2, rows: 3 },
+    KernelSpec { name: "w4a16_gemv_batch3", max_m: 3, rows: 2 },
+    KernelSpec { name: "w4a16_gemv_batch4", max_m: 4, rows: 2 },
+    KernelSpec { name: "w4a16_gemv_batch5", max_m: 5, rows: 2 },
+    KernelSpec { name: "w4a16_gemv_batch6", max_m: 6, rows: 2 },
+    KernelSpec { name: "w4a16_gemv_batch7", max_m: 7, rows: 2 },
+    KernelSpec { name: "w4a16_gemv_batch8", max_m: 8, rows: 2 },
+    KernelSpec { name: "w4a16_gemv_batch8_rt2", max_m: 8, rows: 4 },
     KernelSpec { name: "w4a16_gemv_batch16", max_m: 16, rows: 1 },
     KernelSpec { name: "w4a16_gemv_batch32", max_m: 32, rows: 1 },
 ];

@@ -1,5 +1,5 @@
-//! Launch geometry, shared by the real driver and the emulator: 128 threads (4 warps) per block,
-//! `KernelSpec::rows` weight rows per warp (2 for the register-tiled `batch8_rt2`). The rows
+//! Launch geometry, shared by the real driver and the emulator: 256 threads (8 warps) per block,
+//! `KernelSpec::rows` weight rows per warp (1 to 4, by tier). The rows
 //! column of `GEMV_KERNELS` in kernels/cuda/w4a16_gemv.cu must agree with the registry; the
 //! conformance suite would miss rows otherwise. The block size must equal the kernels' declared
 //! launch bound (`.maxntid` in the PTX); tests compare the two.
@@ -7,7 +7,7 @@
 use gemv_core::KernelSpec;
 
 /// Threads per block (`gemv::kThreadsPerBlock` in the kernel source).
-pub const THREADS_PER_BLOCK: u32 = 128;
+pub const THREADS_PER_BLOCK: u32 = 256;
 const WARPS_PER_BLOCK: u32 = THREADS_PER_BLOCK / 32;
 /// The most blocks a one-dimensional CUDA grid may have (`gridDim.x <= 2^31 - 1`).
 pub const MAX_GRID_BLOCKS: u64 = (1 << 31) - 1;
@@ -51,14 +51,16 @@ mod tests {
     fn grids_cover_every_row_and_refuse_to_overflow() {
         let single = kernel_spec("w4a16_gemv").expect("registry");
         let tiled = kernel_spec("w4a16_gemv_batch8_rt2").expect("registry");
-        assert_eq!(grid_size("t", single, 1).ok(), Some(1));
-        assert_eq!(grid_size("t", single, 4).ok(), Some(1));
-        assert_eq!(grid_size("t", single, 5).ok(), Some(2));
-        assert_eq!(grid_size("t", tiled, 8).ok(), Some(1));
-        assert_eq!(grid_size("t", tiled, 9).ok(), Some(2));
+        let per_block = |spec: &gemv_core::KernelSpec| (THREADS_PER_BLOCK / 32) as usize * spec.rows;
+        for spec in [single, tiled] {
+            let rows = per_block(spec);
+            assert_eq!(grid_size("t", spec, 1).ok(), Some(1));
+            assert_eq!(grid_size("t", spec, rows).ok(), Some(1));
+            assert_eq!(grid_size("t", spec, rows + 1).ok(), Some(2));
+        }
         // The largest N the 32-bit kernel parameter allows fits the grid comfortably.
         assert!(grid_size("t", single, i32::MAX as usize).is_ok());
-        let rows = (MAX_GRID_BLOCKS as usize + 1) * 4;
+        let rows = (MAX_GRID_BLOCKS as usize + 1) * per_block(single);
         match grid_size("t", single, rows) {
             Err(gemv_backend::Error::LimitExceeded { requested, limit, .. }) => {
                 assert_eq!((requested, limit), (MAX_GRID_BLOCKS + 1, MAX_GRID_BLOCKS))

@@ -23,7 +23,7 @@
 // Shared memory is declared with GEMV_SHARED so that every access is checked.
 #define __shared__ GEMV_USE_GEMV_SHARED_TO_DECLARE_SHARED_MEMORY
 
-#define GEMV_KERNEL(name, max_threads)                         \
+#define GEMV_KERNEL(name, max_threads, min_blocks)              \
     constexpr unsigned emu_launch_bound_##name = (max_threads); \
     extern "C" void name
 
@@ -59,7 +59,12 @@ enum class ShuffleKind { Index, Up, Down, Xor };
 // The value of `value` in the lane the shuffle selects; checks mask, kind and width agreement.
 unsigned shuffle(ShuffleKind kind, unsigned mask, unsigned value, int lane_arg, int width);
 void sync_threads();
+// A barrier that also returns whether any thread of the block passed a non-zero predicate.
+int sync_threads_or(int predicate);
 unsigned lane_id();
+
+// A primitive used in a way the emulator does not model: reported as a fault.
+[[noreturn]] void unsupported(const char* what);
 
 // Shared memory: the block's allocation for the declaration `tag` (created, poisoned, on the
 // first execution in a block), and the check of one access to it.
@@ -110,6 +115,92 @@ inline void store_global(T* p, typename gemv_identity<T>::type v) {
 
 inline void __syncthreads() {
     emu::sync_threads();
+}
+
+// A prefetch fetches nothing here, but its address must lie in a launch input, as a read's would.
+inline void gemv_prefetch_l2(const void* p) {
+    emu::check_access(p, 1, 1, false, true);
+}
+
+inline int __syncthreads_or(int predicate) {
+    return emu::sync_threads_or(predicate);
+}
+
+// ---- Bit and half-precision primitives (PTX semantics) --------------------------------------
+
+// prmt.b32 in its default mode; selector nibbles with bit 3 set (sign replication) are not used
+// by the kernels and are refused.
+inline gemv_u32 gemv_prmt(gemv_u32 a, gemv_u32 b, gemv_u32 selector) {
+    const gemv_u64 bytes = (gemv_u64)a | ((gemv_u64)b << 32);
+    gemv_u32 d = 0;
+    for (int i = 0; i < 4; ++i) {
+        const gemv_u32 nibble = (selector >> (4 * i)) & 0xFu;
+        if (nibble & 8u) emu::unsupported("prmt selector with sign replication");
+        d |= (gemv_u32)((bytes >> (8 * nibble)) & 0xFFu) << (8 * i);
+    }
+    return d;
+}
+
+namespace emu {
+
+// IEEE binary16 bits to f32, exactly (subnormals, infinities and NaN included).
+inline float half_to_float_slow(gemv_u32 h) {
+    const gemv_u32 sign = (h & 0x8000u) << 16;
+    const gemv_u32 exponent = (h >> 10) & 0x1Fu;
+    const gemv_u32 mantissa = h & 0x3FFu;
+    float magnitude;
+    if (exponent == 0) {
+        magnitude = (float)mantissa * 0x1p-24f;  // exact: at most 10 bits
+    } else if (exponent == 31) {
+        magnitude = mantissa ? __uint_as_float(0x7FC00000u) : __uint_as_float(0x7F800000u);
+    } else {
+        magnitude = __uint_as_float(((exponent + 112u) << 23) | (mantissa << 13));
+    }
+    return __uint_as_float(__float_as_uint(magnitude) | sign);
+}
+
+// The same through a table of all 65,536 values (built once; the kernels convert per weight).
+inline float half_to_float(gemv_u32 h) {
+    static const float* const table = [] {
+        float* values = new float[65536];
+        for (gemv_u32 i = 0; i < 65536; ++i) values[i] = half_to_float_slow(i);
+        return values;
+    }();
+    return table[h & 0xFFFFu];
+}
+
+// f32 to IEEE binary16 bits, round to nearest even; NaN becomes the canonical 0x7FFF as the GPU
+// writes it.
+inline gemv_u32 float_to_half(float f) {
+    const gemv_u32 x = __float_as_uint(f);
+    const gemv_u32 sign = (x >> 16) & 0x8000u;
+    const gemv_u32 ax = x & 0x7FFFFFFFu;
+    if (ax > 0x7F800000u) return 0x7FFFu;
+    if (ax >= 0x477FF000u) return sign | 0x7C00u;  // 65520 and above round to infinity
+    if (ax < 0x38800000u) {                        // below 2^-14: an f16 subnormal or zero
+        return sign | (gemv_u32)std::nearbyint(__uint_as_float(ax) * 0x1p24f);
+    }
+    gemv_u32 h = ((((ax >> 23) - 112u) << 10) | ((ax >> 13) & 0x3FFu));
+    const gemv_u32 rest = ax & 0x1FFFu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
+    return sign | h;
+}
+
+}  // namespace emu
+
+// mul.rn.f16x2: the product of two f16 values is exact in f32 (at most 22 significant bits), so
+// rounding it once to f16 is the correctly rounded f16 product.
+inline gemv_u32 gemv_hmul2(gemv_u32 a, gemv_u32 b) {
+    const gemv_u32 lo = emu::float_to_half(emu::half_to_float(a & 0xFFFFu) * emu::half_to_float(b & 0xFFFFu));
+    const gemv_u32 hi = emu::float_to_half(emu::half_to_float(a >> 16) * emu::half_to_float(b >> 16));
+    return lo | (hi << 16);
+}
+
+inline float gemv_half_lo(gemv_u32 pair) {
+    return emu::half_to_float(pair & 0xFFFFu);
+}
+inline float gemv_half_hi(gemv_u32 pair) {
+    return emu::half_to_float(pair >> 16);
 }
 
 // ---- Shared memory --------------------------------------------------------------------------

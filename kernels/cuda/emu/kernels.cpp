@@ -8,7 +8,7 @@
 
 namespace {
 
-#define GEMV_EMU_ENTRY(name, max_m, rows) {#name, &name, emu_launch_bound_##name},
+#define GEMV_EMU_ENTRY(name, ...) {#name, &name, emu_launch_bound_##name},
 const EmuKernel kKernels[] = {GEMV_KERNELS(GEMV_EMU_ENTRY) GEMV_TEST_KERNELS(GEMV_EMU_ENTRY)};
 
 }  // namespace

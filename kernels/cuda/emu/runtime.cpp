@@ -34,6 +34,10 @@ constexpr size_t kStackBytes = 256 * 1024;
 constexpr unsigned kMaxThreadsPerBlock = 1024;
 // The most static shared memory a block may declare (CUDA's limit for __shared__ arrays).
 constexpr size_t kMaxSharedBytes = 48 * 1024;
+// Blocks of every launch whose shared memory is race- and initialisation-checked, byte by byte
+// (every block is bounds-checked). All blocks run the same code, so structural races show in the
+// first ones; checking every block of a large launch would cost minutes.
+constexpr unsigned kTrackedBlocks = 2;
 constexpr unsigned char kSharedPoison = 0xFF;  // NaN as f32 and as bf16 pairs: loud if read
 
 enum class FiberState { Ready, Done, Faulted };
@@ -56,6 +60,11 @@ struct WarpState {
     ShuffleKind kind[2][32];
     int width[2][32];
     unsigned arrived[32];  // generation + 1 of the last shuffle each lane arrived at
+    // Full-mask shuffles (the kernels' only kind) complete by counting instead of scanning the
+    // lanes on every resume: lanes arrived at the slot's generation, and whether the last lane to
+    // arrive found every lane in agreement.
+    unsigned slot_generation[2];
+    unsigned count[2];
 };
 
 // What the race checker knows of one shared byte: the last writer and up to two readers, each
@@ -85,6 +94,9 @@ struct BlockRun {
     std::vector<Fiber> fibers;
     std::vector<WarpState> warps;
     std::vector<unsigned> barrier_arrived;  // per thread: generation + 1 of its last barrier
+    std::vector<unsigned char> barrier_or;  // per barrier generation: any __syncthreads_or predicate
+    std::vector<unsigned> barrier_count;    // per barrier generation: threads arrived
+    unsigned done = 0;                      // threads that exited
     jmp_buf scheduler;
     Fiber* current = nullptr;
     unsigned long long events = 0;  // progress counter for deadlock detection
@@ -94,6 +106,7 @@ struct BlockRun {
     size_t shared_used = 0;
     std::unique_ptr<unsigned char[]> arena{new unsigned char[kMaxSharedBytes]};
     std::vector<ByteShadow> shadow = std::vector<ByteShadow>(kMaxSharedBytes);
+    bool tracking = false;  // this block's shared accesses are race-checked
     const void* scheduler_stack = nullptr;
     size_t scheduler_stack_size = 0;
     void* scheduler_fake_stack = nullptr;
@@ -190,6 +203,7 @@ void fiber_main() {
         run->launch->kernel->entry(a.x, a.packed, a.scales, a.y, a.global_scale, a.m, a.n, a.k);
         run = t_block;
         run->current->state = FiberState::Done;
+        run->done++;
         run->events++;
         yield();
     }
@@ -223,6 +237,10 @@ bool run_block(BlockRun& run, dim3 block_idx) {
     const unsigned threads = launch.block.x * launch.block.y * launch.block.z;
     run.warps.assign((threads + 31) / 32, WarpState{});
     run.barrier_arrived.assign(threads, 0);
+    run.barrier_or.clear();
+    run.barrier_count.clear();
+    run.done = 0;
+    run.tracking = block_idx.x + launch.grid.x * (block_idx.y + launch.grid.y * block_idx.z) < kTrackedBlocks;
     run.events = 0;
     run.fault.clear();
     // Every block declares its shared arrays afresh; shared_alloc poisons them.
@@ -364,6 +382,41 @@ void check_access(const void* p, size_t size, size_t align, bool write, bool via
     fault("out-of-bounds %s of %zu bytes: %s", kind, size, nearest);
 }
 
+namespace {
+
+// A lane the mask waits for has exited: the shuffle can never complete.
+void missing_lane(BlockRun& run, const WarpState& w, unsigned warp_base, unsigned mask, unsigned generation,
+                  const char* what) {
+    for (unsigned l = 0; l < 32; ++l) {
+        if (!(mask & (1u << l)) || warp_base + l >= run.fibers.size()) continue;
+        if (w.arrived[l] < generation + 1 && run.fibers[warp_base + l].state == FiberState::Done) {
+            fault("%s #%u: mask %#010x waits for lane %u, which exited", what, generation, mask, l);
+        }
+    }
+}
+
+// Every lane the mask names must execute the same shuffle: same mask, kind and width.
+void validate_shuffle(const WarpState& w, unsigned slot, unsigned lane, unsigned mask, ShuffleKind kind, int width,
+                      unsigned generation, const char* what) {
+    for (unsigned l = 0; l < 32; ++l) {
+        if (!(mask & (1u << l))) continue;
+        if (w.mask[slot][l] != mask) {
+            fault("%s #%u: lane %u used mask %#010x but lane %u used %#010x", what, generation, lane, mask, l,
+                  w.mask[slot][l]);
+        }
+        if (w.kind[slot][l] != kind) {
+            fault("%s #%u: lane %u called %s but lane %u called %s in the same shuffle", what, generation, lane, what,
+                  l, shuffle_name(w.kind[slot][l]));
+        }
+        if (w.width[slot][l] != width) {
+            fault("%s #%u: lane %u used width %d but lane %u used width %d", what, generation, lane, width, l,
+                  w.width[slot][l]);
+        }
+    }
+}
+
+}  // namespace
+
 unsigned shuffle(ShuffleKind kind, unsigned mask, unsigned value, int lane_arg, int width) {
     BlockRun& run = *t_block;
     Fiber& self = *run.current;
@@ -382,38 +435,32 @@ unsigned shuffle(ShuffleKind kind, unsigned mask, unsigned value, int lane_arg, 
     w.width[slot][lane] = width;
     w.arrived[lane] = generation + 1;
     run.events++;
-    for (;;) {
-        bool all = true;
-        for (unsigned l = 0; l < 32; ++l) {
-            if (!(mask & (1u << l))) continue;
-            const unsigned other = warp_base + l;
-            if (other >= run.fibers.size()) fault("%s: mask %#010x names lane %u beyond the block", what, mask, l);
-            const Fiber& f = run.fibers[other];
-            if (w.arrived[l] < generation + 1) {
-                all = false;
-                if (f.state == FiberState::Done) {
-                    fault("%s #%u: mask %#010x waits for lane %u, which exited", what, generation, mask, l);
-                }
+    if (mask == 0xFFFFFFFFu) {
+        // Every lane of the warp takes part: count arrivals at this generation.
+        if (warp_base + 32 > run.fibers.size()) fault("%s: mask %#010x names lanes beyond the block", what, mask);
+        if (w.slot_generation[slot] != generation + 1) {
+            w.slot_generation[slot] = generation + 1;
+            w.count[slot] = 0;
+        }
+        if (++w.count[slot] == 32) validate_shuffle(w, slot, lane, mask, kind, width, generation, what);
+        while (w.count[slot] < 32) {
+            if (run.done > 0) missing_lane(run, w, warp_base, mask, generation, what);
+            yield();
+        }
+    } else {
+        for (;;) {
+            bool all = true;
+            for (unsigned l = 0; l < 32; ++l) {
+                if (!(mask & (1u << l))) continue;
+                const unsigned other = warp_base + l;
+                if (other >= run.fibers.size()) fault("%s: mask %#010x names lane %u beyond the block", what, mask, l);
+                if (w.arrived[l] < generation + 1) all = false;
             }
+            if (all) break;
+            missing_lane(run, w, warp_base, mask, generation, what);
+            yield();
         }
-        if (all) break;
-        yield();
-    }
-    // Every lane the mask names must execute the same shuffle: same mask, kind and width.
-    for (unsigned l = 0; l < 32; ++l) {
-        if (!(mask & (1u << l))) continue;
-        if (w.mask[slot][l] != mask) {
-            fault("%s #%u: lane %u used mask %#010x but lane %u used %#010x", what, generation, lane, mask, l,
-                         w.mask[slot][l]);
-        }
-        if (w.kind[slot][l] != kind) {
-            fault("%s #%u: lane %u called %s but lane %u called %s in the same shuffle", what, generation, lane,
-                         what, l, shuffle_name(w.kind[slot][l]));
-        }
-        if (w.width[slot][l] != width) {
-            fault("%s #%u: lane %u used width %d but lane %u used width %d", what, generation, lane, width, l,
-                         w.width[slot][l]);
-        }
+        validate_shuffle(w, slot, lane, mask, kind, width, generation, what);
     }
     const unsigned segment = lane & ~(unsigned)(width - 1);
     unsigned src = lane;
@@ -440,24 +487,41 @@ unsigned shuffle(ShuffleKind kind, unsigned mask, unsigned value, int lane_arg, 
     return w.value[slot][src];
 }
 
+void unsupported(const char* what) {
+    fault("unsupported by the emulator: %s", what);
+}
+
+int sync_threads_or(int predicate) {
+    BlockRun& run = *t_block;
+    const unsigned generation = run.current->barriers_done;
+    if (run.barrier_or.size() <= generation) run.barrier_or.resize(generation + 1, 0);
+    if (predicate) run.barrier_or[generation] = 1;
+    sync_threads();
+    // Every thread has arrived at barrier `generation`: the OR of their predicates is complete.
+    return run.barrier_or[generation];
+}
+
 void sync_threads() {
     BlockRun& run = *t_block;
     Fiber& self = *run.current;
     const unsigned tid = linear_tid(self.coords);
     const unsigned generation = self.barriers_done;
+    const unsigned threads = (unsigned)run.fibers.size();
     run.barrier_arrived[tid] = generation + 1;
+    if (run.barrier_count.size() <= generation) run.barrier_count.resize(generation + 1, 0);
+    ++run.barrier_count[generation];
     run.events++;
-    for (;;) {
-        bool all = true;
-        for (size_t t = 0; t < run.fibers.size(); ++t) {
-            if (run.barrier_arrived[t] >= generation + 1) continue;
-            all = false;
-            if (run.fibers[t].state == FiberState::Done) {
-                fault("__syncthreads #%u is not reached by thread %zu, which exited (divergent barrier)",
-                             generation, t);
+    while (run.barrier_count[generation] < threads) {
+        // Before the barrier completes, no thread that arrived at it can have exited: if the
+        // arrived and the exited threads are everyone, an exited one never came.
+        if (run.barrier_count[generation] + run.done >= threads) {
+            for (size_t t = 0; t < run.fibers.size(); ++t) {
+                if (run.barrier_arrived[t] < generation + 1 && run.fibers[t].state == FiberState::Done) {
+                    fault("__syncthreads #%u is not reached by thread %zu, which exited (divergent barrier)",
+                          generation, t);
+                }
             }
         }
-        if (all) break;
         yield();
     }
     self.barriers_done = generation + 1;
@@ -496,6 +560,7 @@ void shared_check(unsigned decl, long long element, size_t element_size, size_t 
     // Vectors are addressed by vector index from a 16-byte aligned array (as on the GPU, where
     // GemvShared is alignas(16)), so a vector access is always aligned to its size.
     const size_t first = (size_t)element * element_size;
+    if (!run.tracking) return;
     Fiber& self = *run.current;
     const unsigned short tid = (unsigned short)linear_tid(self.coords);
     const unsigned epoch = self.barriers_done + 1;

@@ -21,35 +21,35 @@ __device__ __forceinline__ void out(gemv_u16* y, int m, int n, unsigned value) {
 // ---- Global memory --------------------------------------------------------------------------
 
 // Lane 0 of every warp writes one element past the end of y (m * n elements).
-GEMV_KERNEL(emu_test_write_past_end, 1024)(EMU_ARGS) {
+GEMV_KERNEL(emu_test_write_past_end, 1024, 1)(EMU_ARGS) {
     if (threadIdx.x % 32 == 0) store_global(y + (gemv_u64)m * (gemv_u64)n, (gemv_u16)1);
 }
 
 // Reads one byte before the packed buffer.
-GEMV_KERNEL(emu_test_read_before_start, 1024)(EMU_ARGS) {
+GEMV_KERNEL(emu_test_read_before_start, 1024, 1)(EMU_ARGS) {
     const gemv_u8 v = __ldg(packed - 1);
     if (threadIdx.x == 0) store_global(y, (gemv_u16)v);
 }
 
 // Writes into x, an input.
-GEMV_KERNEL(emu_test_write_read_only, 1024)(EMU_ARGS) {
+GEMV_KERNEL(emu_test_write_read_only, 1024, 1)(EMU_ARGS) {
     if (threadIdx.x == 3) store_global(const_cast<gemv_u16*>(x) + 1, (gemv_u16)7);
 }
 
 // Reads y, which the launch writes, through the read-only data path.
-GEMV_KERNEL(emu_test_ldg_writable, 1024)(EMU_ARGS) {
+GEMV_KERNEL(emu_test_ldg_writable, 1024, 1)(EMU_ARGS) {
     const gemv_u16 v = __ldg(y + threadIdx.x % 4);
     emu_test::out(y, m, n, v);
 }
 
 // Control: every thread copies an element of x into y through __ldg (must pass).
-GEMV_KERNEL(emu_test_copy_x, 1024)(EMU_ARGS) {
+GEMV_KERNEL(emu_test_copy_x, 1024, 1)(EMU_ARGS) {
     const unsigned i = emu_test::global_thread();
     if (i < (unsigned)(m * k) && i < (unsigned)(m * n)) store_global(y + i, __ldg(x + i));
 }
 
 // A misaligned 16-byte vector load from x + 1 element.
-GEMV_KERNEL(emu_test_misaligned_vector, 1024)(EMU_ARGS) {
+GEMV_KERNEL(emu_test_misaligned_vector, 1024, 1)(EMU_ARGS) {
     const uint4 v = __ldg(reinterpret_cast<const uint4*>(x + 1));
     if (threadIdx.x == 0) store_global(y, (gemv_u16)v.x);
 }
@@ -57,13 +57,13 @@ GEMV_KERNEL(emu_test_misaligned_vector, 1024)(EMU_ARGS) {
 // ---- Barriers -------------------------------------------------------------------------------
 
 // Only the first half of the block reaches the barrier; the second half exits.
-GEMV_KERNEL(emu_test_divergent_syncthreads, 1024)(EMU_ARGS) {
+GEMV_KERNEL(emu_test_divergent_syncthreads, 1024, 1)(EMU_ARGS) {
     if (threadIdx.x < blockDim.x / 2) __syncthreads();
     if (threadIdx.x == 0) store_global(y, (gemv_u16)0);
 }
 
 // Lane 5 waits at a barrier while the rest of its warp waits for it at a shuffle.
-GEMV_KERNEL(emu_test_deadlock, 1024)(EMU_ARGS) {
+GEMV_KERNEL(emu_test_deadlock, 1024, 1)(EMU_ARGS) {
     float v = (float)threadIdx.x;
     if (emu_test::lane() == 5) {
         __syncthreads();
@@ -76,41 +76,41 @@ GEMV_KERNEL(emu_test_deadlock, 1024)(EMU_ARGS) {
 // ---- Shuffles -------------------------------------------------------------------------------
 
 // Control: a full-warp butterfly sum (must pass; every lane ends with the warp's sum).
-GEMV_KERNEL(emu_test_warp_sum, 1024)(EMU_ARGS) {
+GEMV_KERNEL(emu_test_warp_sum, 1024, 1)(EMU_ARGS) {
     unsigned v = emu_test::lane();
     for (int d = 16; d >= 1; d /= 2) v += __shfl_xor_sync(emu_test::kFull, v, d);
     emu_test::out(y, m, n, v);
 }
 
 // Every lane shuffles, but the mask names only the low 16 lanes.
-GEMV_KERNEL(emu_test_mask_excludes_caller, 1024)(EMU_ARGS) {
+GEMV_KERNEL(emu_test_mask_excludes_caller, 1024, 1)(EMU_ARGS) {
     const float v = __shfl_xor_sync(0x0000FFFFu, (float)threadIdx.x, 0);
     emu_test::out(y, m, n, (unsigned)v);
 }
 
 // Lanes 0..15 shift down by one with a 16-lane mask: lane 15 reads lane 16, outside the mask.
-GEMV_KERNEL(emu_test_reads_outside_mask, 1024)(EMU_ARGS) {
+GEMV_KERNEL(emu_test_reads_outside_mask, 1024, 1)(EMU_ARGS) {
     float v = (float)threadIdx.x;
     if (emu_test::lane() < 16) v = __shfl_down_sync(0x0000FFFFu, v, 1);
     emu_test::out(y, m, n, (unsigned)v);
 }
 
 // Control: the same with width 16, so lane 15 keeps its own value (must pass).
-GEMV_KERNEL(emu_test_half_warp_down, 1024)(EMU_ARGS) {
+GEMV_KERNEL(emu_test_half_warp_down, 1024, 1)(EMU_ARGS) {
     float v = (float)threadIdx.x;
     if (emu_test::lane() < 16) v = __shfl_down_sync(0x0000FFFFu, v, 1, 16);
     emu_test::out(y, m, n, (unsigned)v);
 }
 
 // Lane 0 exits; the others shuffle with a full mask.
-GEMV_KERNEL(emu_test_exited_lane, 1024)(EMU_ARGS) {
+GEMV_KERNEL(emu_test_exited_lane, 1024, 1)(EMU_ARGS) {
     if (emu_test::lane() == 0) return;
     const float v = __shfl_xor_sync(emu_test::kFull, (float)threadIdx.x, 1);
     emu_test::out(y, m, n, (unsigned)v);
 }
 
 // Half a warp calls __shfl_xor_sync, the other half __shfl_down_sync, both with a full mask.
-GEMV_KERNEL(emu_test_shuffle_kind_mismatch, 1024)(EMU_ARGS) {
+GEMV_KERNEL(emu_test_shuffle_kind_mismatch, 1024, 1)(EMU_ARGS) {
     float v = (float)threadIdx.x;
     if (emu_test::lane() < 16) {
         v = __shfl_xor_sync(emu_test::kFull, v, 1);
@@ -121,7 +121,7 @@ GEMV_KERNEL(emu_test_shuffle_kind_mismatch, 1024)(EMU_ARGS) {
 }
 
 // The same shuffle with width 16 in one half of the warp and 32 in the other.
-GEMV_KERNEL(emu_test_shuffle_width_mismatch, 1024)(EMU_ARGS) {
+GEMV_KERNEL(emu_test_shuffle_width_mismatch, 1024, 1)(EMU_ARGS) {
     const float v = __shfl_xor_sync(emu_test::kFull, (float)threadIdx.x, 1, emu_test::lane() < 16 ? 16 : 32);
     emu_test::out(y, m, n, (unsigned)v);
 }
@@ -129,14 +129,14 @@ GEMV_KERNEL(emu_test_shuffle_width_mismatch, 1024)(EMU_ARGS) {
 // ---- Launch bounds --------------------------------------------------------------------------
 
 // Declared for at most 64 threads per block.
-GEMV_KERNEL(emu_test_bounded_64, 64)(EMU_ARGS) {
+GEMV_KERNEL(emu_test_bounded_64, 64, 1)(EMU_ARGS) {
     emu_test::out(y, m, n, threadIdx.x);
 }
 
 // ---- Shared memory --------------------------------------------------------------------------
 
 // Control: a block-wide exchange through shared memory and a barrier (must pass).
-GEMV_KERNEL(emu_test_shared_exchange, 1024)(EMU_ARGS) {
+GEMV_KERNEL(emu_test_shared_exchange, 1024, 1)(EMU_ARGS) {
     GEMV_SHARED(gemv_u16, values, 1024);
     values[threadIdx.x] = (gemv_u16)(threadIdx.x + blockIdx.x);
     __syncthreads();
@@ -145,7 +145,7 @@ GEMV_KERNEL(emu_test_shared_exchange, 1024)(EMU_ARGS) {
 }
 
 // The same exchange without the barrier: reading a neighbour's slot races with its write.
-GEMV_KERNEL(emu_test_shared_race, 1024)(EMU_ARGS) {
+GEMV_KERNEL(emu_test_shared_race, 1024, 1)(EMU_ARGS) {
     GEMV_SHARED(gemv_u16, values, 1024);
     values[threadIdx.x] = (gemv_u16)threadIdx.x;
     const gemv_u16 left = threadIdx.x > 0 ? (gemv_u16)values[threadIdx.x - 1] : (gemv_u16)0;
@@ -153,7 +153,7 @@ GEMV_KERNEL(emu_test_shared_race, 1024)(EMU_ARGS) {
 }
 
 // Every thread writes the same slot with no barrier between the writes.
-GEMV_KERNEL(emu_test_shared_write_race, 1024)(EMU_ARGS) {
+GEMV_KERNEL(emu_test_shared_write_race, 1024, 1)(EMU_ARGS) {
     GEMV_SHARED(float, slot, 1);
     slot[0] = (float)threadIdx.x;
     __syncthreads();
@@ -161,7 +161,7 @@ GEMV_KERNEL(emu_test_shared_write_race, 1024)(EMU_ARGS) {
 }
 
 // Reads a slot no thread of the block has written (on a GPU: whatever an earlier block left).
-GEMV_KERNEL(emu_test_shared_uninitialised, 1024)(EMU_ARGS) {
+GEMV_KERNEL(emu_test_shared_uninitialised, 1024, 1)(EMU_ARGS) {
     GEMV_SHARED(float, values, 64);
     if (threadIdx.x == 0 && blockIdx.x > 0) values[1] = 1.0f;
     __syncthreads();
@@ -169,21 +169,21 @@ GEMV_KERNEL(emu_test_shared_uninitialised, 1024)(EMU_ARGS) {
 }
 
 // One element past a 32-element shared array (with a block of more than 32 threads).
-GEMV_KERNEL(emu_test_shared_out_of_bounds, 1024)(EMU_ARGS) {
+GEMV_KERNEL(emu_test_shared_out_of_bounds, 1024, 1)(EMU_ARGS) {
     GEMV_SHARED(float, values, 32);
     values[threadIdx.x] = 1.0f;
     emu_test::out(y, m, n, 0);
 }
 
 // More static shared memory than a block may have (48 KiB + 4 bytes).
-GEMV_KERNEL(emu_test_shared_too_large, 1024)(EMU_ARGS) {
+GEMV_KERNEL(emu_test_shared_too_large, 1024, 1)(EMU_ARGS) {
     GEMV_SHARED(float, values, 12 * 1024 + 1);
     values[threadIdx.x] = 1.0f;
     emu_test::out(y, m, n, 0);
 }
 
 // Control: vector stores and loads in shared memory, with the barrier (must pass).
-GEMV_KERNEL(emu_test_shared_vectors, 1024)(EMU_ARGS) {
+GEMV_KERNEL(emu_test_shared_vectors, 1024, 1)(EMU_ARGS) {
     GEMV_SHARED(float, values, 1024);
     if (threadIdx.x < 256) shared_store<float4>(values, threadIdx.x, float4{1.0f, 2.0f, 3.0f, (float)threadIdx.x});
     __syncthreads();
