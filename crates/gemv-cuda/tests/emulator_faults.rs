@@ -243,3 +243,188 @@ fn shared_memory_over_the_block_limit_is_caught() {
 fn unknown_kernels_are_a_typed_error() {
     assert!(matches!(launch("no_such_kernel", 32), Err(Error::KernelFault { .. })));
 }
+
+// ---- Bit and half-precision primitives, against an independent reference ----
+
+/// Runs a test kernel over chosen inputs: `x` holds `m * k` values, y gets `m * n`.
+fn run_on(kernel: &str, x: &[u16], m: usize, n: usize, k: usize) -> Vec<u16> {
+    assert_eq!(x.len(), m * k);
+    let packed = vec![0u8; n * k / 2];
+    let scales = vec![0u8; n * k / 16];
+    let mut y = vec![0u16; m * n];
+    let block = 256;
+    let grid = (m * k).div_ceil(block) as u32;
+    CudaEmulator::new()
+        .launch_on_host(HostLaunch {
+            kernel,
+            grid,
+            block: block as u32,
+            x,
+            packed: &packed,
+            scales: &scales,
+            y: &mut y,
+            global_scale: 1.0,
+            m,
+            n,
+            k,
+        })
+        .unwrap_or_else(|error| panic!("{kernel}: {error}"));
+    y
+}
+
+/// Every binary16 code, as m = 1024 rows of k = 64 (y has room for two outputs per input).
+fn every_half_code() -> (Vec<u16>, usize, usize, usize) {
+    ((0..=u16::MAX).collect(), 1024, 128, 64)
+}
+
+/// binary16 bits to their exact value (None for NaN).
+fn half_value(bits: u16) -> Option<f64> {
+    let sign = if bits & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exponent = i32::from((bits >> 10) & 0x1F);
+    let mantissa = f64::from(bits & 0x3FF);
+    match exponent {
+        0 => Some(sign * mantissa * 2f64.powi(-24)),
+        31 if mantissa == 0.0 => Some(sign * f64::INFINITY),
+        31 => None,
+        _ => Some(sign * (1024.0 + mantissa) * 2f64.powi(exponent - 25)),
+    }
+}
+
+/// An exact value to binary16 bits, rounding to nearest even (None for NaN).
+fn half_bits_rounded(value: f64) -> Option<u16> {
+    if value.is_nan() {
+        return None;
+    }
+    let sign = if value.is_sign_negative() { 0x8000u16 } else { 0 };
+    let magnitude = value.abs();
+    if magnitude >= 65520.0 {
+        return Some(sign | 0x7C00);
+    }
+    // The quantum of the binade (subnormals share the smallest normal binade's quantum).
+    let exponent = if magnitude == 0.0 { -14 } else { magnitude.log2().floor().max(-14.0) as i32 };
+    let exponent = if magnitude >= 2f64.powi(exponent + 1) { exponent + 1 } else { exponent };
+    let quantum = 2f64.powi(exponent - 10);
+    let units = (magnitude / quantum).round_ties_even();
+    let rounded = units * quantum;
+    let bits = if rounded < 2f64.powi(-14) {
+        (rounded * 2f64.powi(24)) as u16
+    } else {
+        let binade = rounded.log2().floor() as i32;
+        let mantissa = rounded / 2f64.powi(binade - 10) - 1024.0;
+        (((binade + 15) as u16) << 10) | mantissa as u16
+    };
+    Some(sign | bits)
+}
+
+#[test]
+fn the_reference_rounding_is_itself_right_on_known_values() {
+    assert_eq!(half_bits_rounded(1.0), Some(0x3C00));
+    assert_eq!(half_bits_rounded(65504.0), Some(0x7BFF));
+    assert_eq!(half_bits_rounded(65519.99), Some(0x7BFF));
+    assert_eq!(half_bits_rounded(65520.0), Some(0x7C00));
+    assert_eq!(half_bits_rounded(2f64.powi(-24)), Some(0x0001));
+    assert_eq!(half_bits_rounded(2f64.powi(-25)), Some(0x0000), "a tie rounds to even zero");
+    assert_eq!(half_bits_rounded(3.0 * 2f64.powi(-25)), Some(0x0002), "a tie rounds to even 2");
+    assert_eq!(half_bits_rounded(-(1.0 + 2f64.powi(-11))), Some(0xBC00), "a tie rounds to even");
+    assert_eq!(half_bits_rounded(1.0 + 3.0 * 2f64.powi(-11)), Some(0x3C02));
+    assert_eq!(half_bits_rounded(2f64.powi(-14) - 2f64.powi(-26)), Some(0x0400), "rounds up into the normals");
+    for bits in 0..=u16::MAX {
+        if let Some(value) = half_value(bits) {
+            assert_eq!(half_bits_rounded(value), Some(bits), "round trip of {bits:#06x}");
+        }
+    }
+}
+
+#[test]
+fn half_to_float_matches_the_reference_on_every_code() {
+    let (x, m, n, k) = every_half_code();
+    let y = run_on("emu_test_half_to_float", &x, m, n, k);
+    let mut mismatches = 0;
+    for (i, &h) in x.iter().enumerate() {
+        let found = f32::from_bits(u32::from(y[2 * i]) | (u32::from(y[2 * i + 1]) << 16));
+        let ok = match half_value(h) {
+            Some(expected) => found.to_bits() == (expected as f32).to_bits(),
+            None => found.is_nan(),
+        };
+        if !ok {
+            mismatches += 1;
+            if mismatches <= 5 {
+                eprintln!("cvt.f32.f16 {h:#06x}: expected {:?}, found {found:e}", half_value(h));
+            }
+        }
+    }
+    assert_eq!(mismatches, 0, "{mismatches} of 65536 codes convert wrongly");
+}
+
+#[test]
+fn hmul2_is_the_correctly_rounded_product_with_canonical_nan() {
+    let (x, m, n, k) = every_half_code();
+    let y = run_on("emu_test_hmul2", &x, m, n, k);
+    let count = x.len();
+    let (mut mismatches, mut subnormal, mut overflow, mut nan) = (0, 0, 0, 0);
+    for i in 0..count {
+        let (a, b) = (x[i], x[(7 * i + 3) % count]);
+        let expected = match (half_value(a), half_value(b)) {
+            (Some(a), Some(b)) => half_bits_rounded(a * b),
+            _ => None,
+        };
+        let expected = expected.unwrap_or(0x7FFF);
+        subnormal += usize::from(expected & 0x7C00 == 0 && expected & 0x3FF != 0);
+        overflow += usize::from(expected & 0x7FFF == 0x7C00 && (a & 0x7C00) != 0x7C00 && (b & 0x7C00) != 0x7C00);
+        nan += usize::from(expected == 0x7FFF);
+        for (half, found) in [y[2 * i], y[2 * i + 1]].into_iter().enumerate() {
+            if found != expected {
+                mismatches += 1;
+                if mismatches <= 5 {
+                    eprintln!("{a:#06x} x {b:#06x} (half {half}): expected {expected:#06x}, found {found:#06x}");
+                }
+            }
+        }
+    }
+    eprintln!("hmul2: {count} products, {subnormal} subnormal, {overflow} overflowing, {nan} NaN");
+    assert!(subnormal > 100 && overflow > 100 && nan > 100, "the sweep must reach every rounding regime");
+    assert_eq!(mismatches, 0, "{mismatches} products differ");
+}
+
+#[test]
+fn prmt_selects_bytes_like_the_reference() {
+    let (m, n, k) = (16, 128, 64);
+    let mut state = 0x9E37_79B9u32;
+    let x: Vec<u16> = (0..m * k)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            state as u16
+        })
+        .collect();
+    let y = run_on("emu_test_prmt", &x, m, n, k);
+    let word = |i: usize| u32::from(x[i]) | (u32::from(x[i + 1]) << 16);
+    let mut checked = 0;
+    for i in 0..m * k - 5 {
+        let bytes = u64::from(word(i)) | (u64::from(word(i + 2)) << 32);
+        let selector = word(i + 4) & 0x7777;
+        let expected = (0..4).fold(0u32, |d, lane| {
+            let source = (selector >> (4 * lane)) & 7;
+            d | (((bytes >> (8 * source)) & 0xFF) as u32) << (8 * lane)
+        });
+        let found = u32::from(y[2 * i]) | (u32::from(y[2 * i + 1]) << 16);
+        assert_eq!(found, expected, "prmt({:#010x}, {:#010x}, {selector:#06x})", word(i), word(i + 2));
+        checked += 1;
+    }
+    assert_eq!(checked, m * k - 5);
+}
+
+#[test]
+fn a_prmt_sign_replication_selector_is_refused() {
+    let message = fault_message("emu_test_prmt_sign_mode", 32);
+    assert!(message.contains("unsupported by the emulator: prmt selector with sign replication"), "{message}");
+}
+
+#[test]
+fn a_prefetch_past_the_weights_is_caught_and_one_inside_passes() {
+    let message = fault_message("emu_test_prefetch_past_end", 32);
+    assert!(message.contains("out-of-bounds read of 1 bytes"), "{message}");
+    assert!(message.contains("packed"), "{message}");
+    passes("emu_test_prefetch_inside", 32);
+}

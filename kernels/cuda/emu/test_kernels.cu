@@ -191,6 +191,60 @@ GEMV_KERNEL(emu_test_shared_vectors, 1024, 1)(EMU_ARGS) {
     emu_test::out(y, m, n, (unsigned)(v.x + v.y + v.z + v.w));
 }
 
+// ---- Bit and half-precision primitives -----------------------------------------------------
+
+// y[2i], y[2i+1] = the low / high half of hmul2((x[i], x[i]), (x[j], x[j])), j = (7 i + 3) % (m k):
+// binary16 products of every pair of inputs the test chooses.
+GEMV_KERNEL(emu_test_hmul2, 1024, 1)(EMU_ARGS) {
+    const unsigned i = emu_test::global_thread();
+    const unsigned count = (unsigned)(m * k);
+    if (i >= count || 2 * i + 1 >= (unsigned)(m * n)) return;
+    const gemv_u32 a = __ldg(x + i);
+    const gemv_u32 b = __ldg(x + (7 * i + 3) % count);
+    const gemv_u32 product = gemv_hmul2(a | (a << 16), b | (b << 16));
+    store_global(y + 2 * i, (gemv_u16)(product & 0xFFFFu));
+    store_global(y + 2 * i + 1, (gemv_u16)(product >> 16));
+}
+
+// y[2i], y[2i+1] = the low / high 16 bits of the f32 that cvt.f32.f16 gives for x[i].
+GEMV_KERNEL(emu_test_half_to_float, 1024, 1)(EMU_ARGS) {
+    const unsigned i = emu_test::global_thread();
+    if (i >= (unsigned)(m * k) || 2 * i + 1 >= (unsigned)(m * n)) return;
+    const gemv_u32 bits = __float_as_uint(gemv_half_hi((gemv_u32)__ldg(x + i) << 16));
+    store_global(y + 2 * i, (gemv_u16)(bits & 0xFFFFu));
+    store_global(y + 2 * i + 1, (gemv_u16)(bits >> 16));
+}
+
+// y[2i], y[2i+1] = prmt(a, b, selector) for a, b and a selector (nibbles 0..7) drawn from x.
+GEMV_KERNEL(emu_test_prmt, 1024, 1)(EMU_ARGS) {
+    const unsigned i = emu_test::global_thread();
+    const unsigned count = (unsigned)(m * k);
+    if (i + 5 >= count || 2 * i + 1 >= (unsigned)(m * n)) return;
+    const gemv_u32 a = (gemv_u32)__ldg(x + i) | ((gemv_u32)__ldg(x + i + 1) << 16);
+    const gemv_u32 b = (gemv_u32)__ldg(x + i + 2) | ((gemv_u32)__ldg(x + i + 3) << 16);
+    const gemv_u32 selector = ((gemv_u32)__ldg(x + i + 4) | ((gemv_u32)__ldg(x + i + 5) << 16)) & 0x7777u;
+    const gemv_u32 d = gemv_prmt(a, b, selector);
+    store_global(y + 2 * i, (gemv_u16)(d & 0xFFFFu));
+    store_global(y + 2 * i + 1, (gemv_u16)(d >> 16));
+}
+
+// A selector nibble with bit 3 set (sign replication), which the emulator does not model.
+GEMV_KERNEL(emu_test_prmt_sign_mode, 1024, 1)(EMU_ARGS) {
+    emu_test::out(y, m, n, gemv_prmt(1u, 2u, 0x8u));
+}
+
+// A prefetch one byte past the packed weights.
+GEMV_KERNEL(emu_test_prefetch_past_end, 1024, 1)(EMU_ARGS) {
+    gemv_prefetch_l2(packed + (gemv_u64)n * (gemv_u64)(k / 2));
+    emu_test::out(y, m, n, 0);
+}
+
+// Control: a prefetch inside the packed weights (must pass).
+GEMV_KERNEL(emu_test_prefetch_inside, 1024, 1)(EMU_ARGS) {
+    gemv_prefetch_l2(packed + threadIdx.x % 16);
+    emu_test::out(y, m, n, 0);
+}
+
 #define GEMV_TEST_KERNELS(X)                   \
     X(emu_test_write_past_end, 1, 1)           \
     X(emu_test_read_before_start, 1, 1)        \
@@ -214,4 +268,10 @@ GEMV_KERNEL(emu_test_shared_vectors, 1024, 1)(EMU_ARGS) {
     X(emu_test_shared_uninitialised, 1, 1)     \
     X(emu_test_shared_out_of_bounds, 1, 1)     \
     X(emu_test_shared_too_large, 1, 1)         \
-    X(emu_test_shared_vectors, 1, 1)
+    X(emu_test_shared_vectors, 1, 1)           \
+    X(emu_test_hmul2, 1, 1)                    \
+    X(emu_test_half_to_float, 1, 1)            \
+    X(emu_test_prmt, 1, 1)                     \
+    X(emu_test_prmt_sign_mode, 1, 1)           \
+    X(emu_test_prefetch_past_end, 1, 1)        \
+    X(emu_test_prefetch_inside, 1, 1)
