@@ -313,8 +313,27 @@ fn run_with_timeout(command: &mut Command, timeout: Duration) -> Result<Option<b
     }
 }
 
-/// Builds gemv against the kernels in `dir` and runs the gates with `--fail-fast`.
-fn judge(tree: &Path, dir: &Path, timeout: Duration) -> Result<Outcome, String> {
+/// How long the gates may run on a mutant: the quick gates (all but 7) and gate 7's large shapes,
+/// each timed on the unmutated kernels, so an endless loop costs about a minute, not ten.
+#[derive(Debug, Clone, Copy)]
+struct Timeouts {
+    quick: Duration,
+    large: Duration,
+}
+
+impl Timeouts {
+    /// The limits for the unmutated kernels themselves.
+    const BASELINE: Timeouts = Timeouts { quick: Duration::from_secs(1800), large: Duration::from_secs(1800) };
+
+    /// Generous multiples of the baseline's own times.
+    fn from_baseline(quick: Duration, large: Duration) -> Timeouts {
+        Timeouts { quick: (quick * 10).max(Duration::from_secs(60)), large: (large * 3).max(Duration::from_secs(120)) }
+    }
+}
+
+/// Builds gemv against the kernels in `dir` and runs the gates with `--fail-fast`: the quick
+/// gates first, then gate 7. Also returns how long each stage ran.
+fn judge(tree: &Path, dir: &Path, timeouts: Timeouts) -> Result<(Outcome, [Duration; 2]), String> {
     let target = root().join("target/kernel-mutants/target");
     let built = Command::new("cargo")
         .args(["build", "-q", "-p", "gemv-cli", "--bin", "gemv", "--target-dir"])
@@ -326,18 +345,27 @@ fn judge(tree: &Path, dir: &Path, timeout: Duration) -> Result<Outcome, String> 
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if !built.success() {
-        return Ok(Outcome::Unviable);
+        return Ok((Outcome::Unviable, [Duration::ZERO; 2]));
     }
-    let mut check = Command::new(target.join("debug/gemv"));
-    check.args(["check", "--backend", "cuda-emu", "--fail-fast"]);
-    for gate in GATE_ORDER {
-        check.args(["--gate", gate]);
+    let mut times = [Duration::ZERO; 2];
+    let stages: [(&[&str], Duration); 2] =
+        [(&GATE_ORDER[..GATE_ORDER.len() - 1], timeouts.quick), (&GATE_ORDER[GATE_ORDER.len() - 1..], timeouts.large)];
+    for (stage, (gates, timeout)) in stages.into_iter().enumerate() {
+        let mut check = Command::new(target.join("debug/gemv"));
+        check.args(["check", "--backend", "cuda-emu", "--fail-fast"]);
+        for gate in gates {
+            check.args(["--gate", gate]);
+        }
+        let started = Instant::now();
+        let result = run_with_timeout(&mut check, timeout)?;
+        times[stage] = started.elapsed();
+        match result {
+            Some(true) => {}
+            Some(false) => return Ok((Outcome::Killed, times)),
+            None => return Ok((Outcome::TimedOut, times)),
+        }
     }
-    Ok(match run_with_timeout(&mut check, timeout)? {
-        Some(true) => Outcome::Missed,
-        Some(false) => Outcome::Killed,
-        None => Outcome::TimedOut,
-    })
+    Ok((Outcome::Missed, times))
 }
 
 /// A survivor's second chance: the emulator's own tests (launch bounds against the launcher),
@@ -434,13 +462,17 @@ fn kernels(from: usize, limit: usize, only: Option<Vec<usize>>) -> Result<(), St
     // The unmutated sources must pass, or every mutant would look killed.
     let _ = std::fs::remove_dir_all(&scratch);
     copy_dir(&source_dir, &scratch)?;
-    let baseline_timeout = Duration::from_secs(1800);
-    match judge(&tree, &scratch, baseline_timeout)? {
-        Outcome::Missed => {}
-        other => return Err(format!("the unmutated kernels do not pass the gates ({other:?})")),
-    }
+    let timeouts = match judge(&tree, &scratch, Timeouts::BASELINE)? {
+        (Outcome::Missed, [quick, large]) => Timeouts::from_baseline(quick, large),
+        (other, _) => return Err(format!("the unmutated kernels do not pass the gates ({other:?})")),
+    };
+    eprintln!(
+        "xtask: timeouts per mutant: {:.0} s for the quick gates, {:.0} s for gate 7",
+        timeouts.quick.as_secs_f64(),
+        timeouts.large.as_secs_f64()
+    );
     warm_second_chance(&tree, &scratch)?;
-    let timeout = Duration::from_secs(600);
+    let second_chance_timeout = Duration::from_secs(600);
     let mut report = String::new();
     let mut counts = std::collections::BTreeMap::new();
     let report_name = if only.is_some() { "report-rejudged.txt" } else { "report.txt" };
@@ -458,9 +490,9 @@ fn kernels(from: usize, limit: usize, only: Option<Vec<usize>>) -> Result<(), St
         copy_dir(&source_dir, &scratch)?;
         std::fs::write(scratch.join(relative), mutated).map_err(|e| e.to_string())?;
         let started = Instant::now();
-        let mut outcome = judge(&tree, &scratch, timeout)?;
+        let (mut outcome, _) = judge(&tree, &scratch, timeouts)?;
         if outcome == Outcome::Missed {
-            outcome = second_chance(&tree, &scratch, timeout)?;
+            outcome = second_chance(&tree, &scratch, second_chance_timeout)?;
         }
         let line = format!(
             "#{index} {}:{} `{}` -> `{}`: {outcome:?} ({:.0} s)",
@@ -493,6 +525,15 @@ mod tests {
         let found: Vec<&str> = tokens(source).iter().map(|&(s, e, _)| &source[s..e]).collect();
         assert_eq!(found, ["int", "f", "(", ")", "{", "return", "a", "+", "b", "+", "0x1p126f", ";", "}"]);
         assert_eq!(tokens(source)[7].2, 4, "line numbers count the skipped lines");
+    }
+
+    #[test]
+    fn gate_7_runs_last_in_its_own_stage() {
+        assert_eq!(GATE_ORDER.last(), Some(&"7"));
+        assert_eq!(GATE_ORDER.iter().filter(|&&g| g == "7").count(), 1);
+        let mut sorted = GATE_ORDER.to_vec();
+        sorted.sort();
+        assert_eq!(sorted, ["1", "2", "3", "4", "5", "6", "7", "8", "9"], "every gate judges");
     }
 
     #[test]
