@@ -4,7 +4,7 @@
 //!   the selector, the dispatch plan, the codecs and argument validation by default, every file
 //!   with `--all`; each mutant judged by the tests that cover it (gemv-core's own; gemv-backend's
 //!   and gemv-mock's, where the conformance suite and its planted faults run). Output in
-//!   target/mutants-<crate>/.
+//!   `target/mutants-<crate>/`.
 //! - With `--kernels`: operator and constant mutants of the CUDA kernel sources
 //!   (kernels/cuda/*.cu), one at a time, each compiled into the emulator (`GEMV_KERNELS_DIR`)
 //!   and judged by `gemv check --backend cuda-emu --fail-fast`, fastest gates first, with a
@@ -75,7 +75,7 @@ const SCOPES: [(&str, &[&str], &[&str]); 2] = [
 ];
 
 /// cargo-mutants over the named areas (`--all`: every file of both crates, about 1,100 mutants
-/// and many hours), each judged by the tests that cover it. Results in target/mutants-<crate>/.
+/// and many hours), each judged by the tests that cover it. Results in `target/mutants-<crate>/`.
 fn crates(all: bool) -> Result<(), String> {
     if !has("cargo", &["mutants", "--version"]) {
         run("cargo", &["install", "--locked", CARGO_MUTANTS])?;
