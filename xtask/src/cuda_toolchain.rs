@@ -1,4 +1,4 @@
-//! The pinned CUDA toolchain (SPEC section 6): nvcc 13.0.88 and friends from PyPI, so that a
+//! The pinned CUDA toolchain: nvcc 13.0.88 and friends from PyPI, so that a
 //! machine with no CUDA install builds identical PTX. Used from PATH when nvcc there is exactly
 //! 13.0.88 and cuobjdump exists beside it; otherwise installed into a venv under target/.
 

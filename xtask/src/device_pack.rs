@@ -60,7 +60,7 @@ else
   failed=1
 fi
 
-# 3. The benchmark sweep (SPEC section 6): the three 27B shapes, M = 1..8, plus the seed's batch8.
+# 3. The benchmark sweep (the protocol of docs/benchmarks.md): the three 27B shapes, M = 1..8, plus the seed's batch8.
 step bench 240 "$here/gemv" bench --backend cuda --shape qkv --shape ffn-up --shape ffn-down --m 1..8 \
   --tier plan --tier w4a16_gemv_batch8 --peak-gbps 4800 --plot "$out/bench.svg"
 "$here/gemv" bench --backend cuda --shape qkv --m 1..8 --json --peak-gbps 4800 > "$out/bench.json" 2>/dev/null || failed=1

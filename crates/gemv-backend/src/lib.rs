@@ -5,7 +5,7 @@
 //! - [`GemvArgs::validate`]: the one boundary check every launch goes through.
 //! - [`ResolvedTiers`]: the tier table bound to one backend; [`DeviceMatrix`]: weights uploaded
 //!   once, any M run through the dispatch plan.
-//! - [`conformance`]: SPEC section 5's gates, written once, run for every backend.
+//! - [`conformance`]: the verification gates, written once, run for every backend.
 #![warn(missing_docs)]
 
 mod aligned_bytes;

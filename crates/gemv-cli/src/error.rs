@@ -46,6 +46,22 @@ pub enum CliError {
         /// What was found.
         found: String,
     },
+    /// A command-line argument that cannot be right.
+    #[error("{argument}: {reason}")]
+    BadArgument {
+        /// The argument, e.g. `--names`.
+        argument: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// The output cannot be created where it was asked for.
+    #[error("{}: {reason}", path.display())]
+    BadOutput {
+        /// The output path.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// The output exists already.
     #[error("{}: the output already exists; refusing to overwrite it", path.display())]
     OutputExists {

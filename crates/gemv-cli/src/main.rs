@@ -35,7 +35,7 @@ enum Command {
         /// Repeatable. Default: qkv.
         #[arg(long = "shape", value_parser = commands::bench::parse_shape)]
         shapes: Vec<(String, usize, usize)>,
-        /// Rows per launch, as a list of numbers and ranges.
+        /// Rows per launch, as a list of numbers and ranges (each M in 1..=4096, at most 1024 values).
         #[arg(long, default_value = "1..8", value_parser = commands::bench::parse_ms)]
         m: std::vec::Vec<usize>,
         /// Force a kernel (e.g. w4a16_gemv_batch8 to reproduce the seed's batch8 rows at M =
@@ -43,7 +43,7 @@ enum Command {
         #[arg(long = "tier")]
         tiers: Vec<String>,
         /// Nominal peak bandwidth in GB/s for the % column (default: what the device reports).
-        #[arg(long)]
+        #[arg(long, value_parser = commands::bench::parse_peak_gbps)]
         peak_gbps: Option<f64>,
         /// Print JSON instead of the table.
         #[arg(long)]
@@ -51,14 +51,15 @@ enum Command {
         /// Write effective bandwidth against M as an SVG plot, one line per tier.
         #[arg(long, value_name = "FILE.svg")]
         plot: Option<std::path::PathBuf>,
-        /// Interleaved rounds; the median is reported.
-        #[arg(long, default_value_t = 5)]
+        /// Interleaved rounds; the median is reported (1..=100000).
+        #[arg(long, default_value = "5", value_parser = commands::bench::parse_repeats)]
         rounds: usize,
-        /// Back-to-back launches per timing.
-        #[arg(long, default_value_t = 20)]
+        /// Back-to-back launches per timing (1..=100000).
+        #[arg(long, default_value = "20", value_parser = commands::bench::parse_repeats)]
         launches: usize,
         /// Megabytes of weight copies to rotate through, so weights are cold (>= 4x the L2).
-        #[arg(long, default_value_t = 256)]
+        /// Checked against the memory available before anything is allocated.
+        #[arg(long, default_value = "256", value_parser = commands::bench::parse_cold_mb)]
         cold_mb: usize,
     },
     /// Show the backends found, the kernels each resolves, the kill switches and the tier each
@@ -108,7 +109,7 @@ enum Command {
         #[arg(long, value_delimiter = ',')]
         names: Vec<String>,
     },
-    /// Run the conformance gates (SPEC section 5) on a backend: bit-exact against the host
+    /// Run the conformance gates on a backend: bit-exact against the host
     /// contract, within the f64 bound, guards, odd shapes, bad input. Exits 1 if any case fails.
     Check {
         /// Backend to prove.
@@ -147,9 +148,9 @@ fn main() -> ExitCode {
                 peak_gbps,
                 json,
                 plot,
-                rounds: rounds.max(1),
-                launches: launches.max(1),
-                cold_bytes: cold_mb << 20,
+                rounds,
+                launches,
+                cold_bytes: cold_mb.saturating_mul(1 << 20),
             };
             match commands::bench::run(&options, &mut stdout) {
                 Ok(true) => ExitCode::SUCCESS,

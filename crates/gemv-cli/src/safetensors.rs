@@ -80,7 +80,12 @@ impl SafeTensors {
     /// Reads and validates `path`.
     pub fn read(path: &Path) -> Result<Self, CliError> {
         let bad = |reason: String| CliError::BadFile { path: path.to_path_buf(), reason };
-        let bytes = std::fs::read(path).map_err(|e| CliError::Io { path: path.to_path_buf(), error: e.to_string() })?;
+        let io = |e: std::io::Error| CliError::Io { path: path.to_path_buf(), error: e.to_string() };
+        // Only regular files: reading a FIFO or a device would block or never end.
+        if !std::fs::metadata(path).map_err(io)?.is_file() {
+            return Err(bad("not a regular file".into()));
+        }
+        let bytes = std::fs::read(path).map_err(io)?;
         if bytes.len() < 8 {
             return Err(bad(format!("truncated: {} bytes, shorter than the 8-byte header length", bytes.len())));
         }
@@ -135,9 +140,7 @@ impl SafeTensors {
 
     /// Writes to `path`, which must not exist yet, through a temporary file and a rename.
     pub fn write_new(&self, path: &Path) -> Result<(), CliError> {
-        if path.exists() {
-            return Err(CliError::OutputExists { path: path.to_path_buf() });
-        }
+        check_output_path(path)?;
         let mut header = serde_json::Map::new();
         if let Some(metadata) = &self.metadata {
             header.insert("__metadata__".into(), metadata.clone());
@@ -176,6 +179,29 @@ impl SafeTensors {
             let _ = std::fs::remove_file(&temporary);
         }
         result
+    }
+}
+
+/// Checks, before any work, that an output can be created at `path`: it does not exist yet and
+/// its directory does. The error names `path` itself, never the temporary file.
+pub fn check_output_path(path: &Path) -> Result<(), CliError> {
+    if path.symlink_metadata().is_ok() {
+        return Err(CliError::OutputExists { path: path.to_path_buf() });
+    }
+    let directory = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    match std::fs::metadata(directory) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(CliError::BadOutput {
+            path: path.to_path_buf(),
+            reason: format!("{} is not a directory", directory.display()),
+        }),
+        Err(e) => Err(CliError::BadOutput {
+            path: path.to_path_buf(),
+            reason: format!("its directory {} cannot be used: {e}", directory.display()),
+        }),
     }
 }
 

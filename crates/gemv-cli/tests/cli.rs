@@ -133,6 +133,17 @@ fn bench_rejects_bad_arguments_with_exit_2() {
         (vec!["bench", "--shape", "64x24"], "multiple of 16"),
         (vec!["bench", "--shape", "qkvv"], "expected NxK"),
         (vec!["bench", "--tier", "w4a16_gemv_batch9", "--backend", "host"], "not a kernel"),
+        // Each of these once crashed, hung or printed nonsense; now each is refused before any work.
+        (vec!["bench", "--m", "1..18446744073709551615"], "above the largest M the bench times (4096)"),
+        (vec!["bench", "--m", "1..2000"], "more than 1024 values of M"),
+        (vec!["bench", "--rounds", "0"], "outside 1..=100000"),
+        (vec!["bench", "--launches", "0"], "outside 1..=100000"),
+        (vec!["bench", "--cold-mb", "100000000000"], "more than 1048576 MB"),
+        (vec!["bench", "--peak-gbps", "0"], "finite number of GB/s above 0"),
+        (vec!["bench", "--peak-gbps=-5"], "finite number of GB/s above 0"),
+        (vec!["bench", "--peak-gbps", "NaN"], "finite number of GB/s above 0"),
+        (vec!["bench", "--backend", "host", "--shape", "1000000x1000000"], "MB of host memory"),
+        (vec!["bench", "--backend", "host", "--cold-mb", "1048576"], "MB of host memory"),
     ] {
         let (code, _, stderr) = gemv(&args);
         assert_eq!(code, 2, "{args:?}: {stderr}");

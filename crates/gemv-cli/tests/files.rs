@@ -248,7 +248,19 @@ fn every_bad_input_is_a_clear_error_with_exit_code_2_and_no_output() {
 
     let out = dir.path("out.safetensors");
     let out_s = out.to_str().unwrap().to_string();
-    let cases: Vec<(Vec<String>, Vec<&str>)> = vec![
+    let no_such_dir = dir.path("no/such/dir/y.safetensors");
+    let quantize_args = |input: &Path, output: &str, names: &str| -> Vec<String> {
+        let input = input.to_string_lossy().into_owned();
+        ["quantize", "--input", &input, "--output", output, "--names", names].map(String::from).to_vec()
+    };
+    let mut cases: Vec<(Vec<String>, Vec<&str>)> = vec![
+        // Only regular files are opened (a directory here; a FIFO below, which once blocked forever).
+        (run_args(&dir.0, "w", &x_ok, &out_s), vec!["not a regular file"]),
+        // A missing output directory is found before any work, naming the output, not a temp file.
+        (run_args(&weights_ok, "w", &x_ok, no_such_dir.to_str().unwrap()), vec!["y.safetensors", "cannot be used"]),
+        (quantize_args(&x_ok, no_such_dir.to_str().unwrap(), "x"), vec!["y.safetensors", "cannot be used"]),
+        // Once printed "18446744073709551615 copied".
+        (quantize_args(&x_ok, &out_s, "x,x"), vec!["--names", "\"x\" is named twice"]),
         (run_args(&truncated, "w", &x_ok, &out_s), vec!["truncated"]),
         (run_args(&tiny, "w", &x_ok, &out_s), vec!["truncated", "8-byte"]),
         (run_args(&wrong_dtype, "w", &x_ok, &out_s), vec!["w.weight_scale", "F8_E4M3", "found U8"]),
@@ -285,6 +297,13 @@ fn every_bad_input_is_a_clear_error_with_exit_code_2_and_no_output() {
             vec!["\"nope\"", "no tensor"],
         ),
     ];
+    #[cfg(unix)]
+    {
+        let fifo = dir.path("fifo.safetensors");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+        assert!(made.success(), "mkfifo failed");
+        cases.push((run_args(&weights_ok, "w", &fifo, &out_s), vec!["fifo.safetensors", "not a regular file"]));
+    }
     for (args, needles) in cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let (code, stderr) = gemv(&args);
@@ -293,6 +312,7 @@ fn every_bad_input_is_a_clear_error_with_exit_code_2_and_no_output() {
             assert!(stderr.contains(needle), "{args:?}: missing {needle:?} in\n{stderr}");
         }
         assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+        assert!(!stderr.contains(".tmp"), "{args:?}: the error names a temporary file: {stderr}");
         assert!(!out.exists(), "{args:?} left an output file");
         let leftovers: Vec<_> = std::fs::read_dir(&dir.0)
             .expect("dir")

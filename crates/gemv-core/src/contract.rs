@@ -1,4 +1,4 @@
-//! The exact numeric contract (SPEC section 3), executed on the host.
+//! The exact numeric contract (docs/numerics.md), executed on the host.
 //!
 //! For output (t, n), with G = K/16 groups and 64 partial sums: partial `l` starts at +0.0 and
 //! visits groups `l, l+64, ...` in order, doing `a = fma(e2m1 * e4m3, f32(x), a)` term by term

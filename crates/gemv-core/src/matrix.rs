@@ -1,4 +1,4 @@
-//! NVFP4 weights in the NVIDIA ModelOpt layout (SPEC section 2), owned and borrowed.
+//! NVFP4 weights in the NVIDIA ModelOpt layout (docs/numerics.md), owned and borrowed.
 //!
 //! `packed[n * K/2 + k/2]` holds element (n, k): even k in the low nibble, odd k in the high one.
 //! `scales[n * K/16 + k/16]` is the E4M3 block scale. Construction validates every length, so the

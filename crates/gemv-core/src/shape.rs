@@ -1,4 +1,4 @@
-//! The GEMV shape and its validation (SPEC section 2: N >= 1, K >= 16, K % 16 == 0, M >= 1).
+//! The GEMV shape and its validation (N >= 1, K >= 16, K % 16 == 0, M >= 1).
 
 use crate::{CoreError, Result};
 
@@ -37,7 +37,7 @@ impl GemvShape {
         self.k / GROUP_SIZE
     }
 
-    /// Bytes streamed by one launch: packed weights, scales, X and Y (SPEC section 6).
+    /// Bytes streamed by one launch: packed weights, scales, X and Y: the bytes the effective bandwidth counts.
     pub fn bytes_moved(&self) -> u64 {
         let (m, n, k) = (self.m as u64, self.n as u64, self.k as u64);
         n * k / 2 + n * k / 16 + 2 * m * k + 2 * m * n

@@ -1,4 +1,4 @@
-//! The kernel registry and tier tables (SPEC section 4), as data.
+//! The kernel registry and tier tables (docs/tiers.md), as data.
 //!
 //! Why exact-M tiers: on the seed's sm_121 part (273 GB/s, N = K = 5120, cold weights) the batch
 //! kernels are issue-bound, and a dead row (`t >= M`) skips its work but not its instructions

@@ -1,4 +1,4 @@
-//! Every claim of SPEC section 4 about the batchm family table and the selector.
+//! Every claim of docs/tiers.md about the batchm family table and the selector.
 
 use gemv_core::{BATCHM_FAMILY, KERNELS, KillSwitches, TIERS, batchm_family, kernel_spec, select_tier};
 use rstest::rstest;

@@ -24,8 +24,10 @@ fn is_float(tensor: &Tensor) -> bool {
 
 /// Runs; returns a summary line per quantized tensor.
 pub fn run(options: &QuantizeOptions) -> Result<Vec<String>, CliError> {
-    if options.output.exists() {
-        return Err(CliError::OutputExists { path: options.output.clone() });
+    crate::safetensors::check_output_path(&options.output)?;
+    if let Some(name) = options.names.iter().enumerate().find_map(|(i, n)| options.names[..i].contains(n).then_some(n))
+    {
+        return Err(CliError::BadArgument { argument: "--names", reason: format!("{name:?} is named twice") });
     }
     let path = &options.input;
     let input = SafeTensors::read(path)?;

@@ -30,9 +30,7 @@ pub struct RunOptions {
 
 /// Runs; returns a one-line summary.
 pub fn run(options: &RunOptions) -> Result<String, CliError> {
-    if options.output.exists() {
-        return Err(CliError::OutputExists { path: options.output.clone() });
-    }
+    crate::safetensors::check_output_path(&options.output)?;
     let weights_file = SafeTensors::read(&options.weights)?;
     let (weights, layout) = read_weights(&weights_file, &options.weights, &options.name)?;
     let input_file = SafeTensors::read(&options.input)?;

@@ -1,7 +1,8 @@
 //! `gemv bench`: the main job. Proves the chosen tiers first (bit-exact against the host
 //! reference at a small shape, and the f64 bound), then times them with the performance
-//! protocol of SPEC section 6 and prints a table like the seed's (tier, M, time, GB/s, % peak).
+//! protocol of docs/benchmarks.md and prints a table like the seed's (tier, M, time, GB/s, % peak).
 
+mod memory;
 mod plot;
 mod protocol;
 
@@ -92,26 +93,73 @@ pub fn parse_shape(text: &str) -> Result<(String, usize, usize), String> {
     Ok((format!("{n}x{k}"), n, k))
 }
 
-/// Parses `1..8,16,32`.
+/// The largest M `gemv bench` times (the plan splits it into launches of at most 32 rows).
+pub const MAX_BENCH_M: usize = 4096;
+
+/// The most M values one `--m` list may hold.
+pub const MAX_BENCH_MS: usize = 1024;
+
+/// Parses `1..8,16,32`. Every M lies in 1..=[`MAX_BENCH_M`] and the list holds at most
+/// [`MAX_BENCH_MS`] values; both are checked before the list is built.
 pub fn parse_ms(text: &str) -> Result<Vec<usize>, String> {
     let mut ms = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let number = |s: &str| s.trim().parse::<usize>().map_err(|_| format!("--m {text:?}: {s:?} is not a number"));
-        match part.split_once("..") {
-            Some((a, b)) => {
-                let (a, b) = (number(a)?, number(b.trim_start_matches('='))?);
-                if a > b {
-                    return Err(format!("--m {text:?}: empty range {part}"));
-                }
-                ms.extend(a..=b);
+        let number = |s: &str| {
+            let m = s.trim().parse::<usize>().map_err(|_| format!("--m {text:?}: {s:?} is not a number"))?;
+            if m > MAX_BENCH_M {
+                return Err(format!("--m {text:?}: M = {m} is above the largest M the bench times ({MAX_BENCH_M})"));
             }
-            None => ms.push(number(part)?),
+            Ok(m)
+        };
+        let (a, b) = match part.split_once("..") {
+            Some((a, b)) => (number(a)?, number(b.trim_start_matches('='))?),
+            None => (number(part)?, number(part)?),
+        };
+        if a > b {
+            return Err(format!("--m {text:?}: empty range {part}"));
         }
+        if ms.len() + (b - a + 1) > MAX_BENCH_MS {
+            return Err(format!("--m {text:?}: more than {MAX_BENCH_MS} values of M"));
+        }
+        ms.extend(a..=b);
     }
     if ms.is_empty() || ms.contains(&0) {
         return Err(format!("--m {text:?}: need M >= 1"));
     }
     Ok(ms)
+}
+
+/// The most rounds or launches per timing `gemv bench` accepts.
+pub const MAX_REPEATS: usize = 100_000;
+
+/// Parses `--rounds` and `--launches`: 1..=[`MAX_REPEATS`].
+pub fn parse_repeats(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_REPEATS).contains(&n) => Ok(n),
+        Ok(n) => Err(format!("{n} is outside 1..={MAX_REPEATS}")),
+        Err(_) => Err(format!("{text:?} is not a whole number")),
+    }
+}
+
+/// The largest `--cold-mb` (1 TiB).
+pub const MAX_COLD_MB: usize = 1 << 20;
+
+/// Parses `--cold-mb`: 0..=[`MAX_COLD_MB`] megabytes.
+pub fn parse_cold_mb(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(mb) if mb <= MAX_COLD_MB => Ok(mb),
+        Ok(mb) => Err(format!("{mb} MB is more than {MAX_COLD_MB} MB")),
+        Err(_) => Err(format!("{text:?} is not a whole number of megabytes")),
+    }
+}
+
+/// Parses `--peak-gbps`: a finite bandwidth above zero.
+pub fn parse_peak_gbps(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(gbps) if gbps.is_finite() && gbps > 0.0 => Ok(gbps),
+        Ok(_) => Err(format!("{text:?}: the peak must be a finite number of GB/s above 0")),
+        Err(_) => Err(format!("{text:?} is not a number")),
+    }
 }
 
 fn arms(
@@ -201,6 +249,10 @@ pub fn run(options: &BenchOptions, out: &mut dyn Write) -> Result<bool, String> 
     let arms = arms(&tiers, backend.as_ref(), options, &mut notes)?;
     if arms.is_empty() {
         return Err("nothing to run: no tier covers the requested M".into());
+    }
+    let max_m = arms.iter().map(|a| a.m).max().unwrap_or(1);
+    for (label, n, k) in &options.shapes {
+        memory::check(&info, label, *n, *k, max_m, options.cold_bytes)?;
     }
     eprintln!("bench: proving {} configuration(s) on {} before timing...", arms.len(), info.name);
     if let Err(failure) = gates(backend.as_ref(), &tiers, &arms, &mut notes) {

@@ -1,4 +1,4 @@
-//! The timing protocol (SPEC section 6): cold weights rotated through copies totalling at least
+//! The timing protocol: cold weights rotated through copies totalling at least
 //! `cold_bytes`, device events where the backend has them, `launches` back-to-back launches per
 //! timing after a warm-up, `rounds` rounds with the arms interleaved (rotated each round), and
 //! the median per arm.

@@ -1,0 +1,102 @@
+//! The bench's memory, checked before anything is allocated: a shape or `--cold-mb` the machine
+//! cannot hold is a clear error, not an allocation failure that aborts the process (a Rust
+//! allocation failure aborts; on Linux an overcommitted one is killed later instead).
+
+use gemv_backend::{DeviceInfo, DeviceKind};
+
+/// What the bench would allocate for one shape, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BenchMemory {
+    /// The host copy of the weights and activations the bench builds before uploading.
+    pub host: u64,
+    /// The cold weight copies plus X and Y on the device.
+    pub device: u64,
+}
+
+/// The bytes of one NVFP4 matrix (packed nibbles plus one scale byte per 16 weights).
+fn weight_bytes(n: u64, k: u64) -> Option<u64> {
+    let weights = n.checked_mul(k)?;
+    Some(weights / 2 + weights / 16)
+}
+
+/// What one shape needs, or None when it does not even fit in 64 bits.
+pub fn needed(n: usize, k: usize, max_m: usize, cold_bytes: usize) -> Option<BenchMemory> {
+    let (n, k, m) = (n as u64, k as u64, max_m as u64);
+    let weights = weight_bytes(n, k)?;
+    let activations = m.checked_mul(n.checked_add(k)?)?.checked_mul(2)?;
+    let copies = (cold_bytes as u64).div_ceil(weights.max(1)).max(1);
+    Some(BenchMemory {
+        host: weights.checked_add(activations)?,
+        device: copies.checked_mul(weights)?.checked_add(activations)?,
+    })
+}
+
+/// The memory the kernel says is available (`MemAvailable`), where it says so.
+pub fn available_host_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// Refuses a shape whose bench would not fit: the host copy always lives in host memory, and so
+/// do the device buffers of every backend that is not a real GPU (the CPU, the host reference,
+/// the emulator, a software rasteriser). On a GPU the driver refuses what it cannot hold with a
+/// typed error.
+pub fn check(
+    info: &DeviceInfo,
+    label: &str,
+    n: usize,
+    k: usize,
+    max_m: usize,
+    cold_bytes: usize,
+) -> Result<(), String> {
+    let need = needed(n, k, max_m, cold_bytes)
+        .ok_or(format!("shape {label} (N = {n}, K = {k}) at M = {max_m}: the memory it needs overflows 64 bits"))?;
+    let Some(available) = available_host_memory() else {
+        tracing::debug!("no MemAvailable: the bench's memory is not checked");
+        return Ok(());
+    };
+    check_against(info.kind, label, need, available)
+}
+
+/// [`check`] with the available memory given.
+pub fn check_against(kind: DeviceKind, label: &str, need: BenchMemory, available: u64) -> Result<(), String> {
+    let host = if kind == DeviceKind::Gpu { need.host } else { need.host.saturating_add(need.device) };
+    if host > available {
+        let mb = |bytes: u64| bytes >> 20;
+        return Err(format!(
+            "shape {label}: the bench needs {} MB of host memory ({} MB of weights and activations{}) and {} MB is \
+             available; use a smaller --shape, --m or --cold-mb",
+            mb(host),
+            mb(need.host),
+            if kind == DeviceKind::Gpu { String::new() } else { format!(", {} MB of device buffers", mb(need.device)) },
+            mb(available)
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_bench_fits_and_a_huge_shape_is_refused_before_allocating() {
+        // qkv/o at M = 8 with 256 MiB of cold copies: 14,745,600 bytes per copy, 19 copies.
+        let need = needed(5120, 5120, 8, 256 << 20).expect("fits in 64 bits");
+        assert_eq!(need.host, 5120 * 5120 / 2 + 5120 * 5120 / 16 + 8 * 10240 * 2);
+        assert_eq!(need.device, 19 * (5120 * 5120 / 2 + 5120 * 5120 / 16) + 8 * 10240 * 2);
+        assert!(check_against(DeviceKind::Cpu, "qkv/o", need, 8 << 30).is_ok());
+
+        let huge = needed(1_000_000, 1_000_000, 1, 256 << 20).expect("fits in 64 bits");
+        let error = check_against(DeviceKind::Cpu, "1000000x1000000", huge, 8 << 30).expect_err("refused");
+        assert!(error.contains("needs 1072891 MB of host memory") && error.contains("8192 MB is available"), "{error}");
+        // On a GPU only the host copy counts against host memory.
+        let gpu = check_against(DeviceKind::Gpu, "1000000x1000000", huge, 8 << 30).expect_err("refused");
+        assert!(gpu.contains("needs 536445 MB") && !gpu.contains("device buffers"), "{gpu}");
+        assert!(check_against(DeviceKind::Gpu, "qkv/o", need, 100 << 20).is_ok());
+
+        assert_eq!(needed(usize::MAX, 16, 1, 0), None);
+    }
+}
