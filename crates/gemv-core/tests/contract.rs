@@ -174,3 +174,26 @@ fn shapes_and_lengths_are_validated() {
     assert!(matches!(gemv_contract(&w, &[0; 16], 1, &mut [], 1), Err(CoreError::LengthMismatch { what: "y", .. })));
     assert!(matches!(gemv_contract(&w, &[], 0, &mut [], 1), Err(CoreError::ZeroM { .. })));
 }
+
+#[test]
+fn a_matrix_and_its_view_hand_back_what_was_given() {
+    let (n, k) = (3, 48);
+    let packed: Vec<u8> = (0..n * k / 2).map(|i| (i * 7 + 1) as u8).collect();
+    let scales: Vec<u8> = (0..n * k / 16).map(|i| 0x30 + i as u8).collect();
+    let matrix = Nvfp4Matrix::from_parts(packed.clone(), scales.clone(), 0.25, n, k).expect("valid");
+    assert_eq!((matrix.n(), matrix.k(), matrix.global_scale()), (n, k, 0.25));
+    let view = matrix.view();
+    assert_eq!((view.packed(), view.scales()), (&packed[..], &scales[..]));
+    assert_eq!((view.n(), view.k(), view.groups()), (n, k, 3));
+    assert_eq!(matrix.into_parts(), (packed, scales, 0.25));
+}
+
+#[test]
+fn shape_arithmetic_counts_groups_and_the_bytes_a_launch_moves() {
+    let shape = GemvShape::new(3, 5, 48).expect("valid");
+    assert_eq!(shape.groups(), 3);
+    // Packed 5 * 48 / 2 = 120, scales 5 * 3 = 15, X 2 * 3 * 48 = 288, Y 2 * 3 * 5 = 30.
+    assert_eq!(shape.bytes_moved(), 120 + 15 + 288 + 30);
+    let qkv = GemvShape::new(8, 5120, 5120).expect("valid");
+    assert_eq!(qkv.bytes_moved(), 13_107_200 + 1_638_400 + 81_920 + 81_920);
+}

@@ -67,4 +67,24 @@ fn refusals_are_typed() {
     let only16 = TierMask::NONE.with(8);
     assert!(dispatch_plan(3, 8, only16, true).is_err());
     assert!(dispatch_plan(3, 32, only16, true).is_ok());
+    // The error lists the widths that were present.
+    match (dispatch_plan(3, 8, TierMask::NONE, true), dispatch_plan(3, 8, only16.with(9), true)) {
+        (Err(CoreError::NoTierAvailable { present: none, .. }), Err(CoreError::NoTierAvailable { present, .. })) => {
+            assert_eq!((none.as_str(), present.as_str()), ("none", "16,32"));
+        }
+        other => panic!("expected two NoTierAvailable, got {other:?}"),
+    }
+}
+
+#[test]
+fn tier_masks_hold_exactly_the_tiers_set() {
+    let mask = TierMask::NONE.with(2).with(8);
+    assert_eq!(mask.bits(), (1 << 2) | (1 << 8));
+    assert_eq!(TierMask::from_bits(mask.bits()), mask);
+    // Setting a tier twice keeps it set.
+    assert!(mask.with(2).contains(2) && mask.with(8).with(8).contains(8));
+    let present: Vec<usize> = (0..TIERS.len()).filter(|&i| mask.contains(i)).collect();
+    assert_eq!(present, [2, 8]);
+    assert!(!mask.contains(TIERS.len()) && !TierMask::ALL.contains(TIERS.len()));
+    assert_eq!(TierMask::ALL.bits().count_ones() as usize, TIERS.len());
 }
