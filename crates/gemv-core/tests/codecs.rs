@@ -1,6 +1,8 @@
 //! Codecs against the external ml_dtypes fixture (`cargo xtask fixtures` regenerates it).
 
-use gemv_core::codec::{BF16_NAN, bf16_to_f32, decode_e2m1, decode_e4m3, encode_e2m1, encode_e4m3, f32_to_bf16};
+use gemv_core::codec::{
+    BF16_NAN, bf16_to_f32, decode_e2m1, decode_e4m3, encode_e2m1, encode_e4m3, encode_e4m3_saturating, f32_to_bf16,
+};
 
 struct Case {
     kind: String,
@@ -113,6 +115,31 @@ fn codes_round_trip() {
         let value = bf16_to_f32(bits);
         if !value.is_nan() {
             assert_eq!(f32_to_bf16(value), bits);
+        }
+    }
+}
+
+#[test]
+fn the_saturating_encoder_clamps_both_signs_and_keeps_the_rest() {
+    for (value, code) in [
+        (1000.0f32, 0x7Eu8),
+        (-1000.0, 0xFE),
+        (f32::INFINITY, 0x7E),
+        (f32::NEG_INFINITY, 0xFE),
+        (448.0, 0x7E),
+        (-448.0, 0xFE),
+        (1.0, 0x38),
+        (-1.0, 0xB8),
+        (-0.0, 0x80),
+    ] {
+        assert_eq!(encode_e4m3_saturating(value), code, "{value}");
+    }
+    assert_eq!(encode_e4m3_saturating(f32::NAN) & 0x7F, 0x7F, "NaN stays NaN");
+    // Below the clamp it is the plain encoder, for every bf16 value.
+    for bits in 0..=u16::MAX {
+        let value = bf16_to_f32(bits);
+        if value.is_finite() && value.abs() <= 448.0 {
+            assert_eq!(encode_e4m3_saturating(value), encode_e4m3(value), "{value}");
         }
     }
 }

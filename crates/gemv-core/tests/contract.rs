@@ -136,6 +136,17 @@ fn quantizer_follows_modelopt_recipe() {
             );
         }
     }
+    // Each block's scale is its own amax / 6 in units of the global scale, rounded to E4M3: a
+    // block far below the tensor's maximum gets a small scale, not the tensor's.
+    let mut blocks = values.clone();
+    blocks[16..32].iter_mut().for_each(|v| *v *= 0.01);
+    let q2 = quantize_f32(&blocks, n, k).expect("quantizes");
+    let global = q2.global_scale();
+    for (block, chunk) in blocks.chunks(16).enumerate() {
+        let block_amax = chunk.iter().fold(0f32, |a, v| a.max(v.abs()));
+        let expected = encode_e4m3(block_amax / 6.0 / global);
+        assert_eq!(q2.view().scales()[block], expected, "block {block} (amax {block_amax})");
+    }
     // The largest magnitude of the tensor is representable: code 6.0 at scale 448.
     let (imax, _) = values.iter().enumerate().max_by(|a, b| a.1.abs().total_cmp(&b.1.abs())).expect("values");
     let back = view.scaled_weight(imax / k, imax % k) * view.global_scale();
