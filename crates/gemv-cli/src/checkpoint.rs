@@ -5,10 +5,15 @@
 //! - compressed-tensors: `PREFIX.weight_packed`, `PREFIX.weight_scale`,
 //!   `PREFIX.weight_global_scale` (F32 scalar, a DIVISOR: inverted here).
 //!
-//! And activations: a 2-D [M, K] tensor of BF16, F16 or F32 (rounded to bf16, RNE).
+//! `--name` is the prefix; the weight tensor's own name (`PREFIX.weight`, `PREFIX.weight_packed`)
+//! is accepted too.
+//!
+//! And activations: a BF16, F16 or F32 tensor `[K]`, `[M, K]` or `[..., K]` (leading dimensions
+//! flattened into M; rounded to bf16, RNE).
 
 use crate::error::CliError;
-use crate::safetensors::{Dtype, SafeTensors, Tensor};
+use crate::mapped::MappedCheckpoint;
+use crate::safetensors::{Dtype, Tensor};
 use gemv_core::Nvfp4Matrix;
 use gemv_core::codec::f32_to_bf16;
 use std::path::Path;
@@ -22,15 +27,15 @@ pub enum Layout {
     CompressedTensors,
 }
 
-fn present(file: &SafeTensors) -> String {
-    let names: Vec<&str> = file.tensors.keys().map(String::as_str).take(8).collect();
-    let more = file.tensors.len().saturating_sub(names.len());
+fn present(file: &MappedCheckpoint) -> String {
+    let names: Vec<&str> = file.names().take(8).collect();
+    let more = file.len().saturating_sub(names.len());
     if more > 0 { format!("{} and {more} more", names.join(", ")) } else { names.join(", ") }
 }
 
-fn tensor<'a>(file: &'a SafeTensors, path: &Path, name: &str, why: &str) -> Result<&'a Tensor, CliError> {
-    file.tensors.get(name).ok_or_else(|| CliError::MissingTensor {
-        path: path.to_path_buf(),
+fn tensor(file: &MappedCheckpoint, name: &str, why: &str) -> Result<Tensor, CliError> {
+    file.tensor(name).ok_or_else(|| CliError::MissingTensor {
+        path: file.path().to_path_buf(),
         name: name.to_string(),
         why: why.to_string(),
         present: present(file),
@@ -73,17 +78,29 @@ fn scalar_f32(path: &Path, name: &str, tensor: &Tensor) -> Result<f32, CliError>
     Ok(f32::from_le_bytes([tensor.data[0], tensor.data[1], tensor.data[2], tensor.data[3]]))
 }
 
-/// Reads the NVFP4 weights named by `prefix`.
-pub fn read_weights(file: &SafeTensors, path: &Path, prefix: &str) -> Result<(Nvfp4Matrix, Layout), CliError> {
-    let compressed = file.tensors.contains_key(&format!("{prefix}.weight_packed"));
+/// The prefix `name` stands for: itself, or with the weight tensor's suffix taken off.
+fn weight_prefix<'a>(file: &MappedCheckpoint, name: &'a str) -> &'a str {
+    let has =
+        |prefix: &str| file.contains(&format!("{prefix}.weight")) || file.contains(&format!("{prefix}.weight_packed"));
+    if has(name) {
+        return name;
+    }
+    [".weight", ".weight_packed"].iter().filter_map(|suffix| name.strip_suffix(suffix)).find(|p| has(p)).unwrap_or(name)
+}
+
+/// Reads the NVFP4 weights named by `name` (a prefix, or the weight tensor's own name).
+pub fn read_weights(file: &MappedCheckpoint, name: &str) -> Result<(Nvfp4Matrix, Layout), CliError> {
+    let prefix = weight_prefix(file, name);
+    let compressed = file.contains(&format!("{prefix}.weight_packed"));
     let (layout, packed_name, global_name) = if compressed {
         (Layout::CompressedTensors, format!("{prefix}.weight_packed"), format!("{prefix}.weight_global_scale"))
     } else {
         (Layout::ModelOpt, format!("{prefix}.weight"), format!("{prefix}.weight_scale_2"))
     };
     let scale_name = format!("{prefix}.weight_scale");
-    let packed = tensor(file, path, &packed_name, "the packed E2M1 weights, U8 [N, K/2]")?;
-    expect(path, &packed_name, packed, &[Dtype::U8], None, "U8 [N, K/2] (packed E2M1 pairs)")?;
+    let packed = tensor(file, &packed_name, "the packed E2M1 weights, U8 [N, K/2]")?;
+    let path = file.file_of(&packed_name);
+    expect(path, &packed_name, &packed, &[Dtype::U8], None, "U8 [N, K/2] (packed E2M1 pairs)")?;
     let [n, half_k] = packed.shape[..] else {
         return Err(CliError::BadTensor {
             path: path.to_path_buf(),
@@ -101,28 +118,26 @@ pub fn read_weights(file: &SafeTensors, path: &Path, prefix: &str) -> Result<(Nv
             found: format!("U8 [{n}, {half_k}] (K = {k})"),
         });
     }
-    let scales = tensor(file, path, &scale_name, "the E4M3 block scales, F8_E4M3 [N, K/16]")?;
+    let scales = tensor(file, &scale_name, "the E4M3 block scales, F8_E4M3 [N, K/16]")?;
     expect(
-        path,
+        file.file_of(&scale_name),
         &scale_name,
-        scales,
+        &scales,
         &[Dtype::F8E4M3],
         Some(&[n, k / 16]),
         &format!("F8_E4M3 [{n}, {}] (K/16 for K = {k})", k / 16),
     )?;
-    let global = tensor(file, path, &global_name, "the FP32 global scale")?;
-    let mut global_scale = scalar_f32(path, &global_name, global)?;
+    let global = tensor(file, &global_name, "the FP32 global scale")?;
+    let mut global_scale = scalar_f32(file.file_of(&global_name), &global_name, &global)?;
     if layout == Layout::CompressedTensors {
         global_scale = 1.0 / global_scale;
     }
     let matrix =
-        Nvfp4Matrix::from_parts(packed.data.clone(), scales.data.clone(), global_scale, n, k).map_err(|e| {
-            CliError::BadTensor {
-                path: path.to_path_buf(),
-                name: prefix.to_string(),
-                expected: "a valid NVFP4 matrix".into(),
-                found: e.to_string(),
-            }
+        Nvfp4Matrix::from_parts(packed.data, scales.data, global_scale, n, k).map_err(|e| CliError::BadTensor {
+            path: path.to_path_buf(),
+            name: prefix.to_string(),
+            expected: "a valid NVFP4 matrix".into(),
+            found: e.to_string(),
         })?;
     Ok((matrix, layout))
 }
@@ -156,31 +171,51 @@ pub fn to_f32(tensor: &Tensor) -> Option<Vec<f32>> {
     })
 }
 
-/// Reads X `[M, K]` as bf16 bits.
-pub fn read_activations(file: &SafeTensors, path: &Path, name: &str, k: usize) -> Result<(Vec<u16>, usize), CliError> {
-    let x = tensor(file, path, name, "the activations [M, K]")?;
-    let what = format!("a 2-D BF16, F16 or F32 tensor [M, {k}]");
-    expect(path, name, x, &[Dtype::Bf16, Dtype::F16, Dtype::F32], None, &what)?;
-    let [m, cols] = x.shape[..] else {
+/// X as read: bf16 bits, M, and the leading dimensions (Y's shape is these plus N).
+pub struct Activations {
+    /// `[M][K]` bf16 bits.
+    pub bits: Vec<u16>,
+    /// Rows: the product of the leading dimensions (1 for a `[K]` tensor).
+    pub m: usize,
+    /// The dimensions before K (empty for `[K]`).
+    pub leading: Vec<usize>,
+    /// The tensor's name.
+    pub name: String,
+}
+
+/// Reads X (`[K]`, `[M, K]` or `[..., K]`) as bf16 bits. `name` None takes `x`, or the file's only
+/// tensor.
+pub fn read_activations(file: &MappedCheckpoint, name: Option<&str>, k: usize) -> Result<Activations, CliError> {
+    let name = match name {
+        Some(name) => name.to_string(),
+        None if file.contains("x") || file.len() != 1 => "x".to_string(),
+        None => file.names().next().unwrap_or("x").to_string(),
+    };
+    let x = tensor(file, &name, "the activations [..., K]; --input-name names another")?;
+    let path = file.file_of(&name);
+    let what = format!("a BF16, F16 or F32 tensor [{k}], [M, {k}] or [..., {k}]");
+    expect(path, &name, &x, &[Dtype::Bf16, Dtype::F16, Dtype::F32], None, &what)?;
+    let Some((&cols, leading)) = x.shape.split_last() else {
         return Err(CliError::BadTensor {
             path: path.to_path_buf(),
-            name: name.into(),
+            name,
             expected: what,
-            found: format!("{:?}", x.shape),
+            found: format!("a scalar {:?}", x.shape),
         });
     };
+    let m = leading.iter().product::<usize>();
     if cols != k || m == 0 {
         let dtype = x.dtype.as_ref().map(|d| d.name()).unwrap_or("?");
         return Err(CliError::BadTensor {
             path: path.to_path_buf(),
-            name: name.into(),
+            name,
             expected: what,
-            found: format!("{dtype} [{m}, {cols}]"),
+            found: format!("{dtype} {:?}", x.shape),
         });
     }
     let bits = match x.dtype {
         Ok(Dtype::Bf16) => x.data.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect(),
-        _ => to_f32(x).unwrap_or_default().into_iter().map(f32_to_bf16).collect(),
+        _ => to_f32(&x).unwrap_or_default().into_iter().map(f32_to_bf16).collect(),
     };
-    Ok((bits, m))
+    Ok(Activations { bits, m, leading: leading.to_vec(), name })
 }

@@ -4,6 +4,7 @@ mod backends;
 mod checkpoint;
 mod commands;
 mod error;
+mod mapped;
 mod safetensors;
 
 use backends::BackendChoice;
@@ -72,19 +73,22 @@ enum Command {
     /// Compute Y = W X for NVFP4 checkpoint tensors (ModelOpt or compressed-tensors layout,
     /// detected from the names) and write Y as BF16 [M, N]. Any M: the dispatch plan splits it.
     Run {
-        /// safetensors file with the weights.
+        /// The weights: a safetensors file, a sharded checkpoint's `*.safetensors.index.json`, or
+        /// the directory holding it. Files are memory-mapped; only the named layer is read.
         #[arg(long)]
         weights: std::path::PathBuf,
         /// Tensor prefix: reads PREFIX.weight, PREFIX.weight_scale, PREFIX.weight_scale_2 (or
-        /// PREFIX.weight_packed, PREFIX.weight_scale, PREFIX.weight_global_scale).
+        /// PREFIX.weight_packed, PREFIX.weight_scale, PREFIX.weight_global_scale). The weight
+        /// tensor's own name (PREFIX.weight) works too.
         #[arg(long)]
         name: String,
-        /// safetensors file with X, a 2-D [M, K] tensor of BF16, F16 or F32.
+        /// safetensors file with X: BF16, F16 or F32, shaped [K], [M, K] or [..., K] (leading
+        /// dimensions are flattened into M; Y keeps them, with N in place of K).
         #[arg(long)]
         input: std::path::PathBuf,
-        /// Name of X in the input file.
-        #[arg(long, default_value = "x")]
-        input_name: String,
+        /// Name of X in the input file (default: `x`, or the file's only tensor).
+        #[arg(long)]
+        input_name: Option<String>,
         /// Output safetensors file; must not exist.
         #[arg(long)]
         output: std::path::PathBuf,

@@ -1,7 +1,7 @@
-//! The safetensors format, read and written strictly: an 8-byte little-endian header length, a
-//! JSON header `{name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}}`, then
-//! the data. Every offset, length and dtype is checked against the file before use. Writing goes
-//! to a temporary file in the target's directory, then a rename: nothing is ever half-written.
+//! The safetensors format as this tool writes it: an 8-byte little-endian header length, a JSON
+//! header `{name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}}`, then the
+//! data, tensors in name order with contiguous offsets. Writing goes to a temporary file in the
+//! target's directory, then a rename: nothing is ever half-written. Reading is `mapped.rs`.
 
 use crate::error::CliError;
 use std::collections::BTreeMap;
@@ -24,7 +24,8 @@ pub enum Dtype {
 }
 
 impl Dtype {
-    fn parse(text: &str) -> Option<Self> {
+    /// From the name in the header; None for dtypes this tool does not handle.
+    pub fn parse(text: &str) -> Option<Self> {
         Some(match text {
             "U8" => Dtype::U8,
             "F8_E4M3" => Dtype::F8E4M3,
@@ -43,15 +44,6 @@ impl Dtype {
             Dtype::Bf16 => "BF16",
             Dtype::F16 => "F16",
             Dtype::F32 => "F32",
-        }
-    }
-
-    /// Bytes per element.
-    pub fn size(self) -> usize {
-        match self {
-            Dtype::U8 | Dtype::F8E4M3 => 1,
-            Dtype::Bf16 | Dtype::F16 => 2,
-            Dtype::F32 => 4,
         }
     }
 }
@@ -77,67 +69,6 @@ pub struct SafeTensors {
 }
 
 impl SafeTensors {
-    /// Reads and validates `path`.
-    pub fn read(path: &Path) -> Result<Self, CliError> {
-        let bad = |reason: String| CliError::BadFile { path: path.to_path_buf(), reason };
-        let io = |e: std::io::Error| CliError::Io { path: path.to_path_buf(), error: e.to_string() };
-        // Only regular files: reading a FIFO or a device would block or never end.
-        if !std::fs::metadata(path).map_err(io)?.is_file() {
-            return Err(bad("not a regular file".into()));
-        }
-        let bytes = std::fs::read(path).map_err(io)?;
-        if bytes.len() < 8 {
-            return Err(bad(format!("truncated: {} bytes, shorter than the 8-byte header length", bytes.len())));
-        }
-        let header_len = u64::from_le_bytes(bytes[..8].try_into().map_err(|_| bad("header".into()))?);
-        let header_end = 8u64.checked_add(header_len).filter(|&end| end <= bytes.len() as u64).ok_or_else(|| {
-            bad(format!("truncated: the header claims {header_len} bytes but the file has {}", bytes.len() - 8))
-        })? as usize;
-        let header: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&bytes[8..header_end])
-            .map_err(|e| bad(format!("the header is not a JSON object: {e}")))?;
-        let data = &bytes[header_end..];
-        let mut file = SafeTensors::default();
-        for (name, entry) in header {
-            if name == "__metadata__" {
-                file.metadata = Some(entry);
-                continue;
-            }
-            let field = |key: &str| entry.get(key).ok_or_else(|| bad(format!("tensor {name:?} has no {key}")));
-            let dtype_name =
-                field("dtype")?.as_str().ok_or_else(|| bad(format!("tensor {name:?}: dtype is not a string")))?;
-            let shape = field("shape")?
-                .as_array()
-                .and_then(|dims| dims.iter().map(|d| d.as_u64().map(|d| d as usize)).collect::<Option<Vec<_>>>())
-                .ok_or_else(|| bad(format!("tensor {name:?}: shape is not a list of sizes")))?;
-            let offsets = field("data_offsets")?
-                .as_array()
-                .and_then(|o| Some((o.first()?.as_u64()? as usize, o.get(1)?.as_u64()? as usize)))
-                .ok_or_else(|| bad(format!("tensor {name:?}: data_offsets is not [begin, end]")))?;
-            let (begin, end) = offsets;
-            if begin > end || end > data.len() {
-                return Err(bad(format!(
-                    "tensor {name:?}: data [{begin}, {end}) lies outside the {} data bytes (truncated file?)",
-                    data.len()
-                )));
-            }
-            let dtype = Dtype::parse(dtype_name).ok_or_else(|| dtype_name.to_string());
-            if let Ok(dtype) = dtype {
-                let elements = shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
-                let expected = elements.and_then(|e| e.checked_mul(dtype.size()));
-                if expected != Some(end - begin) {
-                    return Err(bad(format!(
-                        "tensor {name:?}: {} {shape:?} needs {} bytes, data_offsets give {}",
-                        dtype.name(),
-                        expected.map_or("too many".into(), |e| e.to_string()),
-                        end - begin
-                    )));
-                }
-            }
-            file.tensors.insert(name, Tensor { dtype, shape, data: data[begin..end].to_vec() });
-        }
-        Ok(file)
-    }
-
     /// Writes to `path`, which must not exist yet, through a temporary file and a rename.
     pub fn write_new(&self, path: &Path) -> Result<(), CliError> {
         check_output_path(path)?;

@@ -239,8 +239,8 @@ fn every_bad_input_is_a_clear_error_with_exit_code_2_and_no_output() {
             bf16_bytes(&activations(2))[..].iter().chain(&vec![0u8; 64]).copied().collect(),
         )],
     );
-    let x_rank1 = dir.path("x_rank1.safetensors");
-    write_safetensors(&x_rank1, &[("x", "F32", vec![K], f32_bytes(&activations(1)))]);
+    let x_scalar = dir.path("x_scalar.safetensors");
+    write_safetensors(&x_scalar, &[("x", "F32", vec![], f32_bytes(&[1.0]))]);
     let x_int = dir.path("x_int.safetensors");
     write_safetensors(&x_int, &[("x", "U8", vec![1, K], vec![0; K])]);
     let existing = dir.path("existing.safetensors");
@@ -254,8 +254,8 @@ fn every_bad_input_is_a_clear_error_with_exit_code_2_and_no_output() {
         ["quantize", "--input", &input, "--output", output, "--names", names].map(String::from).to_vec()
     };
     let mut cases: Vec<(Vec<String>, Vec<&str>)> = vec![
-        // Only regular files are opened (a directory here; a FIFO below, which once blocked forever).
-        (run_args(&dir.0, "w", &x_ok, &out_s), vec!["not a regular file"]),
+        // A directory is a checkpoint only with one index or one safetensors file.
+        (run_args(&dir.0, "w", &x_ok, &out_s), vec!["safetensors files and no index: name one file"]),
         // A missing output directory is found before any work, naming the output, not a temp file.
         (run_args(&weights_ok, "w", &x_ok, no_such_dir.to_str().unwrap()), vec!["y.safetensors", "cannot be used"]),
         (quantize_args(&x_ok, no_such_dir.to_str().unwrap(), "x"), vec!["y.safetensors", "cannot be used"]),
@@ -269,7 +269,7 @@ fn every_bad_input_is_a_clear_error_with_exit_code_2_and_no_output() {
         (run_args(&k_not_16, "w", &x_ok, &out_s), vec!["w.weight", "multiple of 16", "K = 24"]),
         (run_args(&weights_ok, "missing", &x_ok, &out_s), vec!["missing.weight", "no tensor"]),
         (run_args(&weights_ok, "w", &x_wrong_k, &out_s), vec!["\"x\"", "[M, 48]", "[2, 64]"]),
-        (run_args(&weights_ok, "w", &x_rank1, &out_s), vec!["\"x\"", "2-D"]),
+        (run_args(&weights_ok, "w", &x_scalar, &out_s), vec!["\"x\"", "a scalar"]),
         (run_args(&weights_ok, "w", &x_int, &out_s), vec!["\"x\"", "found U8"]),
         (run_args(&weights_ok, "w", &x_ok, existing.to_str().unwrap()), vec!["already exists"]),
         (
@@ -297,6 +297,7 @@ fn every_bad_input_is_a_clear_error_with_exit_code_2_and_no_output() {
             vec!["\"nope\"", "no tensor"],
         ),
     ];
+    // Only regular files are opened: a FIFO once blocked `gemv run` forever.
     #[cfg(unix)]
     {
         let fifo = dir.path("fifo.safetensors");
@@ -345,4 +346,175 @@ fn nvfp4_tensors(
         ("w.weight_scale", scale_dtype, scale_shape, view.scales().to_vec()),
         ("w.weight_scale_2", "F32", vec![], f32_bytes(&[view.global_scale()])),
     ]
+}
+
+/// A file with a hand-written header, for the malformed cases the writer above cannot produce.
+fn write_raw(path: &Path, header: &str, data: &[u8]) {
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend(header.as_bytes());
+    bytes.extend(data);
+    std::fs::write(path, bytes).expect("write fixture");
+}
+
+/// Runs `gemv run` on the host and returns Y's header and bits.
+fn run_ok(weights: &Path, name: &str, x: &Path, out: &Path, input_name: Option<&str>) -> (serde_json::Value, Vec<u16>) {
+    let mut args = run_args(weights, name, x, out.to_str().unwrap());
+    if let Some(input_name) = input_name {
+        args.extend(["--input-name".to_string(), input_name.to_string()]);
+    }
+    let (code, stderr) = gemv(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 0, "{args:?}: {stderr}");
+    let (header, bits) = read_y(out);
+    (serde_json::from_str(&header).expect("JSON header"), bits)
+}
+
+#[test]
+fn a_sharded_checkpoint_opens_as_one_by_directory_or_index_and_gives_the_same_bits() {
+    let dir = Dir::new("sharded");
+    let matrix = quantize_f32(&weights(), N, K).expect("quantizes");
+    let view = matrix.view();
+    let single = dir.path("single.safetensors");
+    write_safetensors(&single, &nvfp4_tensors(&view, vec![N, K / 2], "F8_E4M3", vec![N, K / 16]));
+    // The layer's tensors split over two shards, next to an unrelated tensor.
+    let shards = dir.path("model");
+    std::fs::create_dir_all(&shards).expect("dir");
+    let [packed, scale, global] = nvfp4_tensors(&view, vec![N, K / 2], "F8_E4M3", vec![N, K / 16])
+        .try_into()
+        .unwrap_or_else(|_| panic!("three tensors"));
+    write_safetensors(
+        &shards.join("model-00001-of-00002.safetensors"),
+        &[packed, ("other.bias", "F32", vec![2], f32_bytes(&[1.0, 2.0]))],
+    );
+    write_safetensors(&shards.join("model-00002-of-00002.safetensors"), &[scale, global]);
+    let index = shards.join("model.safetensors.index.json");
+    std::fs::write(
+        &index,
+        r#"{"metadata": {"total_size": 1}, "weight_map": {
+            "w.weight": "model-00001-of-00002.safetensors",
+            "other.bias": "model-00001-of-00002.safetensors",
+            "w.weight_scale": "model-00002-of-00002.safetensors",
+            "w.weight_scale_2": "model-00002-of-00002.safetensors"}}"#,
+    )
+    .expect("index");
+    let x = dir.path("x.safetensors");
+    write_safetensors(&x, &[("x", "BF16", vec![3, K], bf16_bytes(&activations(3)))]);
+
+    let (_, expected) = run_ok(&single, "w", &x, &dir.path("y_single.safetensors"), None);
+    let (_, by_dir) = run_ok(&shards, "w", &x, &dir.path("y_dir.safetensors"), None);
+    let (_, by_index) = run_ok(&index, "w", &x, &dir.path("y_index.safetensors"), None);
+    assert_eq!(by_dir, expected, "sharded by directory");
+    assert_eq!(by_index, expected, "sharded by index");
+
+    // An index that points at a shard without the tensor, or out of its directory, is refused.
+    let bad_index = dir.path("bad.safetensors.index.json");
+    std::fs::copy(shards.join("model-00001-of-00002.safetensors"), dir.path("a.safetensors")).expect("copy");
+    std::fs::write(&bad_index, r#"{"weight_map": {"w.weight_scale": "a.safetensors"}}"#).expect("index");
+    let (code, stderr) = gemv(&run_args(&bad_index, "w", &x, "unused").iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("puts \"w.weight_scale\" in a.safetensors, which holds no such tensor"), "{stderr}");
+    std::fs::write(&bad_index, r#"{"weight_map": {"w.weight": "../single.safetensors"}}"#).expect("index");
+    let (code, stderr) = gemv(&run_args(&bad_index, "w", &x, "unused").iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("shards must be plain file names"), "{stderr}");
+}
+
+#[test]
+fn files_the_format_forbids_are_refused_like_the_reference_library_refuses_them() {
+    let dir = Dir::new("strict");
+    let x = dir.path("x.safetensors");
+    write_safetensors(&x, &[("x", "BF16", vec![1, K], bf16_bytes(&activations(1)))]);
+    let eight = [0u8; 8];
+    let cases = [
+        // Two tensors sharing bytes: the scales would be read from the packed weights.
+        (
+            "overlap",
+            r#"{"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}}"#,
+            &eight[..],
+            "overlap another tensor's or leave a gap",
+        ),
+        (
+            "gap",
+            r#"{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[2],"data_offsets":[6,8]}}"#,
+            &eight[..],
+            "overlap another tensor's or leave a gap",
+        ),
+        (
+            "uncovered",
+            r#"{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}}"#,
+            &eight[..],
+            "do not end where the file ends",
+        ),
+        (
+            "duplicate",
+            // Valid if the second "a" simply replaced the first, as a JSON map would have it.
+            r#"{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]}}"#,
+            &eight[..],
+            "the header names \"a\" twice",
+        ),
+        (
+            "metadata",
+            r#"{"__metadata__":{"format":1},"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]}}"#,
+            &eight[..],
+            "expected a string",
+        ),
+        (
+            "shape",
+            r#"{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,8]}}"#,
+            &eight[..],
+            "do not hold exactly its dtype x shape bytes",
+        ),
+    ];
+    for (tag, header, data, needle) in cases {
+        let path = dir.path(&format!("{tag}.safetensors"));
+        write_raw(&path, header, data);
+        let out = dir.path("out.safetensors");
+        for args in [
+            run_args(&path, "a", &x, out.to_str().unwrap()),
+            ["quantize", "--input", path.to_str().unwrap(), "--output", out.to_str().unwrap()]
+                .map(String::from)
+                .to_vec(),
+        ] {
+            let (code, stderr) = gemv(&args.iter().map(String::as_str).collect::<Vec<_>>());
+            assert_eq!(code, 2, "{tag}: {stderr}");
+            assert!(stderr.contains("not a valid safetensors file") && stderr.contains(needle), "{tag}: {stderr}");
+            assert!(!out.exists(), "{tag}: an output was written");
+        }
+    }
+}
+
+#[test]
+fn x_may_be_one_token_or_have_leading_dimensions_and_the_weight_name_may_be_given_whole() {
+    let dir = Dir::new("xshapes");
+    let matrix = quantize_f32(&weights(), N, K).expect("quantizes");
+    let weights_file = dir.path("w.safetensors");
+    write_safetensors(&weights_file, &nvfp4_tensors(&matrix.view(), vec![N, K / 2], "F8_E4M3", vec![N, K / 16]));
+    let flat = dir.path("flat.safetensors");
+    write_safetensors(&flat, &[("x", "BF16", vec![6, K], bf16_bytes(&activations(6)))]);
+    let (header, expected) = run_ok(&weights_file, "w", &flat, &dir.path("y_flat.safetensors"), None);
+    assert_eq!(header["y"]["shape"], serde_json::json!([6, N]));
+
+    // [2, 3, K] under another name, the file's only tensor: Y is [2, 3, N], the same bits.
+    let batched = dir.path("batched.safetensors");
+    write_safetensors(&batched, &[("hidden", "BF16", vec![2, 3, K], bf16_bytes(&activations(6)))]);
+    let (header, found) = run_ok(&weights_file, "w.weight", &batched, &dir.path("y_batched.safetensors"), None);
+    assert_eq!(header["y"]["shape"], serde_json::json!([2, 3, N]));
+    assert_eq!(found, expected);
+
+    // [K]: one token, Y is [N] and equals the first row.
+    let token = dir.path("token.safetensors");
+    write_safetensors(
+        &token,
+        &[("t", "BF16", vec![K], bf16_bytes(&activations(1))), ("other", "F32", vec![1], f32_bytes(&[0.0]))],
+    );
+    let (header, found) = run_ok(&weights_file, "w", &token, &dir.path("y_token.safetensors"), Some("t"));
+    assert_eq!(header["y"]["shape"], serde_json::json!([N]));
+    assert_eq!(found, expected[..N]);
+    // With two tensors and no `x`, the name is needed, and the error lists what is there.
+    let (code, stderr) =
+        gemv(&run_args(&weights_file, "w", &token, "unused").iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("no tensor \"x\"") && stderr.contains("--input-name") && stderr.contains("other, t"),
+        "{stderr}"
+    );
 }

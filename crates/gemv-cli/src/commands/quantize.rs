@@ -3,6 +3,7 @@
 
 use crate::checkpoint::to_f32;
 use crate::error::CliError;
+use crate::mapped::MappedCheckpoint;
 use crate::safetensors::{Dtype, SafeTensors, Tensor};
 use gemv_core::quantize_f32;
 use std::path::PathBuf;
@@ -30,27 +31,29 @@ pub fn run(options: &QuantizeOptions) -> Result<Vec<String>, CliError> {
         return Err(CliError::BadArgument { argument: "--names", reason: format!("{name:?} is named twice") });
     }
     let path = &options.input;
-    let input = SafeTensors::read(path)?;
+    let input = MappedCheckpoint::open(path)?;
     let selected: Vec<String> = if options.names.is_empty() {
         input
-            .tensors
-            .iter()
-            .filter(|(_, t)| {
-                is_float(t) && t.shape.len() == 2 && t.shape[1] % 16 == 0 && t.shape[0] > 0 && t.shape[1] > 0
+            .names()
+            .filter(|name| {
+                input.tensor(name).is_some_and(|t| {
+                    is_float(&t) && t.shape.len() == 2 && t.shape[1] % 16 == 0 && t.shape[0] > 0 && t.shape[1] > 0
+                })
             })
-            .map(|(name, _)| name.clone())
+            .map(String::from)
             .collect()
     } else {
         options.names.clone()
     };
-    let mut output = SafeTensors { tensors: Default::default(), metadata: input.metadata.clone() };
+    let metadata = input.metadata().map(|m| serde_json::json!(m));
+    let mut output = SafeTensors { tensors: Default::default(), metadata };
     let mut summary = Vec::new();
     for name in &selected {
-        let tensor = input.tensors.get(name).ok_or_else(|| CliError::MissingTensor {
+        let tensor = input.tensor(name).ok_or_else(|| CliError::MissingTensor {
             path: path.clone(),
             name: name.clone(),
             why: "named in --names".into(),
-            present: input.tensors.keys().take(8).cloned().collect::<Vec<_>>().join(", "),
+            present: input.names().take(8).collect::<Vec<_>>().join(", "),
         })?;
         let dtype = tensor.dtype.as_ref().map(|d| d.name().to_string()).unwrap_or_else(|o| o.clone());
         let bad = |expected: &str| CliError::BadTensor {
@@ -59,7 +62,7 @@ pub fn run(options: &QuantizeOptions) -> Result<Vec<String>, CliError> {
             expected: expected.to_string(),
             found: format!("{dtype} {:?}", tensor.shape),
         };
-        if !is_float(tensor) {
+        if !is_float(&tensor) {
             return Err(bad("a BF16, F16 or F32 tensor"));
         }
         let [n, k] = tensor.shape[..] else { return Err(bad("a 2-D tensor [N, K]")) };
@@ -67,11 +70,11 @@ pub fn run(options: &QuantizeOptions) -> Result<Vec<String>, CliError> {
             return Err(bad("[N, K] with N >= 1 and K a positive multiple of 16"));
         }
         for suffix in ["_scale", "_scale_2"] {
-            if input.tensors.contains_key(&format!("{name}{suffix}")) {
+            if input.contains(&format!("{name}{suffix}")) {
                 return Err(bad(&format!("no existing tensor {name}{suffix} (it would be overwritten)")));
             }
         }
-        let values = to_f32(tensor).ok_or_else(|| bad("float data"))?;
+        let values = to_f32(&tensor).ok_or_else(|| bad("float data"))?;
         let quantized = quantize_f32(&values, n, k).map_err(|e| bad(&e.to_string()))?;
         let global = quantized.global_scale();
         let (packed, scales, _) = quantized.into_parts();
@@ -85,9 +88,13 @@ pub fn run(options: &QuantizeOptions) -> Result<Vec<String>, CliError> {
         );
         summary.push(format!("quantized {name} [{n}, {k}] {dtype} -> NVFP4 (global scale {global:e})"));
     }
-    for (name, tensor) in &input.tensors {
-        if !selected.contains(name) {
-            output.tensors.insert(name.clone(), tensor.clone());
+    for name in input.names() {
+        if !selected.iter().any(|s| s == name) {
+            let tensor = input.tensor(name).ok_or_else(|| CliError::Io {
+                path: path.clone(),
+                error: format!("tensor {name:?} vanished while copying"),
+            })?;
+            output.tensors.insert(name.to_string(), tensor);
         }
     }
     output.write_new(&options.output)?;
@@ -95,7 +102,7 @@ pub fn run(options: &QuantizeOptions) -> Result<Vec<String>, CliError> {
         "wrote {} ({} tensors quantized, {} copied)",
         options.output.display(),
         selected.len(),
-        input.tensors.len() - selected.len()
+        input.len().saturating_sub(selected.len())
     ));
     Ok(summary)
 }

@@ -4,6 +4,7 @@
 use crate::backends::{BackendChoice, open};
 use crate::checkpoint::{read_activations, read_weights};
 use crate::error::CliError;
+use crate::mapped::MappedCheckpoint;
 use crate::safetensors::{Dtype, SafeTensors, Tensor};
 use gemv_backend::{DeviceMatrix, ResolvedTiers};
 use gemv_core::{KillSwitches, WIDEST_TIER};
@@ -12,14 +13,14 @@ use std::path::PathBuf;
 /// Arguments of `gemv run`.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    /// Weights file.
+    /// Weights: a safetensors file, a sharded checkpoint's index, or its directory.
     pub weights: PathBuf,
-    /// Tensor prefix (e.g. `layers.0.up`).
+    /// Tensor prefix (e.g. `layers.0.up`) or the weight tensor's own name.
     pub name: String,
     /// Activations file.
     pub input: PathBuf,
-    /// Activation tensor name.
-    pub input_name: String,
+    /// Activation tensor name (None: `x`, or the file's only tensor).
+    pub input_name: Option<String>,
     /// Output file (must not exist).
     pub output: PathBuf,
     /// Output tensor name.
@@ -31,26 +32,30 @@ pub struct RunOptions {
 /// Runs; returns a one-line summary.
 pub fn run(options: &RunOptions) -> Result<String, CliError> {
     crate::safetensors::check_output_path(&options.output)?;
-    let weights_file = SafeTensors::read(&options.weights)?;
-    let (weights, layout) = read_weights(&weights_file, &options.weights, &options.name)?;
-    let input_file = SafeTensors::read(&options.input)?;
-    let (x, m) = read_activations(&input_file, &options.input, &options.input_name, weights.k())?;
+    let weights_file = MappedCheckpoint::open(&options.weights)?;
+    let (weights, layout) = read_weights(&weights_file, &options.name)?;
+    drop(weights_file);
+    let input_file = MappedCheckpoint::open(&options.input)?;
+    let x = read_activations(&input_file, options.input_name.as_deref(), weights.k())?;
+    let m = x.m;
     let backend = open(options.backend).map_err(CliError::Backend)?;
     let tiers = ResolvedTiers::resolve(backend.as_ref(), KillSwitches::process());
     let matrix =
         DeviceMatrix::upload(backend.as_ref(), &weights.view()).map_err(|e| CliError::Backend(e.to_string()))?;
-    let y = matrix.gemv(&tiers, &x, m, WIDEST_TIER).map_err(|e| CliError::Backend(e.to_string()))?;
+    let y = matrix.gemv(&tiers, &x.bits, m, WIDEST_TIER).map_err(|e| CliError::Backend(e.to_string()))?;
     let mut output = SafeTensors::default();
+    let mut shape = x.leading.clone();
+    shape.push(weights.n());
     output.tensors.insert(
         options.output_name.clone(),
-        Tensor { dtype: Ok(Dtype::Bf16), shape: vec![m, weights.n()], data: bytemuck::cast_slice(&y).to_vec() },
+        Tensor { dtype: Ok(Dtype::Bf16), shape: shape.clone(), data: bytemuck::cast_slice(&y).to_vec() },
     );
     output.write_new(&options.output)?;
     Ok(format!(
-        "wrote {:?} BF16 [{m}, {}] to {} ({layout:?} weights {:?}, N = {}, K = {}, backend {})",
+        "wrote {:?} BF16 {shape:?} to {} (X {:?}, M = {m}; {layout:?} weights {:?}, N = {}, K = {}, backend {})",
         options.output_name,
-        weights.n(),
         options.output.display(),
+        x.name,
         options.name,
         weights.n(),
         weights.k(),

@@ -1,0 +1,246 @@
+//! Checkpoints opened without reading them whole: every safetensors file is memory-mapped, its
+//! header validated by the `safetensors` crate (the format's reference implementation: offsets
+//! contiguous from 0, no overlap and no gap, covering the data exactly; dtypes and shapes
+//! matching the byte counts; metadata of strings only), duplicate names refused, and only the
+//! tensors a command asks for are copied out. So `gemv run` on one layer of a many-gigabyte
+//! checkpoint reads that layer's bytes, not the file.
+//!
+//! A sharded checkpoint (a directory holding one `*.safetensors.index.json`, or that index
+//! itself) opens as one set of tensors: the index's `weight_map` says which shard holds each
+//! name, and every shard it names is opened and validated up front (headers only).
+
+use crate::error::CliError;
+use crate::safetensors::{Dtype, Tensor};
+use memmap2::Mmap;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+/// One memory-mapped, validated safetensors file.
+struct Shard {
+    path: PathBuf,
+    map: Mmap,
+    /// Where the data section starts in the file.
+    data_start: usize,
+    metadata: safetensors::tensor::Metadata,
+}
+
+/// A checkpoint: one safetensors file or a sharded set, tensors copied out on request.
+pub struct MappedCheckpoint {
+    /// What the user named (file, index or directory), for messages.
+    path: PathBuf,
+    shards: Vec<Shard>,
+    /// Every tensor name and the shard that holds it, sorted by name.
+    names: BTreeMap<String, usize>,
+}
+
+fn bad(path: &Path, reason: String) -> CliError {
+    CliError::BadFile { path: path.to_path_buf(), reason }
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> CliError + '_ {
+    move |e| CliError::Io { path: path.to_path_buf(), error: e.to_string() }
+}
+
+/// Opens `path` only if it is a regular file (a FIFO or a device would block or never end).
+fn open_regular(path: &Path) -> Result<std::fs::File, CliError> {
+    if !std::fs::metadata(path).map_err(io(path))?.is_file() {
+        return Err(bad(path, "not a regular file".into()));
+    }
+    std::fs::File::open(path).map_err(io(path))
+}
+
+/// The header's top-level keys in file order (values skipped), to find duplicates: a JSON
+/// object with a repeated key is not a valid safetensors header.
+struct HeaderKeys(Vec<String>);
+
+impl<'de> serde::Deserialize<'de> for HeaderKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = HeaderKeys;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<HeaderKeys, A::Error> {
+                let mut keys = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    keys.push(key);
+                }
+                Ok(HeaderKeys(keys))
+            }
+        }
+        deserializer.deserialize_map(Visitor)
+    }
+}
+
+/// Explains the reference implementation's refusal in this tool's words.
+fn describe(error: safetensors::SafeTensorError, file_len: usize, header_len: Option<u64>) -> String {
+    use safetensors::SafeTensorError as E;
+    match error {
+        E::HeaderTooSmall => format!("truncated: {file_len} bytes, shorter than the 8-byte header length"),
+        E::InvalidHeaderLength => format!(
+            "truncated: the header claims {} bytes but the file has {}",
+            header_len.unwrap_or(0),
+            file_len.saturating_sub(8)
+        ),
+        E::HeaderTooLarge => format!("the header claims {} bytes, over the format's limit", header_len.unwrap_or(0)),
+        E::MetadataIncompleteBuffer => {
+            "truncated or padded: the tensors' data_offsets do not end where the file ends".into()
+        }
+        E::InvalidOffset(name) => format!(
+            "tensor {name:?}: its data_offsets overlap another tensor's or leave a gap (each tensor must start \
+             where the previous one ends)"
+        ),
+        E::TensorInvalidInfo => "a tensor's data_offsets do not hold exactly its dtype x shape bytes".into(),
+        other => other.to_string(),
+    }
+}
+
+impl Shard {
+    fn open(path: &Path) -> Result<Shard, CliError> {
+        let file = open_regular(path)?;
+        // SAFETY: the map is read-only and private to this process. Another process truncating
+        // or rewriting the file while it is mapped would make reads fault or change under us;
+        // checkpoints are not written while being read, the same assumption every safetensors
+        // reader that maps files makes.
+        let map = unsafe { Mmap::map(&file) }.map_err(io(path))?;
+        let header_len = map.get(..8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+        // Repeated names first: the reference parser keeps the last one and may accept the file.
+        let header =
+            header_len.and_then(|len| usize::try_from(len).ok()).and_then(|len| map.get(8..8usize.checked_add(len)?));
+        if let Some(Ok(HeaderKeys(keys))) = header.map(serde_json::from_slice::<HeaderKeys>) {
+            let mut seen = std::collections::HashSet::new();
+            if let Some(name) = keys.iter().find(|k| !seen.insert(k.as_str())) {
+                return Err(bad(path, format!("the header names {name:?} twice")));
+            }
+        }
+        let (header_size, metadata) =
+            safetensors::SafeTensors::read_metadata(&map).map_err(|e| bad(path, describe(e, map.len(), header_len)))?;
+        Ok(Shard { path: path.to_path_buf(), map, data_start: 8 + header_size, metadata })
+    }
+
+    fn tensor(&self, name: &str) -> Option<Tensor> {
+        let info = self.metadata.info(name)?;
+        let (begin, end) = info.data_offsets;
+        // Validated by read_metadata: the offsets lie inside the data section.
+        let data = self.map.get(self.data_start + begin..self.data_start + end)?.to_vec();
+        let dtype = Dtype::parse(&info.dtype.to_string()).ok_or_else(|| info.dtype.to_string());
+        Some(Tensor { dtype, shape: info.shape.clone(), data })
+    }
+}
+
+/// `model.safetensors.index.json`: which shard holds each tensor.
+#[derive(serde::Deserialize)]
+struct Index {
+    weight_map: HashMap<String, String>,
+}
+
+impl MappedCheckpoint {
+    /// Opens a safetensors file, a sharded checkpoint's index, or a directory holding one index
+    /// (or exactly one safetensors file).
+    pub fn open(path: &Path) -> Result<MappedCheckpoint, CliError> {
+        let meta = std::fs::metadata(path).map_err(io(path))?;
+        if meta.is_dir() {
+            return Self::open_directory(path);
+        }
+        if path.file_name().is_some_and(|n| n.to_string_lossy().ends_with(".index.json")) {
+            return Self::open_index(path);
+        }
+        let shard = Shard::open(path)?;
+        let names = shard.metadata.tensors().into_keys().map(|name| (name, 0)).collect();
+        Ok(MappedCheckpoint { path: path.to_path_buf(), shards: vec![shard], names })
+    }
+
+    fn open_directory(dir: &Path) -> Result<MappedCheckpoint, CliError> {
+        let mut indexes = Vec::new();
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(io(dir))?.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".safetensors.index.json") {
+                indexes.push(entry.path());
+            } else if name.ends_with(".safetensors") {
+                files.push(entry.path());
+            }
+        }
+        match (indexes.as_slice(), files.as_slice()) {
+            ([index], _) => Self::open_index(index),
+            ([], [file]) => Self::open(file),
+            ([], []) => Err(bad(dir, "the directory holds no *.safetensors.index.json and no *.safetensors".into())),
+            ([], _) => Err(bad(
+                dir,
+                format!("the directory holds {} safetensors files and no index: name one file", files.len()),
+            )),
+            (_, _) => Err(bad(dir, format!("the directory holds {} index files: name one", indexes.len()))),
+        }
+    }
+
+    fn open_index(index_path: &Path) -> Result<MappedCheckpoint, CliError> {
+        let file = open_regular(index_path)?;
+        let index: Index = serde_json::from_reader(std::io::BufReader::new(file))
+            .map_err(|e| bad(index_path, format!("not a safetensors index (a weight_map of names to files): {e}")))?;
+        let dir = index_path.parent().unwrap_or(Path::new("."));
+        let mut shard_of_file: BTreeMap<&str, usize> = BTreeMap::new();
+        for file in index.weight_map.values() {
+            // Shards live beside the index: a plain file name, never a path out of the directory.
+            let plain = Path::new(file).file_name().is_some_and(|n| n == file.as_str());
+            if !plain {
+                return Err(bad(index_path, format!("weight_map names {file:?}: shards must be plain file names")));
+            }
+            let next = shard_of_file.len();
+            shard_of_file.entry(file).or_insert(next);
+        }
+        let mut shards: Vec<Option<Shard>> = (0..shard_of_file.len()).map(|_| None).collect();
+        for (file, &i) in &shard_of_file {
+            shards[i] = Some(Shard::open(&dir.join(file))?);
+        }
+        let shards: Vec<Shard> = shards.into_iter().flatten().collect();
+        let mut names = BTreeMap::new();
+        for (name, file) in &index.weight_map {
+            let i = shard_of_file[file.as_str()];
+            if shards[i].metadata.info(name).is_none() {
+                return Err(bad(index_path, format!("weight_map puts {name:?} in {file}, which holds no such tensor")));
+            }
+            names.insert(name.clone(), i);
+        }
+        Ok(MappedCheckpoint { path: index_path.to_path_buf(), shards, names })
+    }
+
+    /// What the user named, for messages.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether a tensor of this name exists.
+    pub fn contains(&self, name: &str) -> bool {
+        self.names.contains_key(name)
+    }
+
+    /// Every tensor name, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.names.keys().map(String::as_str)
+    }
+
+    /// How many tensors.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// A copy of one tensor (only its bytes are read), or None.
+    pub fn tensor(&self, name: &str) -> Option<Tensor> {
+        self.shards[*self.names.get(name)?].tensor(name)
+    }
+
+    /// The file that holds `name` (the shard, for a sharded checkpoint).
+    pub fn file_of(&self, name: &str) -> &Path {
+        self.names.get(name).map_or(&self.path, |&i| &self.shards[i].path)
+    }
+
+    /// `__metadata__` of a single-file checkpoint (string values only, as the format requires).
+    pub fn metadata(&self) -> Option<&HashMap<String, String>> {
+        match self.shards.as_slice() {
+            [shard] => shard.metadata.metadata().as_ref(),
+            _ => None,
+        }
+    }
+}
