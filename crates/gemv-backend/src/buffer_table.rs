@@ -96,6 +96,8 @@ mod tests {
         let a = table.insert(16, "a");
         let b = table.insert(8, "b");
         assert_ne!(a.id(), b.id());
+        assert_eq!((a.len(), a.is_empty(), b.len()), (16, false, 8));
+        assert!(DeviceBuffer::new(a.id(), 0).is_empty());
         assert_eq!(table.lock().get("x", a.range(4, 12)).ok().copied(), Some("a"));
         assert!(matches!(table.lock().get("x", a.range(8, 9)), Err(Error::RangeOutOfBounds { what: "x", .. })));
         assert!(matches!(table.lock().get("x", a.range(usize::MAX, 2)), Err(Error::RangeOutOfBounds { .. })));

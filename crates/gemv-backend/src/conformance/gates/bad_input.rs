@@ -46,13 +46,14 @@ pub(super) fn bad_input(backend: &dyn GpuBackend, cases: &mut Cases) {
         ("x too small", batch2, GemvArgs { x: x.range(0, 2 * m * k - 2), ..good }, |e| {
             matches!(e, Error::RangeTooSmall { what: "x", .. })
         }),
-        ("packed too small", batch2, GemvArgs { packed: packed.range(0, 10), ..good }, |e| {
+        // Each range one element short of what the shape needs.
+        ("packed too small", batch2, GemvArgs { packed: packed.range(0, n * k / 2 - 1), ..good }, |e| {
             matches!(e, Error::RangeTooSmall { what: "packed", .. })
         }),
         ("scales too small", batch2, GemvArgs { scales: scales.range(1, 9), ..good }, |e| {
             matches!(e, Error::RangeTooSmall { what: "scales", .. })
         }),
-        ("y too small", batch2, GemvArgs { y: y.range(0, 2), ..good }, |e| {
+        ("y too small", batch2, GemvArgs { y: y.range(0, 2 * m * n - 2), ..good }, |e| {
             matches!(e, Error::RangeTooSmall { what: "y", .. })
         }),
         ("range past the buffer", batch2, GemvArgs { y: y.range(2, 2 * m * n), ..good }, |e| {
