@@ -91,3 +91,31 @@ impl BufferRange {
             && other.offset < self.offset.saturating_add(self.len)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_overlap_only_when_they_share_a_byte_of_one_buffer() {
+        let (a, b) = (DeviceBuffer::new(1, 64), DeviceBuffer::new(2, 64));
+        assert!(a.range(0, 8).overlaps(&a.range(7, 4)) && a.range(7, 4).overlaps(&a.range(0, 8)));
+        // Touching ends share no byte, in either order.
+        assert!(!a.range(0, 8).overlaps(&a.range(8, 8)) && !a.range(8, 8).overlaps(&a.range(0, 8)));
+        // An empty range shares no byte, even inside another range.
+        assert!(!a.range(4, 0).overlaps(&a.range(0, 8)) && !a.range(0, 8).overlaps(&a.range(4, 0)));
+        assert!(!a.range(0, 8).overlaps(&b.range(0, 8)), "another buffer");
+    }
+
+    #[test]
+    fn a_host_slice_must_fit_the_range_exactly() {
+        let range = DeviceBuffer::new(1, 64).range(8, 16);
+        assert!(range.check_host_len("upload", 16).is_ok());
+        for wrong in [15, 17, 0] {
+            match range.check_host_len("upload", wrong) {
+                Err(Error::HostLengthMismatch { what: "upload", expected: 16, found }) => assert_eq!(found, wrong),
+                other => panic!("{wrong} bytes: expected HostLengthMismatch, got {other:?}"),
+            }
+        }
+    }
+}
