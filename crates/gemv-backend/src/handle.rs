@@ -42,3 +42,21 @@ impl KernelHandle {
         self.registry_index().map(|index| &KERNELS[index])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_round_trip_every_registry_index_and_nothing_past_it() {
+        for (index, spec) in KERNELS.iter().enumerate() {
+            let handle = KernelHandle::for_registry_index(index);
+            assert_eq!((handle.raw(), handle.registry_index()), (index as u64 + 1, Some(index)));
+            assert_eq!(KernelHandle::for_name(spec.name), handle);
+        }
+        for past in [KERNELS.len(), KERNELS.len() + 1, usize::MAX] {
+            assert_eq!(KernelHandle::for_registry_index(past), KernelHandle::NONE, "index {past}");
+        }
+        assert!(!KernelHandle::NONE.is_resolved() && KernelHandle::for_name("w4a16_gemv_batch9") == KernelHandle::NONE);
+    }
+}
