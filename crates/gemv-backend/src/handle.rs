@@ -58,5 +58,8 @@ mod tests {
             assert_eq!(KernelHandle::for_registry_index(past), KernelHandle::NONE, "index {past}");
         }
         assert!(!KernelHandle::NONE.is_resolved() && KernelHandle::for_name("w4a16_gemv_batch9") == KernelHandle::NONE);
+        // A raw value one past the registry (say, from another build) names nothing.
+        let stale = KernelHandle(KERNELS.len() as u64 + 1);
+        assert_eq!((stale.registry_index(), stale.spec().map(|s| s.name)), (None, None));
     }
 }

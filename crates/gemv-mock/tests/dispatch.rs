@@ -55,7 +55,9 @@ fn has_base_means_batch4() {
 #[case::classic(false, "w4a16_gemv_batch8")]
 fn width_8_resolves_per_switch(#[case] rt: bool, #[case] expected: &str) {
     let backend = MockBackend::new();
-    let tiers = ResolvedTiers::resolve(&backend, KillSwitches { batch8_register_tiled: rt, ..ON });
+    let switches = KillSwitches { batch8_register_tiled: rt, ..ON };
+    let tiers = ResolvedTiers::resolve(&backend, switches);
+    assert_eq!(tiers.switches(), switches, "the table keeps the switches it was resolved with");
     assert_eq!(tiers.kernel(8), KernelHandle::for_name(expected));
     assert_eq!(tiers.kernel(6), KernelHandle::for_name("w4a16_gemv_batch6"));
 }
