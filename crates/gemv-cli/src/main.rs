@@ -131,7 +131,20 @@ enum Command {
     },
 }
 
+/// Mesa's Vulkan device-select layer asks the display server which GPU to prefer; without a
+/// session (no `XDG_RUNTIME_DIR`: CI, ssh, containers) its Wayland probe prints an error twice on
+/// every wgpu probe, although nothing failed. The layer has no display to consult then, and this
+/// command chooses adapters itself, so the layer is switched off for this process.
+fn quiet_headless_vulkan() {
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() && std::env::var_os("NODEVICE_SELECT").is_none() {
+        // SAFETY: called first thing in `main`, before any other thread exists, so nothing reads
+        // the environment concurrently.
+        unsafe { std::env::set_var("NODEVICE_SELECT", "1") };
+    }
+}
+
 fn main() -> ExitCode {
+    quiet_headless_vulkan();
     let cli = Cli::parse();
     let level = match cli.verbose {
         0 => tracing::Level::WARN,

@@ -173,3 +173,16 @@ fn bench_on_the_host_says_it_is_not_a_gpu() {
     assert!(stdout.contains("is not a GPU"), "{stdout}");
     assert!(stdout.contains("the bit-exact gate has nothing to prove there"), "{stdout}");
 }
+
+#[test]
+fn a_headless_wgpu_probe_prints_no_display_errors() {
+    let output = Command::new(env!("CARGO_BIN_EXE_gemv"))
+        .args(["info", "--backend", "wgpu"])
+        .env_remove("XDG_RUNTIME_DIR")
+        .env_remove("NODEVICE_SELECT")
+        .output()
+        .expect("gemv runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!stderr.contains("XDG_RUNTIME_DIR"), "a successful probe printed a display error:\n{stderr}");
+}
