@@ -1,5 +1,6 @@
 //! `gemv`: inspect backends and tiers, and prove a backend against the exact numeric contract.
 
+mod atomic_output;
 mod backends;
 mod checkpoint;
 mod commands;

@@ -6,7 +6,7 @@
 use crate::error::CliError;
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Element types this tool reads or writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,7 +69,7 @@ pub struct SafeTensors {
 }
 
 impl SafeTensors {
-    /// Writes to `path`, which must not exist yet, through a temporary file and a rename.
+    /// Writes to `path`, which must not exist yet; it appears only when complete.
     pub fn write_new(&self, path: &Path) -> Result<(), CliError> {
         check_output_path(path)?;
         let mut header = serde_json::Map::new();
@@ -90,26 +90,14 @@ impl SafeTensors {
         while header_bytes.len() % 8 != 0 {
             header_bytes.push(b' ');
         }
-        let temporary = temporary_path(path);
-        let io = |e: std::io::Error| CliError::Io { path: temporary.clone(), error: e.to_string() };
-        let result = (|| {
-            let mut file = std::fs::File::create_new(&temporary).map_err(io)?;
-            file.write_all(&(header_bytes.len() as u64).to_le_bytes()).map_err(io)?;
-            file.write_all(&header_bytes).map_err(io)?;
+        crate::atomic_output::write_new(path, |file| {
+            file.write_all(&(header_bytes.len() as u64).to_le_bytes())?;
+            file.write_all(&header_bytes)?;
             for tensor in self.tensors.values() {
-                file.write_all(&tensor.data).map_err(io)?;
+                file.write_all(&tensor.data)?;
             }
-            file.sync_all().map_err(io)?;
-            if path.exists() {
-                return Err(CliError::OutputExists { path: path.to_path_buf() });
-            }
-            std::fs::rename(&temporary, path)
-                .map_err(|e| CliError::Io { path: path.to_path_buf(), error: e.to_string() })
-        })();
-        if result.is_err() {
-            let _ = std::fs::remove_file(&temporary);
-        }
-        result
+            Ok(())
+        })
     }
 }
 
@@ -134,9 +122,4 @@ pub fn check_output_path(path: &Path) -> Result<(), CliError> {
             reason: format!("its directory {} cannot be used: {e}", directory.display()),
         }),
     }
-}
-
-fn temporary_path(path: &Path) -> PathBuf {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "output".into());
-    path.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
 }
