@@ -338,4 +338,41 @@ mod tests {
         assert_eq!(parse_ms("1..3,8,16"), Ok(vec![1, 2, 3, 8, 16]));
         assert_eq!(parse_ms("2..=4"), Ok(vec![2, 3, 4]));
     }
+
+    /// Random option values: every parser returns, never panics, and what it accepts is inside
+    /// its documented limits.
+    #[test]
+    fn option_parsers_never_panic_and_keep_their_limits() {
+        const ALPHABET: &[u8] = b"0123456789..,=xX-+eE qkvNaNinf";
+        let mut state = 0x1234_5678u64;
+        let mut next = || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 33) as usize
+        };
+        for _ in 0..20_000 {
+            let len = next() % 24;
+            let text: String = (0..len).map(|_| ALPHABET[next() % ALPHABET.len()] as char).collect();
+            if let Ok(ms) = parse_ms(&text) {
+                assert!(!ms.is_empty() && ms.len() <= MAX_BENCH_MS, "{text:?}");
+                assert!(ms.iter().all(|&m| (1..=MAX_BENCH_M).contains(&m)), "{text:?}");
+            }
+            if let Ok((_, n, k)) = parse_shape(&text) {
+                assert!(n >= 1 && k >= 16 && k % 16 == 0, "{text:?}");
+            }
+            if let Ok(r) = parse_repeats(&text) {
+                assert!((1..=MAX_REPEATS).contains(&r), "{text:?}");
+            }
+            if let Ok(mb) = parse_cold_mb(&text) {
+                assert!(mb <= MAX_COLD_MB, "{text:?}");
+            }
+            if let Ok(gbps) = parse_peak_gbps(&text) {
+                assert!(gbps.is_finite() && gbps > 0.0, "{text:?}");
+            }
+        }
+        // Values at and past each limit.
+        assert!(parse_ms(&format!("{MAX_BENCH_M}")).is_ok() && parse_ms(&format!("{}", MAX_BENCH_M + 1)).is_err());
+        assert!(parse_repeats("100000").is_ok() && parse_repeats("100001").is_err() && parse_repeats("0").is_err());
+        assert!(parse_cold_mb("1048576").is_ok() && parse_cold_mb("1048577").is_err());
+        assert!(parse_peak_gbps("inf").is_err() && parse_peak_gbps("-0").is_err() && parse_peak_gbps("4800").is_ok());
+    }
 }
