@@ -64,18 +64,27 @@ fn expect(
     })
 }
 
-fn scalar_f32(path: &Path, name: &str, tensor: &Tensor) -> Result<f32, CliError> {
-    let scalar = tensor.shape.iter().product::<usize>() == 1 && tensor.shape.len() <= 1;
+/// The global scale: an F32 scalar, or for a 3-D expert tensor also one value per expert ([E]).
+fn global_f32(path: &Path, name: &str, tensor: &Tensor, expert: Option<(usize, usize)>) -> Result<f32, CliError> {
     expect(path, name, tensor, &[Dtype::F32], None, "an F32 scalar")?;
-    if !scalar {
-        return Err(CliError::BadTensor {
-            path: path.to_path_buf(),
-            name: name.to_string(),
-            expected: "an F32 scalar (shape [] or [1])".into(),
-            found: format!("F32 {:?}", tensor.shape),
-        });
-    }
-    Ok(f32::from_le_bytes([tensor.data[0], tensor.data[1], tensor.data[2], tensor.data[3]]))
+    let scalar = tensor.shape.iter().product::<usize>() == 1 && tensor.shape.len() <= 1;
+    let index = match expert {
+        _ if scalar => 0,
+        Some((e, experts)) if tensor.shape == [experts] => e,
+        _ => {
+            return Err(CliError::BadTensor {
+                path: path.to_path_buf(),
+                name: name.to_string(),
+                expected: match expert {
+                    Some((_, experts)) => format!("an F32 scalar or one value per expert [{experts}]"),
+                    None => "an F32 scalar (shape [] or [1])".into(),
+                },
+                found: format!("F32 {:?}", tensor.shape),
+            });
+        }
+    };
+    let bytes = &tensor.data[4 * index..4 * index + 4];
+    Ok(f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
 }
 
 /// The prefix `name` stands for: itself, or with the weight tensor's suffix taken off.
@@ -88,57 +97,86 @@ fn weight_prefix<'a>(file: &MappedCheckpoint, name: &'a str) -> &'a str {
     [".weight", ".weight_packed"].iter().filter_map(|suffix| name.strip_suffix(suffix)).find(|p| has(p)).unwrap_or(name)
 }
 
-/// Reads the NVFP4 weights named by `name` (a prefix, or the weight tensor's own name).
-pub fn read_weights(file: &MappedCheckpoint, name: &str) -> Result<(Nvfp4Matrix, Layout), CliError> {
+/// The tensor names of the layer `name` stands for, and its layout.
+fn layer_names(file: &MappedCheckpoint, name: &str) -> (Layout, String, String, String) {
     let prefix = weight_prefix(file, name);
-    let compressed = file.contains(&format!("{prefix}.weight_packed"));
-    let (layout, packed_name, global_name) = if compressed {
-        (Layout::CompressedTensors, format!("{prefix}.weight_packed"), format!("{prefix}.weight_global_scale"))
-    } else {
-        (Layout::ModelOpt, format!("{prefix}.weight"), format!("{prefix}.weight_scale_2"))
-    };
     let scale_name = format!("{prefix}.weight_scale");
+    if file.contains(&format!("{prefix}.weight_packed")) {
+        let (packed, global) = (format!("{prefix}.weight_packed"), format!("{prefix}.weight_global_scale"));
+        (Layout::CompressedTensors, packed, scale_name, global)
+    } else {
+        (Layout::ModelOpt, format!("{prefix}.weight"), scale_name, format!("{prefix}.weight_scale_2"))
+    }
+}
+
+/// How many experts the layer holds: None for a 2-D `[N, K/2]` weight, Some(E) for a 3-D
+/// `[E, N, K/2]` expert tensor (a mixture-of-experts layer stored as one tensor).
+pub fn expert_count(file: &MappedCheckpoint, name: &str) -> Result<Option<usize>, CliError> {
+    let (_, packed_name, _, _) = layer_names(file, name);
+    let packed = tensor(file, &packed_name, "the packed E2M1 weights, U8 [N, K/2] or [E, N, K/2]")?;
+    Ok(match packed.shape[..] {
+        [experts, _, _] => Some(experts),
+        _ => None,
+    })
+}
+
+/// Reads the NVFP4 weights named by `name` (a prefix, or the weight tensor's own name); for a
+/// 3-D expert tensor, `expert` picks one.
+pub fn read_weights(
+    file: &MappedCheckpoint,
+    name: &str,
+    expert: Option<usize>,
+) -> Result<(Nvfp4Matrix, Layout), CliError> {
+    let (layout, packed_name, scale_name, global_name) = layer_names(file, name);
     let packed = tensor(file, &packed_name, "the packed E2M1 weights, U8 [N, K/2]")?;
     let path = file.file_of(&packed_name);
     expect(path, &packed_name, &packed, &[Dtype::U8], None, "U8 [N, K/2] (packed E2M1 pairs)")?;
-    let [n, half_k] = packed.shape[..] else {
-        return Err(CliError::BadTensor {
-            path: path.to_path_buf(),
-            name: packed_name,
-            expected: "rank 2: U8 [N, K/2]".into(),
-            found: format!("U8 {:?}", packed.shape),
-        });
+    let bad_packed = |expected: &str| CliError::BadTensor {
+        path: path.to_path_buf(),
+        name: packed_name.clone(),
+        expected: expected.into(),
+        found: format!("U8 {:?}", packed.shape),
+    };
+    let (experts, n, half_k) = match (packed.shape.as_slice(), expert) {
+        (&[n, half_k], None) => (None, n, half_k),
+        (&[experts, n, half_k], Some(e)) if e < experts => (Some((e, experts)), n, half_k),
+        (&[experts, _, _], Some(e)) => return Err(bad_packed(&format!("expert {e} of a tensor of {experts} experts"))),
+        (&[experts, _, _], None) => {
+            return Err(bad_packed(&format!("a 2-D weight; this one holds {experts} experts: pick one with --expert")));
+        }
+        (&[_, _], Some(_)) => return Err(bad_packed("a 3-D expert tensor [E, N, K/2] (--expert was given)")),
+        _ => return Err(bad_packed("rank 2: U8 [N, K/2] (or rank 3 [E, N, K/2] with --expert)")),
     };
     let k = 2 * half_k;
     if n == 0 || k == 0 || k % 16 != 0 {
-        return Err(CliError::BadTensor {
-            path: path.to_path_buf(),
-            name: packed_name,
-            expected: "N >= 1 and K = 2 x (second dimension) a positive multiple of 16".into(),
-            found: format!("U8 [{n}, {half_k}] (K = {k})"),
-        });
+        return Err(bad_packed("N >= 1 and K = 2 x (last dimension) a positive multiple of 16"));
     }
     let scales = tensor(file, &scale_name, "the E4M3 block scales, F8_E4M3 [N, K/16]")?;
+    let scale_shape: Vec<usize> = experts.map(|(_, e)| e).into_iter().chain([n, k / 16]).collect();
     expect(
         file.file_of(&scale_name),
         &scale_name,
         &scales,
         &[Dtype::F8E4M3],
-        Some(&[n, k / 16]),
-        &format!("F8_E4M3 [{n}, {}] (K/16 for K = {k})", k / 16),
+        Some(&scale_shape),
+        &format!("F8_E4M3 {scale_shape:?} (K/16 for K = {k})"),
     )?;
     let global = tensor(file, &global_name, "the FP32 global scale")?;
-    let mut global_scale = scalar_f32(file.file_of(&global_name), &global_name, &global)?;
+    let mut global_scale = global_f32(file.file_of(&global_name), &global_name, &global, experts)?;
     if layout == Layout::CompressedTensors {
         global_scale = 1.0 / global_scale;
     }
-    let matrix =
-        Nvfp4Matrix::from_parts(packed.data, scales.data, global_scale, n, k).map_err(|e| CliError::BadTensor {
-            path: path.to_path_buf(),
-            name: prefix.to_string(),
-            expected: "a valid NVFP4 matrix".into(),
-            found: e.to_string(),
-        })?;
+    // One expert's slice of the packed bytes and scales (the whole tensor for a 2-D weight).
+    let e = experts.map_or(0, |(e, _)| e);
+    let (packed_len, scales_len) = (n * k / 2, n * k / 16);
+    let packed = packed.data[e * packed_len..(e + 1) * packed_len].to_vec();
+    let scales = scales.data[e * scales_len..(e + 1) * scales_len].to_vec();
+    let matrix = Nvfp4Matrix::from_parts(packed, scales, global_scale, n, k).map_err(|e| CliError::BadTensor {
+        path: path.to_path_buf(),
+        name: packed_name.clone(),
+        expected: "a valid NVFP4 matrix".into(),
+        found: e.to_string(),
+    })?;
     Ok((matrix, layout))
 }
 

@@ -99,6 +99,11 @@ enum Command {
         /// Backend.
         #[arg(long, value_enum, default_value = "auto")]
         backend: BackendChoice,
+        /// For a mixture-of-experts weight stored as one 3-D tensor [E, N, K/2] (scales
+        /// [E, N, K/16], global scale a scalar or [E]): the expert to use, or `all` (Y then gains
+        /// a leading dimension E).
+        #[arg(long, value_parser = commands::run::parse_experts)]
+        expert: Option<commands::run::Experts>,
     },
     /// Quantize 2-D BF16/F16/F32 tensors to NVFP4 with NVIDIA ModelOpt's recipe, named as
     /// ModelOpt names them (T, T_scale, T_scale_2); other tensors are copied unchanged.
@@ -179,8 +184,9 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Run { weights, name, input, input_name, output, output_name, backend } => {
-            let options = commands::run::RunOptions { weights, name, input, input_name, output, output_name, backend };
+        Command::Run { weights, name, input, input_name, output, output_name, backend, expert } => {
+            let options =
+                commands::run::RunOptions { weights, name, input, input_name, output, output_name, backend, expert };
             match commands::run::run(&options) {
                 Ok(summary) => {
                     eprintln!("{summary}");

@@ -290,7 +290,7 @@ mod tests {
         let path = dir.join("case.safetensors");
         std::fs::write(&path, &valid).expect("write");
         let file = MappedCheckpoint::open(&path).expect("the valid file opens");
-        let (matrix, _) = read_weights(&file, "w").expect("the valid layer reads");
+        let (matrix, _) = read_weights(&file, "w", None).expect("the valid layer reads");
         assert_eq!((matrix.n(), matrix.k()), (4, 32));
         assert_eq!(read_activations(&file, None, 32).expect("x reads").m, 2);
 
@@ -324,7 +324,7 @@ mod tests {
             match MappedCheckpoint::open(&path) {
                 Ok(file) => {
                     opened += 1;
-                    let _ = read_weights(&file, "w");
+                    let _ = read_weights(&file, "w", None);
                     let _ = read_activations(&file, None, 32);
                     let _ = read_activations(&file, Some("w.weight"), 32);
                 }

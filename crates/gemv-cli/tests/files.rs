@@ -518,3 +518,62 @@ fn x_may_be_one_token_or_have_leading_dimensions_and_the_weight_name_may_be_give
         "{stderr}"
     );
 }
+
+#[test]
+fn a_3d_expert_tensor_runs_one_expert_or_all_like_separate_layers() {
+    let dir = Dir::new("experts");
+    // Three experts of [N, K]: different weights and global scales.
+    let experts: Vec<gemv_core::Nvfp4Matrix> = (0..3)
+        .map(|e| {
+            let w: Vec<f32> = weights().iter().map(|v| v * (e as f32 + 1.0) - e as f32 * 0.1).collect();
+            quantize_f32(&w, N, K).expect("quantizes")
+        })
+        .collect();
+    let cat = |part: &dyn Fn(&gemv_core::Nvfp4View<'_>) -> Vec<u8>| -> Vec<u8> {
+        experts.iter().flat_map(|m| part(&m.view())).collect()
+    };
+    let stacked = dir.path("moe.safetensors");
+    write_safetensors(
+        &stacked,
+        &[
+            ("moe.experts.weight", "U8", vec![3, N, K / 2], cat(&|v| v.packed().to_vec())),
+            ("moe.experts.weight_scale", "F8_E4M3", vec![3, N, K / 16], cat(&|v| v.scales().to_vec())),
+            ("moe.experts.weight_scale_2", "F32", vec![3], cat(&|v| v.global_scale().to_le_bytes().to_vec())),
+        ],
+    );
+    let x = dir.path("x.safetensors");
+    write_safetensors(&x, &[("x", "BF16", vec![2, K], bf16_bytes(&activations(2)))]);
+    let x_bits: Vec<u16> = activations(2).iter().map(|&v| f32_to_bf16(v)).collect();
+    let expected: Vec<Vec<u16>> = experts
+        .iter()
+        .map(|m| {
+            let mut y = vec![0u16; 2 * N];
+            gemv_contract(&m.view(), &x_bits, 2, &mut y, 1).expect("contract");
+            y
+        })
+        .collect();
+    let run = |expert: &str, out: &str| {
+        let mut args = run_args(&stacked, "moe.experts", &x, dir.path(out).to_str().unwrap());
+        args.extend(["--expert".to_string(), expert.to_string()]);
+        let (code, stderr) = gemv(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        (code, stderr, dir.path(out))
+    };
+    let (code, stderr, out) = run("1", "y1.safetensors");
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(read_y(&out).1, expected[1], "expert 1");
+    let (code, stderr, out) = run("all", "yall.safetensors");
+    assert_eq!(code, 0, "{stderr}");
+    let (header, found) = read_y(&out);
+    assert!(header.contains("\"shape\":[3,2,24]"), "{header}");
+    assert_eq!(found, expected.concat(), "all experts");
+    for (expert, needle) in [("3", "expert 3 of a tensor of 3 experts"), ("x", "expected an expert number or `all`")] {
+        let (code, stderr, _) = run(expert, "ybad.safetensors");
+        assert_eq!(code, 2, "{stderr}");
+        assert!(stderr.contains(needle), "--expert {expert}: {stderr}");
+    }
+    // Without --expert, the error says how many experts there are and how to pick one.
+    let args = run_args(&stacked, "moe.experts", &x, dir.path("ynone.safetensors").to_str().unwrap());
+    let (code, stderr) = gemv(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("holds 3 experts: pick one with --expert"), "{stderr}");
+}
