@@ -64,7 +64,7 @@ fn expect(
     })
 }
 
-/// The global scale: an F32 scalar, or for a 3-D expert tensor also one value per expert ([E]).
+/// The global scale: an F32 scalar, or for a 3-D expert tensor also one value per expert (`[E]`).
 fn global_f32(path: &Path, name: &str, tensor: &Tensor, expert: Option<(usize, usize)>) -> Result<f32, CliError> {
     expect(path, name, tensor, &[Dtype::F32], None, "an F32 scalar")?;
     let scalar = tensor.shape.iter().product::<usize>() == 1 && tensor.shape.len() <= 1;

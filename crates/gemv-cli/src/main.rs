@@ -83,7 +83,7 @@ enum Command {
         /// tensor's own name (PREFIX.weight) works too.
         #[arg(long)]
         name: String,
-        /// safetensors file with X: BF16, F16 or F32, shaped [K], [M, K] or [..., K] (leading
+        /// safetensors file with X: BF16, F16 or F32, shaped `[K]`, `[M, K]` or `[..., K]` (leading
         /// dimensions are flattened into M; Y keeps them, with N in place of K).
         #[arg(long)]
         input: std::path::PathBuf,
@@ -100,7 +100,7 @@ enum Command {
         #[arg(long, value_enum, default_value = "auto")]
         backend: BackendChoice,
         /// For a mixture-of-experts weight stored as one 3-D tensor [E, N, K/2] (scales
-        /// [E, N, K/16], global scale a scalar or [E]): the expert to use, or `all` (Y then gains
+        /// [E, N, K/16], global scale a scalar or `[E]`): the expert to use, or `all` (Y then gains
         /// a leading dimension E).
         #[arg(long, value_parser = commands::run::parse_experts)]
         expert: Option<commands::run::Experts>,
