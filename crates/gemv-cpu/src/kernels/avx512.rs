@@ -11,7 +11,7 @@
 // Lane, row, token and element indices address several arrays at once in these loops.
 #![allow(clippy::needless_range_loop)]
 
-use super::{TILE_ROWS, block_bytes};
+use super::{TILE_ROWS, block_bytes, prefetch_ahead};
 use crate::activations::TransposedX;
 use gemv_core::{GROUP_SIZE, PARTIALS};
 use std::arch::x86_64::*;
@@ -190,26 +190,6 @@ fn stream_tokens<const T: usize>(
                 _mm512_storeu_ps(partials.as_mut_ptr().add((r * m + t) * PARTIALS + q * W), sum);
             }
         }
-    }
-}
-
-/// Superblocks ahead of the one being decoded whose weights are prefetched: the hardware
-/// prefetcher alone leaves the weight stream short of the memory's bandwidth.
-const PREFETCH_SUPERBLOCKS: usize = 4;
-
-/// Prefetches the packed bytes (512 per superblock) and scales (64) of superblock
-/// `superblock + PREFETCH_SUPERBLOCKS` of one row, where it exists.
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn prefetch_ahead(packed: &[u8], scales: &[u8], superblock: usize) {
-    let ahead = superblock + PREFETCH_SUPERBLOCKS;
-    if let Some(bytes) = packed.get(ahead * 512..) {
-        for line in bytes.chunks(64).take(8) {
-            _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast());
-        }
-    }
-    if let Some(codes) = scales.get(ahead * 64..) {
-        _mm_prefetch::<_MM_HINT_T0>(codes.as_ptr().cast());
     }
 }
 
