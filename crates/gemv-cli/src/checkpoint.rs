@@ -149,7 +149,12 @@ pub fn read_weights(
     };
     let k = 2 * half_k;
     if n == 0 || k == 0 || k % 16 != 0 {
-        return Err(bad_packed("N >= 1 and K = 2 x (last dimension) a positive multiple of 16"));
+        return Err(CliError::BadTensor {
+            path: path.to_path_buf(),
+            name: packed_name.clone(),
+            expected: "N >= 1 and K = 2 x (last dimension) a positive multiple of 16".into(),
+            found: format!("U8 {:?} (K = {k})", packed.shape),
+        });
     }
     let scales = tensor(file, &scale_name, "the E4M3 block scales, F8_E4M3 [N, K/16]")?;
     let scale_shape: Vec<usize> = experts.map(|(_, e)| e).into_iter().chain([n, k / 16]).collect();

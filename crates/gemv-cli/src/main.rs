@@ -115,9 +115,22 @@ enum Command {
         #[arg(long)]
         output: std::path::PathBuf,
         /// Comma-separated tensors to quantize (default: every 2-D float tensor whose second
-        /// dimension is a multiple of 16).
+        /// dimension is a multiple of 16, except the output head and embeddings, `*lm_head*` and
+        /// `*embed*`, and what --exclude names).
         #[arg(long, value_delimiter = ',')]
         names: Vec<String>,
+        /// Leave tensors matching this pattern unquantized (`*` matches any run of characters;
+        /// repeatable), e.g. `--exclude '*.mlp.gate.weight'`.
+        #[arg(long)]
+        exclude: Vec<String>,
+        /// Give every projection its own global scale, instead of one shared by those engines
+        /// fuse (q_proj/k_proj/v_proj and gate_proj/up_proj of one parent), as ModelOpt does.
+        #[arg(long)]
+        no_shared_scale: bool,
+        /// Also write hf_quant_config.json (ModelOpt's: quant_algo NVFP4, group_size 16, the
+        /// modules left unquantized) beside the output, so serving engines load it as NVFP4.
+        #[arg(long)]
+        hf_quant_config: bool,
     },
     /// Run the conformance gates on a backend: bit-exact against the host
     /// contract, within the f64 bound, guards, odd shapes, bad input. Exits 1 if any case fails.
@@ -198,8 +211,16 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Quantize { input, output, names } => {
-            match commands::quantize::run(&commands::quantize::QuantizeOptions { input, output, names }) {
+        Command::Quantize { input, output, names, exclude, no_shared_scale, hf_quant_config } => {
+            let options = commands::quantize::QuantizeOptions {
+                input,
+                output,
+                names,
+                exclude,
+                shared_scales: !no_shared_scale,
+                hf_quant_config,
+            };
+            match commands::quantize::run(&options) {
                 Ok(summary) => {
                     for line in summary {
                         eprintln!("{line}");

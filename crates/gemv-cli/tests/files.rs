@@ -265,7 +265,7 @@ fn every_bad_input_is_a_clear_error_with_exit_code_2_and_no_output() {
         (run_args(&tiny, "w", &x_ok, &out_s), vec!["truncated", "8-byte"]),
         (run_args(&wrong_dtype, "w", &x_ok, &out_s), vec!["w.weight_scale", "F8_E4M3", "found U8"]),
         (run_args(&wrong_scale_shape, "w", &x_ok, &out_s), vec!["w.weight_scale", "[24, 3]", "[12, 6]"]),
-        (run_args(&rank3, "w", &x_ok, &out_s), vec!["w.weight", "rank 2"]),
+        (run_args(&rank3, "w", &x_ok, &out_s), vec!["w.weight", "holds 2 experts: pick one with --expert"]),
         (run_args(&k_not_16, "w", &x_ok, &out_s), vec!["w.weight", "multiple of 16", "K = 24"]),
         (run_args(&weights_ok, "missing", &x_ok, &out_s), vec!["missing.weight", "no tensor"]),
         (run_args(&weights_ok, "w", &x_wrong_k, &out_s), vec!["\"x\"", "[M, 48]", "[2, 64]"]),
@@ -576,4 +576,85 @@ fn a_3d_expert_tensor_runs_one_expert_or_all_like_separate_layers() {
     let (code, stderr) = gemv(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("holds 3 experts: pick one with --expert"), "{stderr}");
+}
+
+/// The F32 scalar `name` of a safetensors file, read independently.
+fn read_scalar(path: &Path, name: &str) -> f32 {
+    let bytes = std::fs::read(path).expect("output exists");
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + header_len]).expect("JSON header");
+    let begin = header[name]["data_offsets"][0].as_u64().unwrap_or_else(|| panic!("no {name} in {header}")) as usize;
+    let at = 8 + header_len + begin;
+    f32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
+}
+
+#[test]
+fn quantize_shares_fused_scales_leaves_the_head_alone_and_writes_the_serving_config() {
+    let dir = Dir::new("modelopt");
+    let model = dir.path("model.safetensors");
+    let scaled = |s: f32| -> Vec<u8> { f32_bytes(&weights().iter().map(|v| v * s).collect::<Vec<_>>()) };
+    let attention = "model.layers.0.self_attn";
+    let (q, k, v, o) = (
+        format!("{attention}.q_proj.weight"),
+        format!("{attention}.k_proj.weight"),
+        format!("{attention}.v_proj.weight"),
+        format!("{attention}.o_proj.weight"),
+    );
+    write_safetensors(
+        &model,
+        &[
+            (&q, "F32", vec![N, K], scaled(1.0)),
+            (&k, "F32", vec![N, K], scaled(4.0)),
+            (&v, "F32", vec![N, K], scaled(0.5)),
+            (&o, "F32", vec![N, K], scaled(2.0)),
+            ("model.embed_tokens.weight", "F32", vec![N, K], scaled(1.0)),
+            ("lm_head.weight", "F32", vec![N, K], scaled(1.0)),
+            ("model.layers.0.mlp.gate.weight", "F32", vec![N, K], scaled(1.0)),
+        ],
+    );
+    let amax = weights().iter().fold(0f32, |a, v| a.max(v.abs()));
+    let quantize = |out: &Path, extra: &[&str]| {
+        let mut args = vec!["quantize", "--input", model.to_str().unwrap(), "--output", out.to_str().unwrap()];
+        args.extend(extra);
+        gemv(&args)
+    };
+
+    let out = dir.path("nvfp4.safetensors");
+    let (code, stderr) = quantize(&out, &["--exclude", "*.mlp.gate.*", "--hf-quant-config"]);
+    assert_eq!(code, 0, "{stderr}");
+    // q, k and v share the global scale of the largest of them (k: 4 x amax); o keeps its own.
+    for name in [&q, &k, &v] {
+        assert_eq!(read_scalar(&out, &format!("{name}_scale_2")), 4.0 * amax / (6.0 * 448.0), "{name}");
+    }
+    assert_eq!(read_scalar(&out, &format!("{o}_scale_2")), 2.0 * amax / (6.0 * 448.0));
+    let (header, _) = read_y(&out);
+    let header: serde_json::Value = serde_json::from_str(&header).expect("JSON header");
+    for kept in ["lm_head.weight", "model.embed_tokens.weight", "model.layers.0.mlp.gate.weight"] {
+        assert_eq!(header[kept]["dtype"], "F32", "{kept} must stay unquantized: {header}");
+        assert!(header.get(format!("{kept}_scale")).is_none(), "{kept}");
+    }
+    assert!(stderr.contains("left unquantized: "), "{stderr}");
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path("hf_quant_config.json")).expect("config written"))
+            .expect("JSON config");
+    assert_eq!(config["quantization"]["quant_algo"], "NVFP4");
+    assert_eq!(config["quantization"]["group_size"], 16);
+    let excluded = config["quantization"]["exclude_modules"].as_array().expect("a list");
+    for module in ["lm_head", "model.embed_tokens", "model.layers.0.mlp.gate"] {
+        assert!(excluded.iter().any(|m| m == module), "{module} not in {excluded:?}");
+    }
+    // A second run would overwrite the config: refused before any work, no output written.
+    let again = dir.path("again.safetensors");
+    let (code, stderr) = quantize(&again, &["--hf-quant-config"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("hf_quant_config.json") && stderr.contains("already exists"), "{stderr}");
+    assert!(!again.exists());
+
+    // --no-shared-scale: every projection keeps its own global scale.
+    let own = dir.path("own.safetensors");
+    let (code, stderr) = quantize(&own, &["--no-shared-scale"]);
+    assert_eq!(code, 0, "{stderr}");
+    for (name, scale) in [(&q, 1.0), (&k, 4.0), (&v, 0.5)] {
+        assert_eq!(read_scalar(&own, &format!("{name}_scale_2")), scale * amax / (6.0 * 448.0), "{name}");
+    }
 }

@@ -24,7 +24,7 @@ pub use error::{CoreError, Result};
 pub use kill_switch::{KillSwitches, NO_BATCH8_RT, NO_EXACT_M_TIERS};
 pub use matrix::{Nvfp4Matrix, Nvfp4View};
 pub use plan::{Launch, TierMask, dispatch_plan};
-pub use quantize::{quantize_bf16, quantize_f32};
+pub use quantize::{quantize_bf16, quantize_f32, quantize_f32_with_amax};
 pub use reference::{ReferenceOutput, f64_reference, rounding_depth};
 pub use shape::{GROUP_SIZE, GemvShape, validate_weight_shape};
 pub use tiers::{

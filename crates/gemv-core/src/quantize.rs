@@ -11,6 +11,13 @@ use crate::{CoreError, Nvfp4Matrix, Result};
 
 /// Quantizes row-major f32 values `[N, K]`. Non-finite values are an error naming the element.
 pub fn quantize_f32(values: &[f32], n: usize, k: usize) -> Result<Nvfp4Matrix> {
+    quantize_f32_with_amax(values, n, k, 0.0)
+}
+
+/// Like [`quantize_f32`], with the global scale taken from `max(shared_amax, the tensor's own
+/// amax)`: layers an engine fuses into one GEMM (q/k/v, gate/up) share one global scale, as
+/// ModelOpt's export gives them, so every block scale still fits E4M3.
+pub fn quantize_f32_with_amax(values: &[f32], n: usize, k: usize, shared_amax: f32) -> Result<Nvfp4Matrix> {
     validate_weight_shape(n, k)?;
     if values.len() != n * k {
         return Err(CoreError::LengthMismatch { what: "values", expected: n * k, found: values.len(), m: 0, n, k });
@@ -18,7 +25,7 @@ pub fn quantize_f32(values: &[f32], n: usize, k: usize) -> Result<Nvfp4Matrix> {
     if let Some(index) = values.iter().position(|v| !v.is_finite()) {
         return Err(CoreError::NonFiniteWeight { row: index / k, col: index % k, value: values[index] });
     }
-    let amax = values.iter().fold(0f32, |acc, v| acc.max(v.abs()));
+    let amax = values.iter().fold(shared_amax.abs(), |acc, v| acc.max(v.abs()));
     let global_scale = if amax > 0.0 { amax / (E2M1_MAX * E4M3_MAX) } else { 1.0 };
 
     let mut packed = vec![0u8; n * k / 2];
