@@ -125,6 +125,15 @@ impl Shard {
         let (begin, end) = info.data_offsets;
         // Validated by read_metadata: the offsets lie inside the data section.
         let data = self.map.get(self.data_start + begin..self.data_start + end)?.to_vec();
+        // The bytes are copied: hand their pages back, so reading tensor after tensor of a large
+        // file keeps one tensor resident, not the file.
+        #[cfg(unix)]
+        // SAFETY: the map is a read-only private mapping of a file nobody writes (see `open`) and
+        // no borrow of its bytes outlives the copy above; dropped pages read back unchanged
+        // from the file on the next access.
+        let _ = unsafe {
+            self.map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, self.data_start + begin, end - begin)
+        };
         let dtype = Dtype::parse(&info.dtype.to_string()).ok_or_else(|| info.dtype.to_string());
         Some(Tensor { dtype, shape: info.shape.clone(), data })
     }
@@ -229,6 +238,17 @@ impl MappedCheckpoint {
     /// A copy of one tensor (only its bytes are read), or None.
     pub fn tensor(&self, name: &str) -> Option<Tensor> {
         self.shards[*self.names.get(name)?].tensor(name)
+    }
+
+    /// A tensor's dtype name, shape and byte count, without reading its bytes.
+    pub fn layout(&self, name: &str) -> Option<crate::safetensors::TensorLayout> {
+        let info = self.shards[*self.names.get(name)?].metadata.info(name)?;
+        Some(crate::safetensors::TensorLayout {
+            name: name.to_string(),
+            dtype: info.dtype.to_string(),
+            shape: info.shape.clone(),
+            len: info.data_offsets.1 - info.data_offsets.0,
+        })
     }
 
     /// The file that holds `name` (the shard, for a sharded checkpoint).

@@ -5,7 +5,8 @@
 
 use crate::error::CliError;
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::fs::File;
+use std::io::{Seek, Write};
 use std::path::Path;
 
 /// Element types this tool reads or writes.
@@ -68,31 +69,73 @@ pub struct SafeTensors {
     pub metadata: Option<serde_json::Value>,
 }
 
+/// One output tensor as the header describes it, before its bytes exist.
+#[derive(Debug, Clone)]
+pub struct TensorLayout {
+    /// Its name.
+    pub name: String,
+    /// Its dtype's name in the header.
+    pub dtype: String,
+    /// Its shape.
+    pub shape: Vec<usize>,
+    /// Its bytes.
+    pub len: usize,
+}
+
+/// Writes `path` (which must not exist; it appears only when complete): the header for
+/// `layouts`, then their bytes in that order, produced by `fill`, so a caller can hold one
+/// tensor in memory at a time. `fill` must write exactly the bytes the layouts announce.
+pub fn write_streamed(
+    path: &Path,
+    metadata: Option<&serde_json::Value>,
+    layouts: &[TensorLayout],
+    fill: impl Fn(&mut File) -> std::io::Result<()>,
+) -> Result<(), CliError> {
+    check_output_path(path)?;
+    let mut header = serde_json::Map::new();
+    if let Some(metadata) = metadata {
+        header.insert("__metadata__".into(), metadata.clone());
+    }
+    let mut offset = 0usize;
+    for layout in layouts {
+        header.insert(
+            layout.name.clone(),
+            serde_json::json!({"dtype": layout.dtype, "shape": layout.shape, "data_offsets": [offset, offset + layout.len]}),
+        );
+        offset += layout.len;
+    }
+    let mut header_bytes = serde_json::to_vec(&serde_json::Value::Object(header))
+        .map_err(|e| CliError::Io { path: path.to_path_buf(), error: e.to_string() })?;
+    while header_bytes.len() % 8 != 0 {
+        header_bytes.push(b' ');
+    }
+    let expected = (8 + header_bytes.len() + offset) as u64;
+    crate::atomic_output::write_new(path, |file| {
+        file.write_all(&(header_bytes.len() as u64).to_le_bytes())?;
+        file.write_all(&header_bytes)?;
+        fill(file)?;
+        let written = file.stream_position()?;
+        if written != expected {
+            return Err(std::io::Error::other(format!("wrote {written} bytes where the header announces {expected}")));
+        }
+        Ok(())
+    })
+}
+
 impl SafeTensors {
     /// Writes to `path`, which must not exist yet; it appears only when complete.
     pub fn write_new(&self, path: &Path) -> Result<(), CliError> {
-        check_output_path(path)?;
-        let mut header = serde_json::Map::new();
-        if let Some(metadata) = &self.metadata {
-            header.insert("__metadata__".into(), metadata.clone());
-        }
-        let mut offset = 0usize;
-        for (name, tensor) in &self.tensors {
-            let dtype = tensor.dtype.as_ref().map(|d| d.name().to_string()).unwrap_or_else(|other| other.clone());
-            header.insert(
-                name.clone(),
-                serde_json::json!({"dtype": dtype, "shape": tensor.shape, "data_offsets": [offset, offset + tensor.data.len()]}),
-            );
-            offset += tensor.data.len();
-        }
-        let mut header_bytes = serde_json::to_vec(&serde_json::Value::Object(header))
-            .map_err(|e| CliError::Io { path: path.to_path_buf(), error: e.to_string() })?;
-        while header_bytes.len() % 8 != 0 {
-            header_bytes.push(b' ');
-        }
-        crate::atomic_output::write_new(path, |file| {
-            file.write_all(&(header_bytes.len() as u64).to_le_bytes())?;
-            file.write_all(&header_bytes)?;
+        let layouts: Vec<TensorLayout> = self
+            .tensors
+            .iter()
+            .map(|(name, tensor)| TensorLayout {
+                name: name.clone(),
+                dtype: tensor.dtype.as_ref().map(|d| d.name().to_string()).unwrap_or_else(|other| other.clone()),
+                shape: tensor.shape.clone(),
+                len: tensor.data.len(),
+            })
+            .collect();
+        write_streamed(path, self.metadata.as_ref(), &layouts, |file| {
             for tensor in self.tensors.values() {
                 file.write_all(&tensor.data)?;
             }
@@ -121,5 +164,37 @@ pub fn check_output_path(path: &Path) -> Result<(), CliError> {
             path: path.to_path_buf(),
             reason: format!("its directory {} cannot be used: {e}", directory.display()),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_streamed_file_must_hold_exactly_the_bytes_its_header_announces() {
+        let dir = std::env::temp_dir().join(format!("gemv-streamed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let layouts = [
+            TensorLayout { name: "a".into(), dtype: "U8".into(), shape: vec![3], len: 3 },
+            TensorLayout { name: "b".into(), dtype: "F32".into(), shape: vec![], len: 4 },
+        ];
+        let good = dir.join("good.safetensors");
+        write_streamed(&good, None, &layouts, |file| {
+            file.write_all(&[1, 2, 3])?;
+            file.write_all(&1.5f32.to_le_bytes())
+        })
+        .expect("written");
+        // The reference parser accepts it and finds the bytes where the header says.
+        let bytes = std::fs::read(&good).expect("read");
+        let parsed = safetensors::SafeTensors::deserialize(&bytes).expect("valid safetensors");
+        assert_eq!(parsed.tensor("a").expect("a").data(), &[1, 2, 3]);
+        assert_eq!(parsed.tensor("b").expect("b").data(), &1.5f32.to_le_bytes());
+        // One byte short: an error, and no file.
+        let short = dir.join("short.safetensors");
+        let result = write_streamed(&short, None, &layouts, |file| file.write_all(&[1, 2, 3, 0, 0, 0]));
+        assert!(matches!(result, Err(CliError::Io { ref error, .. }) if error.contains("announces")), "{result:?}");
+        assert!(!short.exists());
     }
 }

@@ -3,5 +3,6 @@
 pub mod bench;
 pub mod check;
 pub mod info;
+pub mod progress;
 pub mod quantize;
 pub mod run;

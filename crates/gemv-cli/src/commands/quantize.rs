@@ -8,11 +8,13 @@
 //! NVFP4 checkpoint.
 
 use crate::checkpoint::to_f32;
+use crate::commands::progress::progress;
 use crate::error::CliError;
 use crate::mapped::MappedCheckpoint;
-use crate::safetensors::{Dtype, SafeTensors, Tensor};
+use crate::safetensors::TensorLayout;
 use gemv_core::quantize_f32_with_amax;
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::PathBuf;
 
 /// Arguments of `gemv quantize`.
@@ -66,11 +68,16 @@ fn fused_group(name: &str) -> Option<(String, &'static str)> {
     FUSED.iter().find(|(_, members)| members.contains(&leaf)).map(|(group, _)| (parent.to_string(), *group))
 }
 
-fn is_float(tensor: &Tensor) -> bool {
-    matches!(tensor.dtype, Ok(Dtype::Bf16 | Dtype::F16 | Dtype::F32))
+/// One tensor to quantize, validated: its name, N, K and input dtype.
+struct Planned {
+    name: String,
+    n: usize,
+    k: usize,
+    dtype: String,
 }
 
-/// Runs; returns a summary line per quantized tensor.
+/// Runs; returns a summary line per quantized tensor. Every selected tensor is validated before
+/// anything is written, and the output is streamed: one tensor in memory at a time.
 pub fn run(options: &QuantizeOptions) -> Result<Vec<String>, CliError> {
     crate::safetensors::check_output_path(&options.output)?;
     if let Some(name) = options.names.iter().enumerate().find_map(|(i, n)| options.names[..i].contains(n).then_some(n))
@@ -83,52 +90,39 @@ pub fn run(options: &QuantizeOptions) -> Result<Vec<String>, CliError> {
     if options.hf_quant_config && config_path.symlink_metadata().is_ok() {
         return Err(CliError::OutputExists { path: config_path });
     }
+    let float = |dtype: &str| matches!(dtype, "BF16" | "F16" | "F32");
     let quantizable = |name: &str| {
-        input.tensor(name).is_some_and(|t| {
-            is_float(&t) && t.shape.len() == 2 && t.shape[1] % 16 == 0 && t.shape[0] > 0 && t.shape[1] > 0
+        input.layout(name).is_some_and(|t| {
+            float(&t.dtype) && t.shape.len() == 2 && t.shape[1] % 16 == 0 && t.shape[0] > 0 && t.shape[1] > 0
         })
     };
-    let excluded = |name: &str| {
-        DEFAULT_EXCLUDES.iter().map(|p| p.to_string()).chain(options.exclude.clone()).any(|p| matches(&p, name))
-    };
+    let patterns: Vec<String> = DEFAULT_EXCLUDES.iter().map(|p| p.to_string()).chain(options.exclude.clone()).collect();
     let (selected, left_out): (Vec<String>, Vec<String>) = if options.names.is_empty() {
         let candidates: Vec<String> = input.names().filter(|name| quantizable(name)).map(String::from).collect();
-        candidates.into_iter().partition(|name| !excluded(name))
+        candidates.into_iter().partition(|name| !patterns.iter().any(|p| matches(p, name)))
     } else {
         (options.names.clone(), Vec::new())
     };
-    // The shared amax of every fused group present (a first pass over the selected tensors).
-    let mut group_amax: BTreeMap<(String, &str), f32> = BTreeMap::new();
-    if options.shared_scales {
-        for name in &selected {
-            if let (Some(group), Some(values)) = (fused_group(name), input.tensor(name).as_ref().and_then(to_f32)) {
-                let amax = values.iter().fold(0f32, |a, v| a.max(v.abs()));
-                let entry = group_amax.entry(group).or_insert(0.0);
-                *entry = entry.max(amax);
-            }
-        }
-    }
-    let metadata = input.metadata().map(|m| serde_json::json!(m));
-    let mut output = SafeTensors { tensors: Default::default(), metadata };
-    let mut summary = Vec::new();
+
+    // Validate every selected tensor before any work.
+    let mut planned = Vec::new();
     for name in &selected {
-        let tensor = input.tensor(name).ok_or_else(|| CliError::MissingTensor {
+        let layout = input.layout(name).ok_or_else(|| CliError::MissingTensor {
             path: path.clone(),
             name: name.clone(),
             why: "named in --names".into(),
             present: input.names().take(8).collect::<Vec<_>>().join(", "),
         })?;
-        let dtype = tensor.dtype.as_ref().map(|d| d.name().to_string()).unwrap_or_else(|o| o.clone());
         let bad = |expected: &str| CliError::BadTensor {
             path: path.clone(),
             name: name.clone(),
             expected: expected.to_string(),
-            found: format!("{dtype} {:?}", tensor.shape),
+            found: format!("{} {:?}", layout.dtype, layout.shape),
         };
-        if !is_float(&tensor) {
+        if !float(&layout.dtype) {
             return Err(bad("a BF16, F16 or F32 tensor"));
         }
-        let [n, k] = tensor.shape[..] else { return Err(bad("a 2-D tensor [N, K]")) };
+        let [n, k] = layout.shape[..] else { return Err(bad("a 2-D tensor [N, K]")) };
         if n == 0 || k == 0 || k % 16 != 0 {
             return Err(bad("[N, K] with N >= 1 and K a positive multiple of 16"));
         }
@@ -137,36 +131,82 @@ pub fn run(options: &QuantizeOptions) -> Result<Vec<String>, CliError> {
                 return Err(bad(&format!("no existing tensor {name}{suffix} (it would be overwritten)")));
             }
         }
-        let values = to_f32(&tensor).ok_or_else(|| bad("float data"))?;
-        let shared = fused_group(name).and_then(|g| group_amax.get(&g).copied()).unwrap_or(0.0);
-        let quantized = quantize_f32_with_amax(&values, n, k, shared).map_err(|e| bad(&e.to_string()))?;
-        let global = quantized.global_scale();
-        let (packed, scales, _) = quantized.into_parts();
-        output.tensors.insert(name.clone(), Tensor { dtype: Ok(Dtype::U8), shape: vec![n, k / 2], data: packed });
-        output
-            .tensors
-            .insert(format!("{name}_scale"), Tensor { dtype: Ok(Dtype::F8E4M3), shape: vec![n, k / 16], data: scales });
-        output.tensors.insert(
-            format!("{name}_scale_2"),
-            Tensor { dtype: Ok(Dtype::F32), shape: vec![], data: global.to_le_bytes().to_vec() },
-        );
-        summary.push(format!("quantized {name} [{n}, {k}] {dtype} -> NVFP4 (global scale {global:e})"));
+        planned.push(Planned { name: name.clone(), n, k, dtype: layout.dtype });
     }
-    for name in input.names() {
-        if !selected.iter().any(|s| s == name) {
-            let tensor = input.tensor(name).ok_or_else(|| CliError::Io {
-                path: path.clone(),
-                error: format!("tensor {name:?} vanished while copying"),
-            })?;
-            output.tensors.insert(name.to_string(), tensor);
+
+    // The shared amax of every fused group present (one tensor in memory at a time).
+    let mut group_amax: BTreeMap<(String, &str), f32> = BTreeMap::new();
+    if options.shared_scales {
+        for plan in &planned {
+            if let (Some(group), Some(values)) =
+                (fused_group(&plan.name), input.tensor(&plan.name).as_ref().and_then(to_f32))
+            {
+                let amax = values.iter().fold(0f32, |a, v| a.max(v.abs()));
+                let entry = group_amax.entry(group).or_insert(0.0);
+                *entry = entry.max(amax);
+            }
         }
     }
-    output.write_new(&options.output)?;
+
+    // The output: each quantized tensor's three parts, then every other tensor copied.
+    let mut layouts = Vec::new();
+    for plan in &planned {
+        let (name, n, k) = (&plan.name, plan.n, plan.k);
+        layouts.push(TensorLayout { name: name.clone(), dtype: "U8".into(), shape: vec![n, k / 2], len: n * k / 2 });
+        let scale_shape = vec![n, k / 16];
+        layouts.push(TensorLayout {
+            name: format!("{name}_scale"),
+            dtype: "F8_E4M3".into(),
+            shape: scale_shape,
+            len: n * k / 16,
+        });
+        layouts.push(TensorLayout { name: format!("{name}_scale_2"), dtype: "F32".into(), shape: vec![], len: 4 });
+    }
+    let copied: Vec<TensorLayout> = input
+        .names()
+        .filter(|name| !selected.iter().any(|s| s == name))
+        .filter_map(|name| input.layout(name))
+        .collect();
+    layouts.extend(copied.iter().cloned());
+    let metadata = input.metadata().map(|m| serde_json::json!(m));
+    let globals = std::sync::Mutex::new(Vec::new());
+    crate::safetensors::write_streamed(&options.output, metadata.as_ref(), &layouts, |file| {
+        let vanished = |name: &str| std::io::Error::other(format!("tensor {name:?} vanished while reading"));
+        let mut found_globals = Vec::new();
+        for (i, plan) in planned.iter().enumerate() {
+            let tensor = input.tensor(&plan.name).ok_or_else(|| vanished(&plan.name))?;
+            let values = to_f32(&tensor).ok_or_else(|| vanished(&plan.name))?;
+            drop(tensor);
+            let shared = fused_group(&plan.name).and_then(|g| group_amax.get(&g).copied()).unwrap_or(0.0);
+            let quantized = quantize_f32_with_amax(&values, plan.n, plan.k, shared)
+                .map_err(|e| std::io::Error::other(format!("{}: {e}", plan.name)))?;
+            let global = quantized.global_scale();
+            let (packed, scales, _) = quantized.into_parts();
+            file.write_all(&packed)?;
+            file.write_all(&scales)?;
+            file.write_all(&global.to_le_bytes())?;
+            found_globals.push(global);
+            progress(i + 1, planned.len(), "quantize");
+        }
+        for layout in &copied {
+            file.write_all(&input.tensor(&layout.name).ok_or_else(|| vanished(&layout.name))?.data)?;
+        }
+        *globals.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = found_globals;
+        Ok(())
+    })?;
+    let globals = globals.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut summary: Vec<String> = planned
+        .iter()
+        .zip(&globals)
+        .map(|(p, global)| {
+            format!("quantized {} [{}, {}] {} -> NVFP4 (global scale {global:e})", p.name, p.n, p.k, p.dtype)
+        })
+        .collect();
     summary.push(format!(
         "wrote {} ({} tensors quantized, {} copied{})",
         options.output.display(),
-        selected.len(),
-        input.len().saturating_sub(selected.len()),
+        planned.len(),
+        copied.len(),
         if left_out.is_empty() { String::new() } else { format!(", left unquantized: {}", left_out.join(", ")) }
     ));
     if options.hf_quant_config {
@@ -181,7 +221,7 @@ pub fn run(options: &QuantizeOptions) -> Result<Vec<String>, CliError> {
             }
         });
         let text = serde_json::to_string_pretty(&config).unwrap_or_default() + "\n";
-        crate::atomic_output::write_new(&config_path, |file| std::io::Write::write_all(file, text.as_bytes()))?;
+        crate::atomic_output::write_new(&config_path, |file| file.write_all(text.as_bytes()))?;
         summary.push(format!("wrote {}", config_path.display()));
     }
     Ok(summary)

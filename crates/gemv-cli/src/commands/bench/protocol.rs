@@ -4,23 +4,10 @@
 //! the median per arm.
 
 use super::{Arm, BenchOptions, Measurement};
+use crate::commands::progress::progress;
 use gemv_backend::{DeviceInfo, DeviceMatrix, GpuBackend, TimerKind, conformance};
 use gemv_core::GemvShape;
-use std::io::{IsTerminal, Write};
-
-fn progress(done: usize, total: usize, what: &str) {
-    let mut stderr = std::io::stderr();
-    if stderr.is_terminal() {
-        let width = 30;
-        let filled = done * width / total.max(1);
-        let _ = write!(stderr, "\r{what} [{}{}] {done}/{total}", "#".repeat(filled), ".".repeat(width - filled));
-        if done == total {
-            let _ = writeln!(stderr);
-        }
-    } else if done == total || done.is_multiple_of((total / 4).max(1)) {
-        let _ = writeln!(stderr, "{what}: {done}/{total}");
-    }
-}
+use std::io::Write;
 
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
