@@ -78,7 +78,7 @@ pub fn run(options: &RunOptions) -> Result<String, CliError> {
         shape.push(weights.n());
         summary = Some((layout, x.name, weights.n(), weights.k()));
     }
-    if experts.len() > 1 {
+    if options.expert == Some(Experts::All) {
         shape.insert(0, experts.len());
     }
     let Some((layout, x_name, n, k)) = summary else {
