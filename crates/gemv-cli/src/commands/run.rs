@@ -67,16 +67,21 @@ pub fn run(options: &RunOptions) -> Result<String, CliError> {
     let tiers = ResolvedTiers::resolve(backend.as_ref(), KillSwitches::process());
     let mut y = Vec::new();
     let (mut summary, mut m, mut shape) = (None, 0, Vec::new());
+    // X is read once, with the first expert's K (every expert of a tensor has the same shape).
+    let mut x = None;
     for expert in &experts {
         let (weights, layout) = read_weights(&weights_file, &options.name, *expert)?;
-        let x = read_activations(&input_file, options.input_name.as_deref(), weights.k())?;
+        let x = match &x {
+            Some(x) => x,
+            None => x.insert(read_activations(&input_file, options.input_name.as_deref(), weights.k())?),
+        };
         let matrix =
             DeviceMatrix::upload(backend.as_ref(), &weights.view()).map_err(|e| CliError::Backend(e.to_string()))?;
         y.extend(matrix.gemv(&tiers, &x.bits, x.m, WIDEST_TIER).map_err(|e| CliError::Backend(e.to_string()))?);
         m = x.m;
         shape = x.leading.clone();
         shape.push(weights.n());
-        summary = Some((layout, x.name, weights.n(), weights.k()));
+        summary = Some((layout, x.name.clone(), weights.n(), weights.k()));
     }
     if options.expert == Some(Experts::All) {
         shape.insert(0, experts.len());
