@@ -19,12 +19,18 @@ fn weight_bytes(n: u64, k: u64) -> Option<u64> {
     Some(weights / 2 + weights / 16)
 }
 
+/// How many weight copies the bench rotates through: enough to fill `cold_bytes`, at least one.
+/// The protocol allocates exactly this many, so the check and the allocation agree.
+pub fn cold_copies(weight_bytes: u64, cold_bytes: u64) -> u64 {
+    cold_bytes.div_ceil(weight_bytes.max(1)).max(1)
+}
+
 /// What one shape needs, or None when it does not even fit in 64 bits.
 pub fn needed(n: usize, k: usize, max_m: usize, cold_bytes: usize) -> Option<BenchMemory> {
     let (n, k, m) = (n as u64, k as u64, max_m as u64);
     let weights = weight_bytes(n, k)?;
     let activations = m.checked_mul(n.checked_add(k)?)?.checked_mul(2)?;
-    let copies = (cold_bytes as u64).div_ceil(weights.max(1)).max(1);
+    let copies = cold_copies(weights, cold_bytes as u64);
     Some(BenchMemory {
         host: weights.checked_add(activations)?,
         device: copies.checked_mul(weights)?.checked_add(activations)?,

@@ -26,7 +26,7 @@ pub fn measure(
 ) -> Result<Vec<Measurement>, String> {
     let max_m = arms.iter().map(|a| a.m).max().unwrap_or(1);
     let weight_bytes = n * k / 2 + n * k / 16;
-    let copies = options.cold_bytes.div_ceil(weight_bytes).max(1);
+    let copies = super::memory::cold_copies(weight_bytes as u64, options.cold_bytes as u64) as usize;
     eprintln!(
         "bench: {label} (N = {n}, K = {k}): {copies} weight copies ({} MB) for cold weights",
         (copies * weight_bytes) >> 20
