@@ -6,7 +6,8 @@
 //!   real-shape tests; it ends with a line counting the tests skipped for want of hardware, and
 //!   fails on a skip `GEMV_EXPECTED_SKIPS` does not declare. The README's test command; `.ci/run`
 //!   calls it.
-//! - `fixtures [--check]`: regenerate the ml_dtypes codec fixture in a venv under target/.
+//! - `fixtures [--check] [--modelopt]`: regenerate the ml_dtypes codec fixture (or the ModelOpt
+//!   export fixture of `gemv quantize`) in a venv under target/.
 //! - `kernels [--check]`: CUDA sources to committed PTX with the pinned nvcc.
 //! - `sass [--check]`: the static SASS report docs/sass.md.
 //! - `device-pack`: release binaries and run.sh for a GPU machine without Rust.
@@ -35,6 +36,9 @@ commands:
                     the skips allowed; any other skip then fails the run)
   fixtures [--check] regenerate crates/gemv-core/tests/fixtures/codecs.tsv with ml_dtypes
                     (--check: fail if the committed fixture differs)
+  fixtures --modelopt [--check]
+                    regenerate crates/gemv-cli/tests/fixtures/modelopt/ with NVIDIA ModelOpt's
+                    own export (pinned torch + nvidia-modelopt, several GB; not part of test)
   kernels [--check] compile kernels/cuda/*.cu to PTX in crates/gemv-cuda/ptx/ with the pinned
                     nvcc 13.0.88 (from PATH, or a venv under target/)
   sass [--check]    assemble the PTX for sm_80..sm_121 and write docs/sass.md (registers,
@@ -53,6 +57,9 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("test") => test(),
+        Some("fixtures") if args.iter().any(|a| a == "--modelopt") => {
+            fixtures::regenerate_modelopt(args.iter().any(|a| a == "--check"))
+        }
         Some("fixtures") => fixtures::regenerate(args.iter().any(|a| a == "--check")),
         Some("kernels") => kernels::run(args.iter().any(|a| a == "--check")),
         Some("sass") => sass::run(args.iter().any(|a| a == "--check")),

@@ -1,13 +1,23 @@
 //! f32/bf16 -> NVFP4 following NVIDIA ModelOpt's recipe (docs/numerics.md):
 //!
 //! - `global_scale = amax / (6 * 448)` over the whole tensor (1.0 when the tensor is all zero);
-//! - per 16 consecutive k of a row: `scale = e4m3(block_amax / 6 / global_scale)`, saturating;
-//! - `code = e2m1_rne(x / (decoded_scale * global_scale))`, saturating at ±6; a zero block scale
-//!   gives code 0.
+//! - per 16 consecutive k of a row: `ratio = block_amax / (6 * global_scale)`; an all-zero block
+//!   gets 1.0; the ratio is clamped to `[2^-9, 448]` (the smallest E4M3 subnormal and the
+//!   largest finite value, so a block far below the tensor's maximum keeps a usable scale instead
+//!   of underflowing to zero) and rounded to E4M3;
+//! - `s = x / (decoded_scale * global_scale)`, `code = sign(s < 0) | e2m1_rne(|s|)` saturating at
+//!   6: a zero that was negative zero gets the positive code, a tiny negative value rounding to
+//!   zero keeps its sign.
+//!
+//! Each step is ModelOpt's (nvidia-modelopt 0.47 `NVFP4QTensor`), in its f32 order; a committed
+//! fixture written by ModelOpt itself checks it byte for byte (`gemv-cli/tests/modelopt.rs`).
 
 use crate::codec::{E2M1_MAX, E4M3_MAX, bf16_to_f32, decode_e4m3, encode_e2m1, encode_e4m3_saturating};
 use crate::shape::{GROUP_SIZE, validate_weight_shape};
 use crate::{CoreError, Nvfp4Matrix, Result};
+
+/// The smallest block scale: E4M3's smallest subnormal, 2^-9.
+const SMALLEST_SCALE: f32 = 1.0 / 512.0;
 
 /// Quantizes row-major f32 values `[N, K]`. Non-finite values are an error naming the element.
 pub fn quantize_f32(values: &[f32], n: usize, k: usize) -> Result<Nvfp4Matrix> {
@@ -30,13 +40,18 @@ pub fn quantize_f32_with_amax(values: &[f32], n: usize, k: usize, shared_amax: f
 
     let mut packed = vec![0u8; n * k / 2];
     let mut scales = vec![0u8; n * k / GROUP_SIZE];
+    let unit = E2M1_MAX * global_scale;
     for (block_index, block) in values.chunks_exact(GROUP_SIZE).enumerate() {
         let block_amax = block.iter().fold(0f32, |acc, v| acc.max(v.abs()));
-        let scale_code = encode_e4m3_saturating(block_amax / E2M1_MAX / global_scale);
+        let ratio = block_amax / unit;
+        let ratio = if ratio == 0.0 { 1.0 } else { ratio.clamp(SMALLEST_SCALE, E4M3_MAX) };
+        let scale_code = encode_e4m3_saturating(ratio);
         scales[block_index] = scale_code;
         let step = decode_e4m3(scale_code) * global_scale;
         for (j, &value) in block.iter().enumerate() {
-            let code = if step > 0.0 { encode_e2m1(value / step) } else { 0 };
+            // `step` is 0 only when the global scale underflowed (amax below 2688 * 2^-149).
+            let scaled = if step > 0.0 { value / step } else { 0.0 };
+            let code = if scaled < 0.0 { 0x8 } else { 0 } | encode_e2m1(scaled.abs());
             let flat = block_index * GROUP_SIZE + j;
             packed[flat / 2] |= if flat.is_multiple_of(2) { code } else { code << 4 };
         }

@@ -1,7 +1,7 @@
 //! The host contract: hand-checked values, thread-count independence, the quantizer round trip,
 //! and the f64 reference bound.
 
-use gemv_core::codec::{bf16_to_f32, encode_e4m3, f32_to_bf16};
+use gemv_core::codec::{bf16_to_f32, decode_e4m3, encode_e4m3, f32_to_bf16};
 use gemv_core::{
     CoreError, GemvShape, Nvfp4Matrix, Nvfp4View, f64_reference, gemv_contract, quantize_f32, rounding_depth,
 };
@@ -144,7 +144,7 @@ fn quantizer_follows_modelopt_recipe() {
     let global = q2.global_scale();
     for (block, chunk) in blocks.chunks(16).enumerate() {
         let block_amax = chunk.iter().fold(0f32, |a, v| a.max(v.abs()));
-        let expected = encode_e4m3(block_amax / 6.0 / global);
+        let expected = encode_e4m3((block_amax / (6.0 * global)).max(1.0 / 512.0));
         assert_eq!(q2.view().scales()[block], expected, "block {block} (amax {block_amax})");
     }
     // The largest magnitude of the tensor is representable: code 6.0 at scale 448.
@@ -162,6 +162,39 @@ fn quantizer_rejects_bad_input() {
     assert!(matches!(quantize_f32(&v, 2, 16), Err(CoreError::NonFiniteWeight { row: 1, col: 1, .. })));
     let zeros = quantize_f32(&[0.0; 32], 2, 16).expect("zeros quantize");
     assert!(zeros.view().packed().iter().all(|&b| b == 0));
+}
+
+/// ModelOpt's edge cases, each in its own block of one row (the byte-for-byte comparison with
+/// ModelOpt's own output is `gemv-cli/tests/modelopt.rs`).
+#[test]
+fn quantizer_edge_cases_follow_modelopt() {
+    let mut row = vec![0f32; 16 * 5];
+    row[0] = 3.0; // block 0 sets the tensor's amax: scale 448
+    // block 1: all zero, some negative zeros
+    row[17] = -0.0;
+    // block 2: far below the maximum (ratio 448 * 1e-7 / 3 < 2^-9): clamped to 2^-9, not zeroed
+    row[32] = 1e-7;
+    row[33] = -1e-7;
+    // block 3: a tiny negative value next to a larger one rounds to zero and keeps its sign
+    row[48] = 1e-3;
+    row[49] = -1e-6;
+    // block 4: a ratio in E4M3's subnormal range (2^-8 = code 0x02)
+    row[64] = 6.0 * (3.0 / 2688.0) / 256.0;
+    let q = quantize_f32(&row, 1, row.len()).expect("quantizes");
+    let view = q.view();
+    let scales = view.scales();
+    assert_eq!(scales[0], 0x7E, "the maximum block gets scale 448");
+    assert_eq!(scales[1], 0x38, "an all-zero block gets scale 1.0 (ModelOpt), not 0");
+    assert!(
+        view.packed()[8..16].iter().all(|&b| b == 0),
+        "negative zeros get the positive code: {:02x?}",
+        &view.packed()[8..16]
+    );
+    assert_eq!(scales[2], 0x01, "a tiny block is clamped to the smallest scale 2^-9");
+    assert_eq!(view.packed()[16], 0x80, "1e-7 -> +0, -1e-7 -> -0 at scale 2^-9");
+    assert_eq!(view.packed()[24] >> 4, 0x8, "a tiny negative rounding to zero keeps its sign");
+    assert_eq!(scales[4], 0x02, "subnormal scales are kept");
+    assert_eq!(decode_e4m3(scales[4]), 1.0 / 256.0);
 }
 
 #[test]
