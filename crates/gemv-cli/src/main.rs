@@ -108,10 +108,13 @@ enum Command {
     /// Quantize 2-D BF16/F16/F32 tensors to NVFP4 with NVIDIA ModelOpt's recipe, named as
     /// ModelOpt names them (T, T_scale, T_scale_2); other tensors are copied unchanged.
     Quantize {
-        /// Input safetensors file.
+        /// Input: a safetensors file, a sharded checkpoint's *.safetensors.index.json, or a
+        /// directory holding one of them. Read tensor by tensor (memory-mapped).
         #[arg(long)]
         input: std::path::PathBuf,
-        /// Output safetensors file; must not exist.
+        /// Output; must not exist. A path ending in .safetensors is one file; any other path
+        /// becomes a directory with one shard per input file (same names, each holding the
+        /// quantized forms of its tensors) and model.safetensors.index.json.
         #[arg(long)]
         output: std::path::PathBuf,
         /// Comma-separated tensors to quantize (default: every 2-D float tensor whose second

@@ -24,6 +24,16 @@ struct Shard {
     metadata: safetensors::tensor::Metadata,
 }
 
+/// One file of a checkpoint, as [`MappedCheckpoint::files`] lists it.
+pub struct CheckpointFile<'a> {
+    /// Its path.
+    pub path: &'a Path,
+    /// The tensors it holds, sorted.
+    pub names: Vec<&'a str>,
+    /// Its `__metadata__`.
+    pub metadata: Option<&'a HashMap<String, String>>,
+}
+
 /// A checkpoint: one safetensors file or a sharded set, tensors copied out on request.
 pub struct MappedCheckpoint {
     /// What the user named (file, index or directory), for messages.
@@ -254,6 +264,20 @@ impl MappedCheckpoint {
     /// The file that holds `name` (the shard, for a sharded checkpoint).
     pub fn file_of(&self, name: &str) -> &Path {
         self.names.get(name).map_or(&self.path, |&i| &self.shards[i].path)
+    }
+
+    /// The files of the checkpoint in order (one for a single file), each with the names it
+    /// holds (sorted) and its `__metadata__`.
+    pub fn files(&self) -> Vec<CheckpointFile<'_>> {
+        self.shards
+            .iter()
+            .enumerate()
+            .map(|(i, shard)| CheckpointFile {
+                path: &shard.path,
+                names: self.names.iter().filter(|(_, s)| **s == i).map(|(name, _)| name.as_str()).collect(),
+                metadata: shard.metadata.metadata().as_ref(),
+            })
+            .collect()
     }
 
     /// `__metadata__` of a single-file checkpoint (string values only, as the format requires).

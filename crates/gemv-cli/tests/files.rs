@@ -658,3 +658,112 @@ fn quantize_shares_fused_scales_leaves_the_head_alone_and_writes_the_serving_con
         assert_eq!(read_scalar(&own, &format!("{name}_scale_2")), scale * amax / (6.0 * 448.0), "{name}");
     }
 }
+
+#[test]
+fn a_sharded_checkpoint_quantizes_into_matching_shards_with_an_index() {
+    let dir = Dir::new("quantize-sharded");
+    let scaled = |s: f32| -> Vec<u8> { f32_bytes(&weights().iter().map(|v| v * s).collect::<Vec<_>>()) };
+    let attention = "model.layers.0.self_attn";
+    let (q, k, o) = (
+        format!("{attention}.q_proj.weight"),
+        format!("{attention}.k_proj.weight"),
+        format!("{attention}.o_proj.weight"),
+    );
+    // q and k (one fused group) live in different shards; the norm is copied.
+    let tensors = [
+        (q.as_str(), "F32", vec![N, K], scaled(1.0)),
+        ("model.norm.weight", "F32", vec![2], f32_bytes(&[1.0, 2.0])),
+        (k.as_str(), "F32", vec![N, K], scaled(3.0)),
+        (o.as_str(), "F32", vec![N, K], scaled(0.5)),
+    ];
+    let single = dir.path("single.safetensors");
+    write_safetensors(&single, &tensors);
+    let shards = dir.path("model");
+    std::fs::create_dir_all(&shards).expect("dir");
+    let (first, second) = ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors");
+    write_safetensors(&shards.join(first), &tensors[..2]);
+    write_safetensors(&shards.join(second), &tensors[2..]);
+    std::fs::write(
+        shards.join("model.safetensors.index.json"),
+        format!(r#"{{"weight_map": {{"{q}": "{first}", "model.norm.weight": "{first}", "{k}": "{second}", "{o}": "{second}"}}}}"#),
+    )
+    .expect("index");
+
+    let reference = dir.path("reference.safetensors");
+    let (code, stderr) =
+        gemv(&["quantize", "--input", single.to_str().unwrap(), "--output", reference.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let out = dir.path("nvfp4");
+    let (code, stderr) = gemv(&[
+        "quantize",
+        "--input",
+        shards.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+        "--hf-quant-config",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("2 shards"), "{stderr}");
+    assert!(out.join("hf_quant_config.json").is_file(), "the serving config goes into the directory");
+
+    // Every tensor is in the shard that held its source, with the bytes of the single-file run
+    // (so the fused group's scale was shared across shards), and the index says where.
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("model.safetensors.index.json")).expect("index")).expect("JSON");
+    let reference_bytes = std::fs::read(&reference).expect("reference");
+    let reference = safetensors::SafeTensors::deserialize(&reference_bytes).expect("reference parses");
+    let mut total = 0;
+    for (file, names) in [(first, vec![q.clone(), "model.norm.weight".into()]), (second, vec![k.clone(), o.clone()])] {
+        let bytes = std::fs::read(out.join(file)).expect("shard written");
+        let shard = safetensors::SafeTensors::deserialize(&bytes).expect("shard parses");
+        let expected: Vec<String> = names
+            .iter()
+            .flat_map(|n| {
+                if n.ends_with("norm.weight") {
+                    vec![n.clone()]
+                } else {
+                    vec![n.clone(), format!("{n}_scale"), format!("{n}_scale_2")]
+                }
+            })
+            .collect();
+        let mut found: Vec<String> = shard.names().into_iter().map(String::from).collect();
+        found.sort();
+        let mut sorted = expected.clone();
+        sorted.sort();
+        assert_eq!(found, sorted, "{file}");
+        for name in &expected {
+            assert_eq!(index["weight_map"][name], *file, "{name}");
+            let (ours, theirs) = (shard.tensor(name).expect("ours"), reference.tensor(name).expect("reference"));
+            assert_eq!(
+                (ours.dtype(), ours.shape(), ours.data()),
+                (theirs.dtype(), theirs.shape(), theirs.data()),
+                "{name}"
+            );
+            total += ours.data().len();
+        }
+    }
+    assert_eq!(index["metadata"]["total_size"], total);
+
+    // The output opens as one checkpoint, and runs.
+    let x = dir.path("x.safetensors");
+    write_safetensors(&x, &[("x", "BF16", vec![2, K], bf16_bytes(&activations(2)))]);
+    let (_, from_shards) = run_ok(&out, &k, &x, &dir.path("y_shards.safetensors"), None);
+    let (_, from_single) = run_ok(&dir.path("reference.safetensors"), &k, &x, &dir.path("y_single.safetensors"), None);
+    assert_eq!(from_shards, from_single);
+
+    // An existing directory is refused before any work; a bad --names leaves nothing behind.
+    let (code, stderr) = gemv(&["quantize", "--input", shards.to_str().unwrap(), "--output", out.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    let fresh = dir.path("fresh");
+    let (code, stderr) = gemv(&[
+        "quantize",
+        "--input",
+        shards.to_str().unwrap(),
+        "--output",
+        fresh.to_str().unwrap(),
+        "--names",
+        "model.norm.weight",
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(!fresh.exists(), "nothing created for a refused run");
+}

@@ -6,6 +6,12 @@
 //! `up_proj` of one parent) share one global scale, from the largest magnitude among them.
 //! `--hf-quant-config` writes the `hf_quant_config.json` serving engines read to recognise an
 //! NVFP4 checkpoint.
+//!
+//! The input may be sharded; the output is one file (a `.safetensors` path) or a new directory
+//! of shards mirroring the input's files plus `model.safetensors.index.json`. Either way one
+//! tensor is in memory at a time. Each shard appears only when complete, and the index last, so
+//! an interrupted run never leaves a directory that opens as a checkpoint; on an error the
+//! directory is removed.
 
 use crate::checkpoint::to_f32;
 use crate::commands::progress::progress;
@@ -76,17 +82,125 @@ struct Planned {
     dtype: String,
 }
 
+/// Where the output goes: a `.safetensors` file, or any other path: a new directory of shards
+/// that mirror the input's files, with an index.
+enum Destination {
+    File(PathBuf),
+    Directory(PathBuf),
+}
+
+/// The index a sharded output gets, as Hugging Face names it.
+const INDEX: &str = "model.safetensors.index.json";
+
+/// One output file: its quantized tensors and the tensors it copies.
+struct Target<'a> {
+    path: PathBuf,
+    metadata: Option<serde_json::Value>,
+    planned: Vec<&'a Planned>,
+    copied: Vec<TensorLayout>,
+}
+
+impl Target<'_> {
+    /// Every tensor of the file as its header lists it: each quantized weight's three parts,
+    /// then the copies.
+    fn layouts(&self) -> Vec<TensorLayout> {
+        let mut layouts = Vec::new();
+        for plan in &self.planned {
+            let (name, n, k) = (&plan.name, plan.n, plan.k);
+            layouts.push(TensorLayout {
+                name: name.clone(),
+                dtype: "U8".into(),
+                shape: vec![n, k / 2],
+                len: n * k / 2,
+            });
+            layouts.push(TensorLayout {
+                name: format!("{name}_scale"),
+                dtype: "F8_E4M3".into(),
+                shape: vec![n, k / 16],
+                len: n * k / 16,
+            });
+            layouts.push(TensorLayout { name: format!("{name}_scale_2"), dtype: "F32".into(), shape: vec![], len: 4 });
+        }
+        layouts.extend(self.copied.iter().cloned());
+        layouts
+    }
+}
+
+/// Writes every target, one tensor in memory at a time; returns the global scales in target
+/// order.
+fn write_targets(
+    input: &MappedCheckpoint,
+    targets: &[Target],
+    group_amax: &BTreeMap<(String, &str), f32>,
+    total: usize,
+) -> Result<Vec<f32>, CliError> {
+    let mut globals = Vec::new();
+    for target in targets {
+        let found = std::sync::Mutex::new(Vec::new());
+        crate::safetensors::write_streamed(&target.path, target.metadata.as_ref(), &target.layouts(), |file| {
+            let vanished = |name: &str| std::io::Error::other(format!("tensor {name:?} vanished while reading"));
+            let mut found_globals = Vec::new();
+            for plan in &target.planned {
+                let tensor = input.tensor(&plan.name).ok_or_else(|| vanished(&plan.name))?;
+                let values = to_f32(&tensor).ok_or_else(|| vanished(&plan.name))?;
+                drop(tensor);
+                let shared = fused_group(&plan.name).and_then(|g| group_amax.get(&g).copied()).unwrap_or(0.0);
+                let quantized = quantize_f32_with_amax(&values, plan.n, plan.k, shared)
+                    .map_err(|e| std::io::Error::other(format!("{}: {e}", plan.name)))?;
+                let global = quantized.global_scale();
+                let (packed, scales, _) = quantized.into_parts();
+                file.write_all(&packed)?;
+                file.write_all(&scales)?;
+                file.write_all(&global.to_le_bytes())?;
+                found_globals.push(global);
+                progress(globals.len() + found_globals.len(), total, "quantize");
+            }
+            for layout in &target.copied {
+                file.write_all(&input.tensor(&layout.name).ok_or_else(|| vanished(&layout.name))?.data)?;
+            }
+            *found.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = found_globals;
+            Ok(())
+        })?;
+        globals.extend(found.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner));
+    }
+    Ok(globals)
+}
+
+/// The index of a sharded output: which file holds each tensor, and the bytes of tensor data.
+fn write_index(dir: &std::path::Path, targets: &[Target]) -> Result<(), CliError> {
+    let mut weight_map = serde_json::Map::new();
+    let mut total_size = 0usize;
+    for target in targets {
+        let file = target.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        for layout in target.layouts() {
+            total_size += layout.len;
+            weight_map.insert(layout.name, serde_json::Value::String(file.clone()));
+        }
+    }
+    let index = serde_json::json!({"metadata": {"total_size": total_size}, "weight_map": weight_map});
+    let text = serde_json::to_string_pretty(&index).unwrap_or_default() + "\n";
+    crate::atomic_output::write_new(&dir.join(INDEX), |file| file.write_all(text.as_bytes()))
+}
+
 /// Runs; returns a summary line per quantized tensor. Every selected tensor is validated before
 /// anything is written, and the output is streamed: one tensor in memory at a time.
 pub fn run(options: &QuantizeOptions) -> Result<Vec<String>, CliError> {
     crate::safetensors::check_output_path(&options.output)?;
+    let destination = if options.output.extension().is_some_and(|e| e == "safetensors") {
+        Destination::File(options.output.clone())
+    } else {
+        Destination::Directory(options.output.clone())
+    };
     if let Some(name) = options.names.iter().enumerate().find_map(|(i, n)| options.names[..i].contains(n).then_some(n))
     {
         return Err(CliError::BadArgument { argument: "--names", reason: format!("{name:?} is named twice") });
     }
     let path = &options.input;
     let input = MappedCheckpoint::open(path)?;
-    let config_path = options.output.with_file_name("hf_quant_config.json");
+    let config_path = match &destination {
+        Destination::File(path) => path.with_file_name("hf_quant_config.json"),
+        Destination::Directory(dir) => dir.join("hf_quant_config.json"),
+    };
     if options.hf_quant_config && config_path.symlink_metadata().is_ok() {
         return Err(CliError::OutputExists { path: config_path });
     }
@@ -148,63 +262,67 @@ pub fn run(options: &QuantizeOptions) -> Result<Vec<String>, CliError> {
         }
     }
 
-    // The output: each quantized tensor's three parts, then every other tensor copied.
-    let mut layouts = Vec::new();
-    for plan in &planned {
-        let (name, n, k) = (&plan.name, plan.n, plan.k);
-        layouts.push(TensorLayout { name: name.clone(), dtype: "U8".into(), shape: vec![n, k / 2], len: n * k / 2 });
-        let scale_shape = vec![n, k / 16];
-        layouts.push(TensorLayout {
-            name: format!("{name}_scale"),
-            dtype: "F8_E4M3".into(),
-            shape: scale_shape,
-            len: n * k / 16,
-        });
-        layouts.push(TensorLayout { name: format!("{name}_scale_2"), dtype: "F32".into(), shape: vec![], len: 4 });
+    // The outputs: one file, or one shard per input file. Each holds its quantized tensors'
+    // three parts, then its other tensors copied.
+    let copied_names: Vec<&str> = input.names().filter(|name| !selected.iter().any(|s| s == name)).collect();
+    let targets: Vec<Target> = match &destination {
+        Destination::File(path) => vec![Target {
+            path: path.clone(),
+            metadata: input.metadata().map(|m| serde_json::json!(m)),
+            planned: planned.iter().collect(),
+            copied: copied_names.iter().filter_map(|name| input.layout(name)).collect(),
+        }],
+        Destination::Directory(dir) => input
+            .files()
+            .iter()
+            .map(|file| Target {
+                path: dir.join(file.path.file_name().unwrap_or(file.path.as_os_str())),
+                metadata: file.metadata.map(|m| serde_json::json!(m)),
+                planned: planned.iter().filter(|p| file.names.contains(&p.name.as_str())).collect(),
+                copied: file
+                    .names
+                    .iter()
+                    .filter(|name| copied_names.contains(name))
+                    .filter_map(|name| input.layout(name))
+                    .collect(),
+            })
+            .collect(),
+    };
+    if let Destination::Directory(dir) = &destination {
+        std::fs::create_dir(dir).map_err(|e| CliError::BadOutput { path: dir.clone(), reason: e.to_string() })?;
     }
-    let copied: Vec<TensorLayout> = input
-        .names()
-        .filter(|name| !selected.iter().any(|s| s == name))
-        .filter_map(|name| input.layout(name))
-        .collect();
-    layouts.extend(copied.iter().cloned());
-    let metadata = input.metadata().map(|m| serde_json::json!(m));
-    let globals = std::sync::Mutex::new(Vec::new());
-    crate::safetensors::write_streamed(&options.output, metadata.as_ref(), &layouts, |file| {
-        let vanished = |name: &str| std::io::Error::other(format!("tensor {name:?} vanished while reading"));
-        let mut found_globals = Vec::new();
-        for (i, plan) in planned.iter().enumerate() {
-            let tensor = input.tensor(&plan.name).ok_or_else(|| vanished(&plan.name))?;
-            let values = to_f32(&tensor).ok_or_else(|| vanished(&plan.name))?;
-            drop(tensor);
-            let shared = fused_group(&plan.name).and_then(|g| group_amax.get(&g).copied()).unwrap_or(0.0);
-            let quantized = quantize_f32_with_amax(&values, plan.n, plan.k, shared)
-                .map_err(|e| std::io::Error::other(format!("{}: {e}", plan.name)))?;
-            let global = quantized.global_scale();
-            let (packed, scales, _) = quantized.into_parts();
-            file.write_all(&packed)?;
-            file.write_all(&scales)?;
-            file.write_all(&global.to_le_bytes())?;
-            found_globals.push(global);
-            progress(i + 1, planned.len(), "quantize");
+    let written = write_targets(&input, &targets, &group_amax, planned.len()).and_then(|globals| {
+        if let Destination::Directory(dir) = &destination {
+            write_index(dir, &targets)?;
         }
-        for layout in &copied {
-            file.write_all(&input.tensor(&layout.name).ok_or_else(|| vanished(&layout.name))?.data)?;
+        Ok(globals)
+    });
+    let globals = match written {
+        Ok(globals) => globals,
+        Err(error) => {
+            if let Destination::Directory(dir) = &destination {
+                // Created by this run: nothing of it is worth keeping.
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            return Err(error);
         }
-        *globals.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = found_globals;
-        Ok(())
-    })?;
-    let globals = globals.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let mut summary: Vec<String> = planned
+    };
+    let copied = copied_names;
+    let mut summary: Vec<String> = targets
         .iter()
+        .flat_map(|t| t.planned.iter().copied())
         .zip(&globals)
         .map(|(p, global)| {
             format!("quantized {} [{}, {}] {} -> NVFP4 (global scale {global:e})", p.name, p.n, p.k, p.dtype)
         })
         .collect();
     summary.push(format!(
-        "wrote {} ({} tensors quantized, {} copied{})",
+        "wrote {}{} ({} tensors quantized, {} copied{})",
         options.output.display(),
+        match &destination {
+            Destination::File(_) => String::new(),
+            Destination::Directory(_) => format!(" ({} shards and {INDEX})", targets.len()),
+        },
         planned.len(),
         copied.len(),
         if left_out.is_empty() { String::new() } else { format!(", left unquantized: {}", left_out.join(", ")) }
