@@ -13,13 +13,20 @@ nvidia-modelopt; several GB, so CI does not regenerate it). Writes into the give
                           weight_scale   = NVFP4QTensor.get_weights_scaling_factor(W, 16, scale_2)
                           W              = NVFP4QTensor.quantize(W, 16, weight_scale, scale_2)
                         (the export's `preprocess_linear_fusion` gives q/k/v and gate/up the
-                        largest amax of the group, which is what the concatenation computes).
+                        largest amax of the group, which is what the concatenation computes);
+  quantization_config.json
+                        the `quantization_config` ModelOpt's export puts into config.json for a
+                        weight-only NVFP4 model (quant_algo W4A16_NVFP4) that leaves the head and
+                        the embeddings unquantized, from its own `convert_hf_quant_config_format`
+                        (the producer entry left out: it names the tool that wrote the model).
 """
+import json
 import sys
 
 import modelopt
 import safetensors.torch
 import torch
+from modelopt.torch.export.convert_hf_config import convert_hf_quant_config_format
 from modelopt.torch.quantization.qtensor.nvfp4_tensor import NVFP4QTensor
 
 K = 64
@@ -108,6 +115,17 @@ def main(directory):
     versions = {"torch": torch.__version__, "nvidia-modelopt": modelopt.__version__}
     safetensors.torch.save_file(model, f"{directory}/input.safetensors", metadata={"generator": "modelopt_fixture.py"})
     safetensors.torch.save_file(expected, f"{directory}/expected.safetensors", metadata=versions)
+    hf_quant_config = {
+        "quantization": {
+            "quant_algo": "W4A16_NVFP4",
+            "kv_cache_quant_algo": None,
+            "group_size": BLOCK,
+            "exclude_modules": ["lm_head", "model.embed_tokens"],
+        }
+    }
+    with open(f"{directory}/quantization_config.json", "w") as f:
+        json.dump(convert_hf_quant_config_format(hf_quant_config), f, indent=4)
+        f.write("\n")
 
 
 if __name__ == "__main__":

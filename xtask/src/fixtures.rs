@@ -43,7 +43,7 @@ pub fn regenerate(check: bool) -> Result<(), String> {
 
 const MODELOPT_DIR: &str = "crates/gemv-cli/tests/fixtures/modelopt";
 const MODELOPT_SCRIPT: &str = "xtask/scripts/modelopt_fixture.py";
-const MODELOPT_FILES: [&str; 2] = ["input.safetensors", "expected.safetensors"];
+const MODELOPT_FILES: [&str; 3] = ["input.safetensors", "expected.safetensors", "quantization_config.json"];
 /// Pinned: the fixture is ModelOpt 0.47's export. ModelOpt imports requests and huggingface_hub
 /// without declaring them.
 const MODELOPT_PACKAGES: [&str; 6] = [

@@ -130,8 +130,10 @@ enum Command {
         /// fuse (q_proj/k_proj/v_proj and gate_proj/up_proj of one parent), as ModelOpt does.
         #[arg(long)]
         no_shared_scale: bool,
-        /// Also write hf_quant_config.json (ModelOpt's: quant_algo NVFP4, group_size 16, the
-        /// modules left unquantized) beside the output, so serving engines load it as NVFP4.
+        /// Also write hf_quant_config.json (ModelOpt's: quant_algo W4A16_NVFP4, weight-only,
+        /// group_size 16, the modules left unquantized) beside the output, so serving engines
+        /// load it as NVFP4; a directory output also gets the input's config.json with the
+        /// quantization_config ModelOpt's export writes there.
         #[arg(long)]
         hf_quant_config: bool,
     },

@@ -637,7 +637,7 @@ fn quantize_shares_fused_scales_leaves_the_head_alone_and_writes_the_serving_con
     let config: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path("hf_quant_config.json")).expect("config written"))
             .expect("JSON config");
-    assert_eq!(config["quantization"]["quant_algo"], "NVFP4");
+    assert_eq!(config["quantization"]["quant_algo"], "W4A16_NVFP4", "weight-only: no activation scales");
     assert_eq!(config["quantization"]["group_size"], 16);
     let excluded = config["quantization"]["exclude_modules"].as_array().expect("a list");
     for module in ["lm_head", "model.embed_tokens", "model.layers.0.mlp.gate"] {

@@ -6,7 +6,9 @@
 //! (`expected.safetensors`), both written by `xtask/scripts/modelopt_fixture.py`
 //! (`cargo xtask fixtures --modelopt`). The edge cases: all-zero blocks (scale 1.0), negative
 //! zeros (positive code), blocks far below the maximum (scale clamped to 2^-9), E4M3-subnormal
-//! scales, tiny negative values rounding to a signed zero, E2M1 ties, one-value blocks.
+//! scales, tiny negative values rounding to a signed zero, E2M1 ties, one-value blocks. Beside
+//! them, `quantization_config.json`: what ModelOpt's converter puts into `config.json` for a
+//! weight-only NVFP4 model.
 
 use safetensors::SafeTensors;
 use std::path::{Path, PathBuf};
@@ -72,4 +74,39 @@ fn quantize_matches_modelopt_export_byte_for_byte() {
         input.len() + 2 * quantized.len() / 3,
         "the quantized weights and the copies, nothing else"
     );
+}
+
+/// A directory output with `--hf-quant-config` gets the model's `config.json` with the
+/// `quantization_config` ModelOpt's export writes for a weight-only NVFP4 model (fixture from
+/// ModelOpt's own converter), everything else in the config kept.
+#[test]
+fn the_serving_config_is_modelopts_for_weight_only_nvfp4() {
+    let dir = std::env::temp_dir().join(format!("gemv-modelopt-config-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let model = dir.join("model");
+    std::fs::create_dir_all(&model).expect("temp dir");
+    std::fs::copy(fixture("input.safetensors"), model.join("model.safetensors")).expect("copy");
+    std::fs::write(model.join("config.json"), r#"{"model_type": "llama", "hidden_size": 64}"#).expect("config");
+    let output = dir.join("nvfp4");
+    let run = Command::new(env!("CARGO_BIN_EXE_gemv"))
+        .args(["quantize", "--hf-quant-config", "--input"])
+        .arg(&model)
+        .arg("--output")
+        .arg(&output)
+        .output()
+        .expect("gemv runs");
+    let json = |path: PathBuf| -> serde_json::Value {
+        serde_json::from_slice(&read(&path)).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    };
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let (config, hf_quant_config) = (json(output.join("config.json")), json(output.join("hf_quant_config.json")));
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let mut quantization_config = config["quantization_config"].clone();
+    assert_eq!(quantization_config["producer"]["name"], "gemv");
+    quantization_config.as_object_mut().expect("an object").remove("producer");
+    assert_eq!(quantization_config, json(fixture("quantization_config.json")), "as ModelOpt's converter writes it");
+    assert_eq!((&config["model_type"], &config["hidden_size"]), (&"llama".into(), &64.into()), "the rest kept");
+    assert_eq!(hf_quant_config["quantization"]["quant_algo"], "W4A16_NVFP4");
+    assert_eq!(hf_quant_config["quantization"]["exclude_modules"], quantization_config["ignore"]);
 }

@@ -21,7 +21,7 @@ use crate::safetensors::TensorLayout;
 use gemv_core::quantize_f32_with_amax;
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Arguments of `gemv quantize`.
 #[derive(Debug, Clone)]
@@ -182,6 +182,65 @@ fn write_index(dir: &std::path::Path, targets: &[Target]) -> Result<(), CliError
     crate::atomic_output::write_new(&dir.join(INDEX), |file| file.write_all(text.as_bytes()))
 }
 
+/// The input's `config.json` (beside the file or the index, or in the directory), if it has
+/// one; it must be a JSON object.
+fn read_model_config(input: &Path) -> Result<Option<serde_json::Map<String, serde_json::Value>>, CliError> {
+    let dir = if input.is_dir() { input } else { input.parent().unwrap_or(Path::new(".")) };
+    let path = dir.join("config.json");
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read(&path).map_err(|e| CliError::Io { path: path.clone(), error: e.to_string() })?;
+    match serde_json::from_slice(&text) {
+        Ok(serde_json::Value::Object(map)) => Ok(Some(map)),
+        _ => Err(CliError::BadFile { path, reason: "not a JSON object".into() }),
+    }
+}
+
+/// `hf_quant_config.json` at `path` (ModelOpt's file: weight-only NVFP4, `W4A16_NVFP4`, the
+/// modules left unquantized) and, given the model's config, `config.json` beside it with the
+/// `quantization_config` ModelOpt's export derives from it (compressed-tensors' layout,
+/// `quant_method: modelopt`).
+fn write_serving_configs(
+    path: &Path,
+    model_config: Option<&serde_json::Map<String, serde_json::Value>>,
+    left_out: &[String],
+) -> Result<(), CliError> {
+    let modules: Vec<&str> = left_out.iter().map(|n| n.strip_suffix(".weight").unwrap_or(n)).collect();
+    let producer = serde_json::json!({"name": "gemv", "version": env!("CARGO_PKG_VERSION")});
+    let hf_quant_config = serde_json::json!({
+        "producer": producer,
+        "quantization": {
+            "quant_algo": "W4A16_NVFP4",
+            "kv_cache_quant_algo": null,
+            "group_size": gemv_core::GROUP_SIZE,
+            "exclude_modules": modules,
+        }
+    });
+    let write_json = |path: &Path, value: &serde_json::Value| {
+        let text = serde_json::to_string_pretty(value).unwrap_or_default() + "\n";
+        crate::atomic_output::write_new(path, |file| file.write_all(text.as_bytes()))
+    };
+    write_json(path, &hf_quant_config)?;
+    if let Some(config) = model_config {
+        let weights =
+            serde_json::json!({"dynamic": false, "num_bits": 4, "type": "float", "group_size": gemv_core::GROUP_SIZE});
+        let mut config = config.clone();
+        config.insert(
+            "quantization_config".into(),
+            serde_json::json!({
+                "config_groups": {"group_0": {"weights": weights, "targets": ["Linear"]}},
+                "ignore": modules,
+                "quant_algo": "W4A16_NVFP4",
+                "producer": producer,
+                "quant_method": "modelopt",
+            }),
+        );
+        write_json(&path.with_file_name("config.json"), &serde_json::Value::Object(config))?;
+    }
+    Ok(())
+}
+
 /// Runs; returns a summary line per quantized tensor. Every selected tensor is validated before
 /// anything is written, and the output is streamed: one tensor in memory at a time.
 pub fn run(options: &QuantizeOptions) -> Result<Vec<String>, CliError> {
@@ -204,6 +263,12 @@ pub fn run(options: &QuantizeOptions) -> Result<Vec<String>, CliError> {
     if options.hf_quant_config && config_path.symlink_metadata().is_ok() {
         return Err(CliError::OutputExists { path: config_path });
     }
+    // A sharded output with the serving config also gets the model's config.json, with the
+    // quantization_config engines read (read and checked now, before any work).
+    let model_config = match &destination {
+        Destination::Directory(_) if options.hf_quant_config => read_model_config(path)?,
+        _ => None,
+    };
     let float = |dtype: &str| matches!(dtype, "BF16" | "F16" | "F32");
     let quantizable = |name: &str| {
         input.layout(name).is_some_and(|t| {
@@ -293,6 +358,9 @@ pub fn run(options: &QuantizeOptions) -> Result<Vec<String>, CliError> {
     }
     let written = write_targets(&input, &targets, &group_amax, planned.len()).and_then(|globals| {
         if let Destination::Directory(dir) = &destination {
+            if options.hf_quant_config {
+                write_serving_configs(&config_path, model_config.as_ref(), &left_out)?;
+            }
             write_index(dir, &targets)?;
         }
         Ok(globals)
@@ -328,19 +396,16 @@ pub fn run(options: &QuantizeOptions) -> Result<Vec<String>, CliError> {
         if left_out.is_empty() { String::new() } else { format!(", left unquantized: {}", left_out.join(", ")) }
     ));
     if options.hf_quant_config {
-        let modules: Vec<&str> = left_out.iter().map(|n| n.strip_suffix(".weight").unwrap_or(n)).collect();
-        let config = serde_json::json!({
-            "producer": {"name": "gemv", "version": env!("CARGO_PKG_VERSION")},
-            "quantization": {
-                "quant_algo": "NVFP4",
-                "kv_cache_quant_algo": null,
-                "group_size": gemv_core::GROUP_SIZE,
-                "exclude_modules": modules,
-            }
-        });
-        let text = serde_json::to_string_pretty(&config).unwrap_or_default() + "\n";
-        crate::atomic_output::write_new(&config_path, |file| file.write_all(text.as_bytes()))?;
+        if let Destination::File(_) = &destination {
+            write_serving_configs(&config_path, None, &left_out)?;
+        }
         summary.push(format!("wrote {}", config_path.display()));
+        if model_config.is_some() {
+            summary.push(format!(
+                "wrote {} with its quantization_config",
+                config_path.with_file_name("config.json").display()
+            ));
+        }
     }
     Ok(summary)
 }
