@@ -389,7 +389,7 @@ pub fn run(options: &QuantizeOptions) -> Result<Vec<String>, CliError> {
         options.output.display(),
         match &destination {
             Destination::File(_) => String::new(),
-            Destination::Directory(_) => format!(" ({} shards and {INDEX})", targets.len()),
+            Destination::Directory(_) => format!(": {} shards and {INDEX}", targets.len()),
         },
         planned.len(),
         copied.len(),
