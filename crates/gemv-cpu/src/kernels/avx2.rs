@@ -85,7 +85,12 @@ fn accumulate<const T: usize>(
     partials: &mut [f32],
 ) {
     let m = xt.m();
-    let x: [&[f32]; T] = std::array::from_fn(|t| xt.blocks_from(t0 + t, Q * superblock, Q));
+    // Loops, not `array::from_fn`: a closure does not inherit the target features, and an
+    // out-of-line call here spills every vector register around it.
+    let mut x: [&[f32]; T] = [&[]; T];
+    for t in 0..T {
+        x[t] = xt.blocks_from(t0 + t, Q * superblock, Q);
+    }
     for q in 0..Q {
         let mut acc = [[_mm256_setzero_ps(); T]; ROWS];
         // SAFETY: partial vector q of row r, token t0 + t lies inside `partials` (ROWS * m * 64
@@ -186,7 +191,10 @@ fn stream_tokens<const T: usize>(
     partials: &mut [f32],
 ) {
     let m = xt.m();
-    let x: [&[f32]; T] = std::array::from_fn(|t| xt.block(t, b));
+    let mut x: [&[f32]; T] = [&[]; T];
+    for t in 0..T {
+        x[t] = xt.block(t, b);
+    }
     let mut acc = [[_mm256_setzero_ps(); T]; ROWS];
     // SAFETY: partial vector q of row r, token t lies inside `partials` (ROWS * m * 64 values);
     // unaligned loads and stores.
@@ -252,12 +260,10 @@ pub(crate) unsafe fn row_tile(packed: &[u8], scales: &[u8], rows: usize, xt: &Tr
     let magnitudes = _mm256_setr_ps(0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0);
     let sign = _mm256_set1_epi32(i32::MIN);
     let (row_bytes, groups, m) = (packed.len() / rows, scales.len() / rows, xt.m());
-    // Rows of the tile past `rows` keep zero weights: their partials are scratch.
-    let mut ws = [[[_mm256_setzero_ps(); GROUP_SIZE]; Q]; ROWS];
     let mut tail = ([0u8; 128], [0u8; 16]);
-    for superblock in 0..xt.blocks() / Q {
-        let row = |r: usize| (&packed[r * row_bytes..(r + 1) * row_bytes], &scales[r * groups..(r + 1) * groups]);
-        if m <= 2 {
+    let row = |r: usize| (&packed[r * row_bytes..(r + 1) * row_bytes], &scales[r * groups..(r + 1) * groups]);
+    if m <= 2 {
+        for superblock in 0..xt.blocks() / Q {
             for r in 0..rows {
                 let (row_packed, row_scales) = row(r);
                 prefetch_ahead(row_packed, row_scales, superblock);
@@ -277,8 +283,12 @@ pub(crate) unsafe fn row_tile(packed: &[u8], scales: &[u8], rows: usize, xt: &Tr
                     stream_tokens::<2>(&words, &scale, magnitudes, sign, xt, b, q, partials);
                 }
             }
-            continue;
         }
+        return;
+    }
+    // Rows of the tile past `rows` keep zero weights: their partials are scratch.
+    let mut ws = [[[_mm256_setzero_ps(); GROUP_SIZE]; Q]; ROWS];
+    for superblock in 0..xt.blocks() / Q {
         for (r, row_ws) in ws.iter_mut().enumerate().take(rows) {
             let (row_packed, row_scales) = row(r);
             prefetch_next_tile(packed, scales, rows, r, superblock);

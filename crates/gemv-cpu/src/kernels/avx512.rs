@@ -79,7 +79,12 @@ fn accumulate<const T: usize>(
     partials: &mut [f32],
 ) {
     let m = xt.m();
-    let x: [&[f32]; T] = std::array::from_fn(|t| xt.blocks_from(t0 + t, Q * superblock, Q));
+    // Loops, not `array::from_fn`: a closure does not inherit the target features, and an
+    // out-of-line call here spills every vector register around it.
+    let mut x: [&[f32]; T] = [&[]; T];
+    for t in 0..T {
+        x[t] = xt.blocks_from(t0 + t, Q * superblock, Q);
+    }
     for q in 0..Q {
         let mut acc = [[_mm512_setzero_ps(); T]; ROWS];
         // SAFETY: partial vector q of row r, token t0 + t lies inside `partials` (ROWS * m * 64
@@ -171,7 +176,10 @@ fn stream_tokens<const T: usize>(
     partials: &mut [f32],
 ) {
     let m = xt.m();
-    let x: [&[f32]; T] = std::array::from_fn(|t| xt.block(t, b));
+    let mut x: [&[f32]; T] = [&[]; T];
+    for t in 0..T {
+        x[t] = xt.block(t, b);
+    }
     let mut acc = [[_mm512_setzero_ps(); T]; ROWS];
     // SAFETY: partial vector q of row r, token t lies inside `partials` (ROWS * m * 64 values);
     // unaligned loads and stores.
@@ -204,11 +212,9 @@ pub(crate) unsafe fn row_tile(packed: &[u8], scales: &[u8], rows: usize, xt: &Tr
     let even_words = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     let odd_words = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     let (row_bytes, groups, m) = (packed.len() / rows, scales.len() / rows, xt.m());
-    // Rows of the tile past `rows` keep zero weights: their partials are scratch.
-    let mut ws = [[[_mm512_setzero_ps(); GROUP_SIZE]; Q]; ROWS];
     let mut tail = ([0u8; 128], [0u8; 16]);
-    for superblock in 0..xt.blocks() / Q {
-        if m <= 2 {
+    if m <= 2 {
+        for superblock in 0..xt.blocks() / Q {
             for r in 0..rows {
                 prefetch_ahead(
                     &packed[r * row_bytes..(r + 1) * row_bytes],
@@ -244,8 +250,12 @@ pub(crate) unsafe fn row_tile(packed: &[u8], scales: &[u8], rows: usize, xt: &Tr
                     stream_tokens::<2>(&words, &scale, e2m1, xt, b, q, partials);
                 }
             }
-            continue;
         }
+        return;
+    }
+    // Rows of the tile past `rows` keep zero weights: their partials are scratch.
+    let mut ws = [[[_mm512_setzero_ps(); GROUP_SIZE]; Q]; ROWS];
+    for superblock in 0..xt.blocks() / Q {
         for (r, row_ws) in ws.iter_mut().enumerate().take(rows) {
             let (row_packed, row_scales) =
                 (&packed[r * row_bytes..(r + 1) * row_bytes], &scales[r * groups..(r + 1) * groups]);

@@ -71,6 +71,7 @@ pub(crate) fn prefetch_ahead(packed: &[u8], scales: &[u8], superblock: usize) {
 /// codes. Whole blocks are borrowed in place; a block reaching past the row's last group is
 /// copied into `tail`, zero-padded (a zero scale code makes the padding's weights zero, never
 /// NaN).
+#[inline(always)]
 pub(crate) fn block_bytes<'a, const W: usize>(
     packed: &'a [u8],
     scales: &'a [u8],
