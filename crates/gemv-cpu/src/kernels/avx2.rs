@@ -11,7 +11,7 @@
 // Lane, row, token and element indices address several arrays at once in these loops.
 #![allow(clippy::needless_range_loop)]
 
-use super::{TILE_ROWS, block_bytes, prefetch_ahead};
+use super::{TILE_ROWS, block_bytes};
 use crate::activations::TransposedX;
 use gemv_core::{GROUP_SIZE, PARTIALS};
 use std::arch::x86_64::*;
@@ -232,6 +232,24 @@ fn prefetch_next_tile(packed: &[u8], scales: &[u8], rows: usize, r: usize, super
     _mm_prefetch::<_MM_HINT_T0>(scales.as_ptr().wrapping_add((rows + r) * groups + superblock * 64).cast());
 }
 
+/// At M <= 2, block by block: prefetches block `b` of row `r` two tiles further on (one line of
+/// packed bytes; at the superblock's first block also its line of scale codes). Spread over the
+/// blocks, the prefetches keep pace with the stream where one burst per superblock did not
+/// (measured with a C model of this loop, 8192 x 5120 weights from DRAM: 0.19-0.21 ns per weight
+/// without, 0.153-0.155 with). Like [`prefetch_next_tile`], it may point past the matrix: only
+/// prefetched, never read.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn prefetch_block_ahead(packed: &[u8], scales: &[u8], rows: usize, r: usize, b: usize) {
+    const TILES_AHEAD: usize = 2;
+    let (row_bytes, groups) = (packed.len() / rows, scales.len() / rows);
+    let row = TILES_AHEAD * rows + r;
+    _mm_prefetch::<_MM_HINT_T0>(packed.as_ptr().wrapping_add(row * row_bytes + b * 64).cast());
+    if b % Q == 0 {
+        _mm_prefetch::<_MM_HINT_T0>(scales.as_ptr().wrapping_add(row * groups + b * W).cast());
+    }
+}
+
 /// Block `b` of one row as (even words, odd words) in group order, and its scales.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
@@ -264,19 +282,16 @@ pub(crate) unsafe fn row_tile(packed: &[u8], scales: &[u8], rows: usize, xt: &Tr
     let row = |r: usize| (&packed[r * row_bytes..(r + 1) * row_bytes], &scales[r * groups..(r + 1) * groups]);
     if m <= 2 {
         for superblock in 0..xt.blocks() / Q {
-            for r in 0..rows {
-                let (row_packed, row_scales) = row(r);
-                prefetch_ahead(row_packed, row_scales, superblock);
-            }
             let mut words = [[_mm256_setzero_si256(); 2]; ROWS];
             let mut scale = [_mm256_setzero_ps(); ROWS];
             for q in 0..Q {
+                let b = Q * superblock + q;
                 for r in 0..rows {
+                    prefetch_block_ahead(packed, scales, rows, r, b);
                     let (row_packed, row_scales) = row(r);
-                    let (bytes, codes) = block_bytes::<W>(row_packed, row_scales, Q * superblock + q, &mut tail);
+                    let (bytes, codes) = block_bytes::<W>(row_packed, row_scales, b, &mut tail);
                     (words[r], scale[r]) = load_block(bytes, codes);
                 }
-                let b = Q * superblock + q;
                 if m == 1 {
                     stream_tokens::<1>(&words, &scale, magnitudes, sign, xt, b, q, partials);
                 } else {
