@@ -245,7 +245,7 @@ fn prefetch_block_ahead(packed: &[u8], scales: &[u8], rows: usize, r: usize, b: 
     let (row_bytes, groups) = (packed.len() / rows, scales.len() / rows);
     let row = TILES_AHEAD * rows + r;
     _mm_prefetch::<_MM_HINT_T0>(packed.as_ptr().wrapping_add(row * row_bytes + b * 64).cast());
-    if b % Q == 0 {
+    if b.is_multiple_of(Q) {
         _mm_prefetch::<_MM_HINT_T0>(scales.as_ptr().wrapping_add(row * groups + b * W).cast());
     }
 }
