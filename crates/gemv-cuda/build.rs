@@ -6,7 +6,8 @@
 //! behaviour in a kernel fails CI even where the emulator's own checks cannot see it.
 //!
 //! `GEMV_KERNELS_DIR` compiles the kernels from another directory with the same layout as
-//! `kernels/cuda/` (the kernel mutation pass of `cargo xtask mutants` uses it for its mutants).
+//! this crate's `kernels/` (the kernel mutation pass of `cargo xtask mutants` uses it for its
+//! mutants).
 
 fn main() {
     #[cfg(feature = "emulator")]
@@ -21,7 +22,7 @@ mod emulator {
         let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
         let kernels = match std::env::var_os("GEMV_KERNELS_DIR") {
             Some(dir) => PathBuf::from(dir),
-            None => manifest.join("../../kernels/cuda"),
+            None => manifest.join("kernels"),
         };
         println!("cargo:rerun-if-changed={}", kernels.display());
         println!("cargo:rerun-if-env-changed=GEMV_EMU_SANITIZE");

@@ -1,4 +1,4 @@
-//! `cargo xtask kernels [--check]`: kernels/cuda/*.cu -> PTX committed under
+//! `cargo xtask kernels [--check]`: crates/gemv-cuda/kernels/*.cu -> PTX committed under
 //! crates/gemv-cuda/ptx/ (embedded with include_str!, so building gemv-cuda needs no toolkit).
 
 use crate::cuda_toolchain::Toolchain;
@@ -7,12 +7,15 @@ use std::path::PathBuf;
 
 /// The lowest architecture the scalar family needs (warp shuffles, __ldg).
 pub const PTX_ARCH: &str = "compute_75";
+/// The CUDA kernel sources (inside the crate that embeds and emulates them, so that the crate
+/// packages on its own).
+pub const KERNEL_DIR: &str = "crates/gemv-cuda/kernels";
 /// Where the committed PTX lives.
 pub const PTX_DIR: &str = "crates/gemv-cuda/ptx";
 
-/// Every kernel source: kernels/cuda/*.cu.
+/// Every kernel source: crates/gemv-cuda/kernels/*.cu.
 pub fn sources() -> Result<Vec<PathBuf>, String> {
-    let dir = root().join("kernels/cuda");
+    let dir = root().join(KERNEL_DIR);
     let mut sources: Vec<PathBuf> = std::fs::read_dir(&dir)
         .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
         .flatten()
@@ -31,7 +34,7 @@ pub fn compile(
     defines: &[&str],
 ) -> Result<(), String> {
     let arch = format!("-arch={PTX_ARCH}");
-    let include = format!("-I{}", root().join("kernels/cuda").display());
+    let include = format!("-I{}", root().join(KERNEL_DIR).display());
     let out = out.to_string_lossy();
     let source = source.to_string_lossy();
     // -fmad=false: only the kernels' explicit __fmaf_rn fuse, exactly what the emulator computes.

@@ -39,7 +39,7 @@ commands:
   fixtures --modelopt [--check]
                     regenerate crates/gemv-cli/tests/fixtures/modelopt/ with NVIDIA ModelOpt's
                     own export (pinned torch + nvidia-modelopt, several GB; not part of test)
-  kernels [--check] compile kernels/cuda/*.cu to PTX in crates/gemv-cuda/ptx/ with the pinned
+  kernels [--check] compile crates/gemv-cuda/kernels/*.cu to PTX in crates/gemv-cuda/ptx/ with the pinned
                     nvcc 13.0.88 (from PATH, or a venv under target/)
   sass [--check]    assemble the PTX for sm_80..sm_121 and write docs/sass.md (registers,
                     spills, SASS counts, hot loop, per-row slope, issue model); fails on spills
@@ -49,7 +49,7 @@ commands:
                     codecs and validation of gemv-core and gemv-backend (--all: every file),
                     judged by their tests and gemv-mock's; results in target/mutants-<crate>/
   mutants --kernels [--from I] [--limit N] [--only I,J]
-                    operator and constant mutants of kernels/cuda/*.cu, each judged by the
+                    operator and constant mutants of crates/gemv-cuda/kernels/*.cu, each judged by the
                     emulator gates (then under ASan+UBSan if it survives); report in
                     target/kernel-mutants/report.txt. Slow: hours, not part of `test`";
 

@@ -6,7 +6,7 @@
 //!   and gemv-mock's, where the conformance suite and its planted faults run). Output in
 //!   `target/mutants-<crate>/`.
 //! - With `--kernels`: operator and constant mutants of the CUDA kernel sources
-//!   (kernels/cuda/*.cu), one at a time, each compiled into the emulator (`GEMV_KERNELS_DIR`)
+//!   (crates/gemv-cuda/kernels/*.cu), one at a time, each compiled into the emulator (`GEMV_KERNELS_DIR`)
 //!   and judged by `gemv check --backend cuda-emu --fail-fast`, fastest gates first, with a
 //!   timeout; survivors get a second chance: the emulator's own tests (launch bounds), then the
 //!   gates with the emulator under ASan and UBSan. Report in target/kernel-mutants/report.txt:
@@ -445,7 +445,7 @@ fn kernels(from: usize, limit: usize, only: Option<Vec<usize>>) -> Result<(), St
     let work = root().join("target/kernel-mutants");
     std::fs::create_dir_all(&work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
     let tree = snapshot(&work)?;
-    let source_dir = tree.join("kernels/cuda");
+    let source_dir = tree.join(crate::kernels::KERNEL_DIR);
     let scratch = work.join("src");
     let mut sources: Vec<PathBuf> = std::fs::read_dir(&source_dir)
         .map_err(|e| e.to_string())?

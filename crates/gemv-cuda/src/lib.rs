@@ -1,4 +1,4 @@
-//! gemv-cuda: the CUDA kernels of `kernels/cuda/`.
+//! gemv-cuda: the CUDA kernels of this crate's `kernels/`.
 //!
 //! - [`CudaBackend`]: the kernels on an NVIDIA GPU through cudarc, from the committed PTX
 //!   ([`ptx`]); builds and fails cleanly (a typed error) on machines with no CUDA.

@@ -1,4 +1,4 @@
-//! The committed PTX of kernels/cuda/, built by `cargo xtask kernels` with the pinned nvcc
+//! The committed PTX of this crate's kernels/, built by `cargo xtask kernels` with the pinned nvcc
 //! 13.0.88 for compute_75 (PTX ISA 9.0, which CUDA 13.0 drivers, 580 and later, JIT). Embedded
 //! so that building this crate needs no CUDA toolkit; `cargo xtask kernels --check` keeps it fresh.
 
