@@ -2,10 +2,10 @@
 //!
 //! - `test`: provision what is missing, then `cargo fmt --check`, clippy with `-D warnings`, the
 //!   freshness checks of committed artifacts (fixture, PTX, SASS report), `cargo test --workspace`,
-//!   the emulator suites under ASan/UBSan, `cargo doc` with `-D warnings`, and the release-only
-//!   real-shape tests; it ends with a line counting the tests skipped for want of hardware, and
-//!   fails on a skip `GEMV_EXPECTED_SKIPS` does not declare. The README's test command; `.ci/run`
-//!   calls it.
+//!   the emulator suites under ASan/UBSan, `cargo doc` with `-D warnings`, the release-only
+//!   real-shape tests, and `cargo package` of every library crate; it ends with a line counting
+//!   the tests skipped for want of hardware, and fails on a skip `GEMV_EXPECTED_SKIPS` does not
+//!   declare. The README's test command; `.ci/run` calls it.
 //! - `fixtures [--check] [--modelopt]`: regenerate the ml_dtypes codec fixture (or the ModelOpt
 //!   export fixture of `gemv quantize`) in a venv under target/.
 //! - `kernels [--check]`: CUDA sources to committed PTX with the pinned nvcc.
@@ -31,7 +31,8 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   test              provision tools, then fmt --check, clippy -D warnings, artifact freshness
                     (fixtures, kernels, sass --check), cargo test --workspace, the emulator
-                    suites under ASan+UBSan, cargo doc, and the release real-shape tests;
+                    suites under ASan+UBSan, cargo doc, the release real-shape tests and
+                    cargo package of the library crates;
                     ends with the count of skipped tests (GEMV_EXPECTED_SKIPS=cuda,wgpu lists
                     the skips allowed; any other skip then fails the run)
   fixtures [--check] regenerate crates/gemv-core/tests/fixtures/codecs.tsv with ml_dtypes
@@ -141,5 +142,11 @@ fn test() -> Result<(), String> {
         args.extend(["--", "--nocapture"]);
         util::run("cargo", &args)?;
     }
+    // Every library crate packages on its own (nothing it builds from lies outside it) and
+    // builds from its package, as a registry would.
+    util::run(
+        "cargo",
+        &["package", "--workspace", "--exclude", "gemv-cli", "--exclude", "xtask", "--allow-dirty", "--quiet"],
+    )?;
     skips::finish()
 }

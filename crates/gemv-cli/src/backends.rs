@@ -2,6 +2,17 @@
 
 use clap::ValueEnum;
 use gemv_backend::{DeviceKind, GpuBackend};
+use std::sync::OnceLock;
+
+/// `--device N`, set once before any backend opens.
+static DEVICE: OnceLock<usize> = OnceLock::new();
+
+/// Which device [`open`] uses where a backend has several (`--device N`): the CUDA device
+/// ordinal, or the N-th wgpu adapter in the order the system lists them. Without it: CUDA device
+/// 0, and the best wgpu adapter (or `GEMV_WGPU_ADAPTER`). The first call wins.
+pub fn set_device(index: usize) {
+    let _ = DEVICE.set(index);
+}
 
 /// A backend name on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -47,12 +58,14 @@ pub fn open(choice: BackendChoice) -> Result<Box<dyn GpuBackend>, String> {
             .map(|backend| Box::new(backend) as Box<dyn GpuBackend>)
             .map_err(|error| error.to_string()),
         BackendChoice::CudaEmu => Ok(Box::new(gemv_cuda::CudaEmulator::new())),
-        BackendChoice::Cuda => gemv_cuda::CudaBackend::new(0)
+        BackendChoice::Cuda => gemv_cuda::CudaBackend::new(DEVICE.get().copied().unwrap_or(0))
             .map(|backend| Box::new(backend) as Box<dyn GpuBackend>)
             .map_err(|error| error.to_string()),
-        BackendChoice::Wgpu => gemv_wgpu::WgpuBackend::new()
-            .map(|backend| Box::new(backend) as Box<dyn GpuBackend>)
-            .map_err(|error| error.to_string()),
+        BackendChoice::Wgpu => gemv_wgpu::WgpuBackend::with_adapter(
+            DEVICE.get().map_or(gemv_wgpu::AdapterChoice::FromEnvironment, |&i| gemv_wgpu::AdapterChoice::Index(i)),
+        )
+        .map(|backend| Box::new(backend) as Box<dyn GpuBackend>)
+        .map_err(|error| error.to_string()),
     }
 }
 

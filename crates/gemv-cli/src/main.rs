@@ -20,6 +20,11 @@ struct Cli {
     /// More log output on stderr (-v: info, -vv: debug, -vvv: trace).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
+    /// Which device where a backend sees several: the CUDA device ordinal, or the N-th wgpu
+    /// adapter as the system lists them (default: CUDA device 0; the best wgpu adapter, or the
+    /// one GEMV_WGPU_ADAPTER names).
+    #[arg(long, global = true, value_name = "N")]
+    device: Option<usize>,
     #[command(subcommand)]
     command: Command,
 }
@@ -177,6 +182,9 @@ fn main() -> ExitCode {
         _ => tracing::Level::TRACE,
     };
     tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).init();
+    if let Some(index) = cli.device {
+        backends::set_device(index);
+    }
     let mut stdout = std::io::stdout();
     match cli.command {
         Command::Bench { backend, shapes, m, tiers, peak_gbps, json, plot, rounds, launches, cold_mb } => {

@@ -91,6 +91,16 @@ fn check_cuda_without_a_driver_is_one_line_not_a_panic() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+#[test]
+fn device_selects_the_wgpu_adapter_by_position_and_a_missing_one_is_one_line() {
+    let (code, _, stderr) = gemv(&["check", "--backend", "wgpu", "--device", "1000"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("no adapter 1000"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "one line expected:\n{stderr}");
+    let (code, _, stderr) = gemv(&["info", "--device", "first"]);
+    assert_eq!(code, 2, "not a number: {stderr}");
+}
+
 const SMALL_BENCH: [&str; 10] =
     ["--shape", "64x272", "--rounds", "2", "--launches", "2", "--cold-mb", "1", "--backend", "host"];
 

@@ -14,6 +14,9 @@ pub enum AdapterChoice {
     NameContains(String),
     /// The best by device type.
     Best,
+    /// The adapter at this position in the order the system lists them (0 first); the error for
+    /// a position past the end lists them all.
+    Index(usize),
 }
 
 impl AdapterChoice {
@@ -21,7 +24,7 @@ impl AdapterChoice {
         match self {
             AdapterChoice::FromEnvironment => std::env::var(ADAPTER_ENV).ok().filter(|s| !s.is_empty()),
             AdapterChoice::NameContains(name) => Some(name.clone()),
-            AdapterChoice::Best => None,
+            AdapterChoice::Best | AdapterChoice::Index(_) => None,
         }
     }
 }
@@ -43,6 +46,12 @@ pub(crate) fn choose(adapters: Vec<wgpu::Adapter>, choice: &AdapterChoice) -> Re
         .iter()
         .map(|a| format!("{} ({:?}, {:?})", a.get_info().name, a.get_info().device_type, a.get_info().backend))
         .collect();
+    if let AdapterChoice::Index(index) = *choice {
+        return adapters
+            .into_iter()
+            .nth(index)
+            .ok_or_else(|| format!("no adapter {index}: {} found ({})", found.len(), list(&found)));
+    }
     if let Some(filter) = choice.name_filter() {
         let wanted = filter.to_lowercase();
         return adapters

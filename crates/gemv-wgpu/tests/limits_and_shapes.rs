@@ -26,6 +26,21 @@ fn an_adapter_that_does_not_exist_is_a_typed_error() {
 }
 
 #[test]
+fn an_adapter_index_past_the_list_is_a_typed_error_listing_the_adapters() {
+    match WgpuBackend::with_adapter(AdapterChoice::Index(1000)) {
+        Err(Error::Unavailable { backend: "wgpu", reason }) => {
+            assert!(reason.contains("no adapter 1000") && reason.contains("found"), "{reason}")
+        }
+        Err(other) => panic!("expected Unavailable, got {other}"),
+        Ok(_) => panic!("a machine with 1001 adapters?"),
+    }
+    // Where an adapter exists, index 0 opens it.
+    if backend().is_some() {
+        WgpuBackend::with_adapter(AdapterChoice::Index(0)).expect("the first adapter opens");
+    }
+}
+
+#[test]
 fn a_buffer_over_the_device_limit_is_refused_naming_it() {
     let Some(backend) = backend() else { return };
     let too_big = usize::try_from(backend.max_buffer_size() + 1).unwrap_or(usize::MAX);
