@@ -120,6 +120,17 @@ pub enum Error {
         /// What happened, with block/thread/offset where known.
         message: String,
     },
+    /// The device ran out of memory (an engine may free something and retry).
+    #[error("{backend}: out of memory {what}")]
+    OutOfMemory {
+        /// Backend name.
+        backend: &'static str,
+        /// What was being done (the call and its size), e.g. "allocating 1048576 bytes".
+        what: String,
+        /// The driver's own error, where it gives one.
+        #[source]
+        source: Option<DriverSource>,
+    },
     /// Any other driver or runtime error.
     #[error("{backend}: {message}")]
     Device {
@@ -127,8 +138,15 @@ pub enum Error {
         backend: &'static str,
         /// The driver's message with context.
         message: String,
+        /// The driver's own error (e.g. cudarc's `DriverError`, whose code an engine can match),
+        /// where it gives one.
+        #[source]
+        source: Option<DriverSource>,
     },
 }
+
+/// A driver's own error, kept as the `source` of [`Error::Device`] and [`Error::OutOfMemory`].
+pub type DriverSource = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Result alias for backend calls.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

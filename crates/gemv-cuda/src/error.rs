@@ -59,7 +59,36 @@ impl From<CudaError> for gemv_backend::Error {
                 gemv_backend::Error::Unavailable { backend: "cuda", reason: error.to_string() }
             }
             CudaError::Fault { kernel, message } => gemv_backend::Error::KernelFault { kernel, message },
-            CudaError::Driver { .. } => gemv_backend::Error::Device { backend: "cuda", message: error.to_string() },
+            CudaError::Driver { call, source } => {
+                if source.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+                    gemv_backend::Error::OutOfMemory { backend: "cuda", what: call, source: Some(Box::new(source)) }
+                } else {
+                    let message = format!("{call}: {source}");
+                    gemv_backend::Error::Device { backend: "cuda", message, source: Some(Box::new(source)) }
+                }
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cudarc::driver::sys::CUresult;
+    use std::error::Error as _;
+
+    /// An engine can tell out-of-memory from other driver errors and reach the driver's code.
+    /// (Only the conversion runs: formatting a `DriverError` asks libcuda for its text.)
+    #[test]
+    fn out_of_memory_is_its_own_kind_with_the_drivers_error_as_source() {
+        let error: gemv_backend::Error =
+            CudaError::driver("allocating 1024 bytes")(DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY)).into();
+        match &error {
+            gemv_backend::Error::OutOfMemory { backend: "cuda", what, .. } => assert_eq!(what, "allocating 1024 bytes"),
+            _ => panic!("expected OutOfMemory"),
+        }
+        let source = error.source().expect("the driver's error is kept");
+        let driver = source.downcast_ref::<DriverError>().expect("as cudarc's DriverError");
+        assert_eq!(driver.0, CUresult::CUDA_ERROR_OUT_OF_MEMORY);
     }
 }

@@ -56,6 +56,15 @@ fn device_error(operation: impl Into<String>, message: impl std::fmt::Display) -
     WgpuError::Operation { operation: operation.into(), message: message.to_string() }.into()
 }
 
+/// An error wgpu reported in an error scope, out of memory as its own kind.
+fn scope_error(operation: impl Into<String>, error: &wgpu::Error) -> Error {
+    let (operation, message) = (operation.into(), error.to_string());
+    match error {
+        wgpu::Error::OutOfMemory { .. } => WgpuError::OutOfMemory { operation, message }.into(),
+        _ => WgpuError::Operation { operation, message }.into(),
+    }
+}
+
 fn round_up4(value: u64) -> u64 {
     value.div_ceil(4) * 4
 }
@@ -170,7 +179,7 @@ impl WgpuBackend {
         let value = f();
         match pollster::block_on(scope.pop()) {
             None => Ok(value),
-            Some(error) => Err(device_error(what, error)),
+            Some(error) => Err(scope_error(what, &error)),
         }
     }
 

@@ -16,10 +16,18 @@ pub enum WgpuError {
         /// wgpu's error.
         source: wgpu::RequestDeviceError,
     },
-    /// wgpu reported a validation or out-of-memory error for an operation.
+    /// wgpu reported a validation error for an operation.
     #[error("{operation}: {message}")]
     Operation {
         /// What was being done (compiling a kernel, launching, allocating, ...).
+        operation: String,
+        /// wgpu's message.
+        message: String,
+    },
+    /// wgpu reported that the device is out of memory.
+    #[error("{operation}: out of memory: {message}")]
+    OutOfMemory {
+        /// What was being done (e.g. allocating N bytes).
         operation: String,
         /// wgpu's message.
         message: String,
@@ -46,7 +54,15 @@ impl From<WgpuError> for gemv_backend::Error {
             WgpuError::Limit { what, requested, limit } => {
                 gemv_backend::Error::LimitExceeded { backend: "wgpu", what, requested, limit }
             }
-            WgpuError::Operation { .. } => gemv_backend::Error::Device { backend: "wgpu", message: error.to_string() },
+            WgpuError::Operation { .. } => {
+                gemv_backend::Error::Device { backend: "wgpu", message: error.to_string(), source: None }
+            }
+            // wgpu's own error is not `Sync`, so its message is kept instead of the value.
+            WgpuError::OutOfMemory { operation, message } => gemv_backend::Error::OutOfMemory {
+                backend: "wgpu",
+                what: operation,
+                source: Some(message.into()),
+            },
         }
     }
 }

@@ -56,16 +56,14 @@ pub fn driver_present() -> bool {
 impl CudaBackend {
     /// Opens device `ordinal`. No driver or no such device is [`Error::Unavailable`].
     pub fn new(ordinal: usize) -> Result<Self> {
-        let unavailable = |reason: String| Error::Unavailable { backend: NAME, reason };
         if !driver_present() {
-            return Err(unavailable("no CUDA driver found (libcuda could not be loaded)".into()));
+            return Err(CudaError::NoDriver.into());
         }
-        let count = CudaContext::device_count().map_err(|e| unavailable(format!("cannot count CUDA devices: {e}")))?;
+        let count = CudaContext::device_count().map_err(|source| CudaError::Open { ordinal, source })?;
         if count <= 0 || ordinal >= count as usize {
-            return Err(unavailable(format!("no CUDA device {ordinal} ({count} found)")));
+            return Err(CudaError::NoDevice { ordinal, count }.into());
         }
-        let context =
-            CudaContext::new(ordinal).map_err(|e| unavailable(format!("cannot open CUDA device {ordinal}: {e}")))?;
+        let context = CudaContext::new(ordinal).map_err(|source| CudaError::Open { ordinal, source })?;
         let stream = context.default_stream();
         let info = device_info(&context)?;
         tracing::info!(device = %info.name, arch = %info.architecture, "cuda backend opened");

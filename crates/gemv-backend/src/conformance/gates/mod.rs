@@ -103,5 +103,5 @@ fn resolve(backend: &dyn GpuBackend) -> ResolvedTiers {
 
 /// `DeviceMatrix::upload` errors are reported once per dependent case.
 fn clone_error(error: &Error) -> Error {
-    Error::Device { backend: "suite", message: format!("upload failed: {error}") }
+    Error::Device { backend: "suite", message: format!("upload failed: {error}"), source: None }
 }
