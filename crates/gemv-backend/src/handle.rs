@@ -18,7 +18,7 @@ impl KernelHandle {
 
     /// The handle of the kernel named `name`, or NONE when it is not in the registry.
     pub fn for_name(name: &str) -> Self {
-        KERNELS.iter().position(|spec| spec.name == name).map_or(Self::NONE, Self::for_registry_index)
+        gemv_core::kernel_index(name).map_or(Self::NONE, Self::for_registry_index)
     }
 
     /// The raw value (0 = not resolved).

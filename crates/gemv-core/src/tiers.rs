@@ -46,9 +46,14 @@ pub const KERNELS: [KernelSpec; 11] = [
     KernelSpec { name: "w4a16_gemv_batch32", max_m: 32, rows: 1 },
 ];
 
-/// Looks a kernel up by name.
+/// Looks a kernel up by name: the one lookup every backend uses.
 pub fn kernel_spec(name: &str) -> Option<&'static KernelSpec> {
-    KERNELS.iter().find(|spec| spec.name == name)
+    kernel_index(name).map(|index| &KERNELS[index])
+}
+
+/// The position of a kernel in [`KERNELS`], by name.
+pub fn kernel_index(name: &str) -> Option<usize> {
+    KERNELS.iter().position(|spec| spec.name == name)
 }
 
 /// One dispatch width: the kernel that serves it and when it may be used.

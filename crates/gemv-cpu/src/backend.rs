@@ -5,7 +5,7 @@ use crate::simd::{SIMD_VARIABLE, SimdPath};
 use gemv_backend::{
     DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, HostMemory, KernelHandle, Result, TimerKind, resolved_spec,
 };
-use gemv_core::{KERNELS, MODULE_NAME, host_threads};
+use gemv_core::{MODULE_NAME, host_threads};
 use std::time::{Duration, Instant};
 
 const NAME: &str = "cpu";
@@ -77,7 +77,7 @@ impl GpuBackend for CpuBackend {
     }
 
     fn lookup_kernel(&self, module: &str, name: &str) -> KernelHandle {
-        if module != MODULE_NAME || !KERNELS.iter().any(|spec| spec.name == name) {
+        if module != MODULE_NAME || gemv_core::kernel_spec(name).is_none() {
             return KernelHandle::NONE;
         }
         KernelHandle::for_name(name)

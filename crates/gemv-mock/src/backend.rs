@@ -78,8 +78,7 @@ impl MockBackend {
     pub fn with_present(names: &[&str]) -> std::result::Result<Self, UnknownKernel> {
         let mut present = [false; KERNELS.len()];
         for name in names {
-            let index =
-                KERNELS.iter().position(|spec| spec.name == *name).ok_or_else(|| UnknownKernel(name.to_string()))?;
+            let index = gemv_core::kernel_index(name).ok_or_else(|| UnknownKernel(name.to_string()))?;
             present[index] = true;
         }
         Ok(Self { present, ..Self::new() })
@@ -124,7 +123,7 @@ impl GpuBackend for MockBackend {
         if module != MODULE_NAME {
             return KernelHandle::NONE;
         }
-        match KERNELS.iter().position(|spec| spec.name == name) {
+        match gemv_core::kernel_index(name) {
             Some(index) if self.present[index] => KernelHandle::for_registry_index(index),
             _ => KernelHandle::NONE,
         }

@@ -14,7 +14,7 @@ use gemv_backend::{
     BufferRange, BufferTable, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, KernelHandle, Result,
     TimerKind, resolved_spec,
 };
-use gemv_core::{KERNELS, KernelSpec, MODULE_NAME};
+use gemv_core::{KernelSpec, MODULE_NAME};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -411,7 +411,7 @@ impl GpuBackend for WgpuBackend {
     }
 
     fn lookup_kernel(&self, module: &str, name: &str) -> KernelHandle {
-        if module != MODULE_NAME || !KERNELS.iter().any(|spec| spec.name == name) {
+        if module != MODULE_NAME || gemv_core::kernel_spec(name).is_none() {
             return KernelHandle::NONE;
         }
         KernelHandle::for_name(name)

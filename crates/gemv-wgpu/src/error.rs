@@ -58,11 +58,9 @@ impl From<WgpuError> for gemv_backend::Error {
                 gemv_backend::Error::Device { backend: "wgpu", message: error.to_string(), source: None }
             }
             // wgpu's own error is not `Sync`, so its message is kept instead of the value.
-            WgpuError::OutOfMemory { operation, message } => gemv_backend::Error::OutOfMemory {
-                backend: "wgpu",
-                what: operation,
-                source: Some(message.into()),
-            },
+            WgpuError::OutOfMemory { operation, message } => {
+                gemv_backend::Error::OutOfMemory { backend: "wgpu", what: operation, source: Some(message.into()) }
+            }
         }
     }
 }

@@ -14,7 +14,7 @@ use gemv_backend::{
     BufferGuard, BufferRange, BufferTable, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend,
     KernelHandle, Result, TimerKind, resolved_spec,
 };
-use gemv_core::{KERNELS, MODULE_NAME};
+use gemv_core::MODULE_NAME;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -162,7 +162,7 @@ impl GpuBackend for CudaBackend {
     }
 
     fn lookup_kernel(&self, module: &str, name: &str) -> KernelHandle {
-        let Some(spec) = KERNELS.iter().find(|spec| spec.name == name) else { return KernelHandle::NONE };
+        let Some(spec) = gemv_core::kernel_spec(name) else { return KernelHandle::NONE };
         if module != MODULE_NAME {
             return KernelHandle::NONE;
         }
