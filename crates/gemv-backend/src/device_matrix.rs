@@ -1,12 +1,62 @@
 //! Weights uploaded once, then any M run through the dispatch plan: what an inference engine's
 //! layer does every decode step.
+//!
+//! The matrix holds its backend however the caller does: a borrow (`&dyn GpuBackend`, for tests
+//! and short-lived tools) or shared ownership (`Arc<dyn GpuBackend>`), so that a model struct can
+//! own its layers' weights with no lifetime tying it to a backend variable. Either way the
+//! buffers are freed when the matrix drops.
 
 use crate::{BufferRange, DeviceBuffer, GemvArgs, GpuBackend, KernelHandle, ResolvedTiers, Result};
 use gemv_core::{GemvShape, Launch, Nvfp4View, TIERS};
+use std::sync::Arc;
 
-/// An NVFP4 matrix resident on a backend. Frees its buffers on drop.
-pub struct DeviceMatrix<'b> {
-    backend: &'b dyn GpuBackend,
+/// How a [`DeviceMatrix`] reaches its backend: a borrow, an `Arc` or a `Box` of any backend
+/// (`dyn GpuBackend` included).
+pub trait BackendRef {
+    /// The backend.
+    fn backend(&self) -> &dyn GpuBackend;
+}
+
+impl<'a> BackendRef for &'a (dyn GpuBackend + 'a) {
+    fn backend(&self) -> &dyn GpuBackend {
+        *self
+    }
+}
+
+impl<T: GpuBackend> BackendRef for &T {
+    fn backend(&self) -> &dyn GpuBackend {
+        *self
+    }
+}
+
+impl BackendRef for Arc<dyn GpuBackend> {
+    fn backend(&self) -> &dyn GpuBackend {
+        &**self
+    }
+}
+
+impl<T: GpuBackend> BackendRef for Arc<T> {
+    fn backend(&self) -> &dyn GpuBackend {
+        &**self
+    }
+}
+
+impl BackendRef for Box<dyn GpuBackend> {
+    fn backend(&self) -> &dyn GpuBackend {
+        &**self
+    }
+}
+
+impl<T: GpuBackend> BackendRef for Box<T> {
+    fn backend(&self) -> &dyn GpuBackend {
+        &**self
+    }
+}
+
+/// An NVFP4 matrix resident on a backend. Frees its buffers on drop. `B` is how it reaches the
+/// backend: `&dyn GpuBackend`, `Arc<dyn GpuBackend>`, `Box<dyn GpuBackend>`, ...
+pub struct DeviceMatrix<B: BackendRef> {
+    backend: B,
     packed: DeviceBuffer,
     scales: DeviceBuffer,
     global_scale: f32,
@@ -14,9 +64,10 @@ pub struct DeviceMatrix<'b> {
     k: usize,
 }
 
-impl<'b> DeviceMatrix<'b> {
+impl<B: BackendRef> DeviceMatrix<B> {
     /// Uploads a validated matrix.
-    pub fn upload(backend: &'b dyn GpuBackend, weights: &Nvfp4View<'_>) -> Result<Self> {
+    pub fn upload(holder: B, weights: &Nvfp4View<'_>) -> Result<Self> {
+        let backend = holder.backend();
         let packed = backend.alloc(weights.packed().len())?;
         let scales = match backend.alloc(weights.scales().len()) {
             Ok(buffer) => buffer,
@@ -25,8 +76,16 @@ impl<'b> DeviceMatrix<'b> {
                 return Err(error);
             }
         };
-        let matrix =
-            Self { backend, packed, scales, global_scale: weights.global_scale(), n: weights.n(), k: weights.k() };
+        // From here the matrix owns both buffers: an upload error drops it, which frees them.
+        let matrix = Self {
+            backend: holder,
+            packed,
+            scales,
+            global_scale: weights.global_scale(),
+            n: weights.n(),
+            k: weights.k(),
+        };
+        let backend = matrix.backend.backend();
         backend.upload(packed.whole(), weights.packed())?;
         backend.upload(scales.whole(), weights.scales())?;
         Ok(matrix)
@@ -63,7 +122,7 @@ impl<'b> DeviceMatrix<'b> {
         for launch in plan {
             let kernel = tiers.handle(launch.tier);
             tracing::trace!(width = TIERS[launch.tier].width, rows = launch.rows, "launch");
-            self.backend.launch_gemv(kernel, &self.args(x, y, launch.row_offset, launch.rows))?;
+            self.backend.backend().launch_gemv(kernel, &self.args(x, y, launch.row_offset, launch.rows))?;
         }
         Ok(())
     }
@@ -76,7 +135,7 @@ impl<'b> DeviceMatrix<'b> {
 
     /// `Y = W X` with one launch of `kernel` (m <= its width).
     pub fn gemv_with(&self, kernel: KernelHandle, x: &[u16], m: usize) -> Result<Vec<u16>> {
-        self.run(x, m, |x_buf, y_buf| self.backend.launch_gemv(kernel, &self.args(x_buf, y_buf, 0, m)))
+        self.run(x, m, |x_buf, y_buf| self.backend.backend().launch_gemv(kernel, &self.args(x_buf, y_buf, 0, m)))
     }
 
     fn run(
@@ -97,27 +156,27 @@ impl<'b> DeviceMatrix<'b> {
             }
             .into());
         }
-        let x_buf = self.backend.alloc(2 * shape.m * shape.k)?;
-        let result = self.backend.alloc(2 * shape.m * shape.n).and_then(|y_buf| {
+        let x_buf = self.backend.backend().alloc(2 * shape.m * shape.k)?;
+        let result = self.backend.backend().alloc(2 * shape.m * shape.n).and_then(|y_buf| {
             let outcome = (|| {
-                self.backend.upload(x_buf.whole(), bytemuck::cast_slice(x))?;
+                self.backend.backend().upload(x_buf.whole(), bytemuck::cast_slice(x))?;
                 launch(x_buf, y_buf)?;
-                self.backend.synchronize()?;
+                self.backend.backend().synchronize()?;
                 let mut y = vec![0u16; shape.m * shape.n];
-                self.backend.download(y_buf.whole(), bytemuck::cast_slice_mut(&mut y))?;
+                self.backend.backend().download(y_buf.whole(), bytemuck::cast_slice_mut(&mut y))?;
                 Ok(y)
             })();
-            let _ = self.backend.free(y_buf);
+            let _ = self.backend.backend().free(y_buf);
             outcome
         });
-        let _ = self.backend.free(x_buf);
+        let _ = self.backend.backend().free(x_buf);
         result
     }
 }
 
-impl Drop for DeviceMatrix<'_> {
+impl<B: BackendRef> Drop for DeviceMatrix<B> {
     fn drop(&mut self) {
-        let _ = self.backend.free(self.packed);
-        let _ = self.backend.free(self.scales);
+        let _ = self.backend.backend().free(self.packed);
+        let _ = self.backend.backend().free(self.scales);
     }
 }

@@ -27,7 +27,7 @@ pub use backend::{GpuBackend, resolved_spec, time_with_host_clock};
 pub use buffer::{BufferRange, DeviceBuffer};
 pub use buffer_table::{BufferGuard, BufferTable};
 pub use device::{DeviceInfo, DeviceKind, MultiplyAdd, TimerKind};
-pub use device_matrix::DeviceMatrix;
+pub use device_matrix::{BackendRef, DeviceMatrix};
 pub use error::{Error, Result};
 pub use handle::KernelHandle;
 pub use host_memory::{HostLaunchAddresses, HostLaunchInputs, HostMemory};
