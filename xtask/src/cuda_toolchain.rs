@@ -1,5 +1,6 @@
-//! The pinned CUDA toolchain: nvcc 13.0.88 and friends from PyPI, so that a
-//! machine with no CUDA install builds identical PTX. Used from PATH when nvcc there is exactly
+//! The pinned CUDA toolchain: nvcc 13.0.88 and friends from PyPI, so that a machine with no
+//! CUDA install assembles the committed PTX (written by NVRTC 12.2, see `kernels.rs`) for every
+//! architecture the SASS report covers. Used from PATH when nvcc there is exactly
 //! 13.0.88 and cuobjdump exists beside it; otherwise installed into a venv under target/.
 
 use crate::util::{root, run};

@@ -1,9 +1,13 @@
 //! `cargo xtask kernels [--check]`: crates/gemv-cuda/kernels/*.cu -> PTX committed under
 //! crates/gemv-cuda/ptx/ (embedded with include_str!, so building gemv-cuda needs no toolkit).
+//!
+//! The PTX comes from NVRTC 12.2 (pinned, from PyPI): its PTX ISA 8.2 loads on every driver from
+//! the 535 branch (CUDA 12.2) on, where nvcc 13's ISA 9.0 needs a 580 driver. The rest of the
+//! toolchain (ptxas, cuobjdump for `cargo xtask sass`) stays nvcc 13's, which assembles ISA 8.2
+//! and knows every architecture we report.
 
-use crate::cuda_toolchain::Toolchain;
 use crate::util::root;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The lowest architecture the scalar family needs (warp shuffles, __ldg).
 pub const PTX_ARCH: &str = "compute_75";
@@ -26,36 +30,69 @@ pub fn sources() -> Result<Vec<PathBuf>, String> {
     Ok(sources)
 }
 
+/// The pinned NVRTC, the PTX ISA it writes, and its venv.
+const NVRTC_PACKAGE: &str = "nvidia-cuda-nvrtc-cu12==12.2.140";
+/// The PTX ISA version of the committed PTX (a test in gemv-cuda pins it too).
+pub const PTX_ISA: &str = "8.2";
+const NVRTC_SCRIPT: &str = "xtask/scripts/nvrtc_ptx.py";
+
+/// The pinned NVRTC: a python in a venv under target/ and the library's path.
+pub struct Nvrtc {
+    python: PathBuf,
+    library: PathBuf,
+}
+
+impl Nvrtc {
+    /// Installs the pinned NVRTC into target/nvrtc-venv on first use.
+    pub fn find_or_install() -> Result<Self, String> {
+        let venv = root().join("target/nvrtc-venv");
+        let python = venv.join("bin/python");
+        let marker = venv.join(format!(".installed-{}", NVRTC_PACKAGE.replace(['=', '.'], "-")));
+        if !marker.exists() {
+            crate::util::run("python3", &["-m", "venv", &venv.to_string_lossy()])?;
+            let args = ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", NVRTC_PACKAGE];
+            crate::util::run(&python.to_string_lossy(), &args)?;
+            std::fs::write(&marker, NVRTC_PACKAGE).map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
+        }
+        let lib = venv.join("lib");
+        let library = std::fs::read_dir(&lib)
+            .map_err(|e| format!("cannot read {}: {e}", lib.display()))?
+            .flatten()
+            .map(|entry| entry.path().join("site-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so.12"))
+            .find(|path| path.exists())
+            .ok_or_else(|| format!("libnvrtc.so.12 not found under {}", lib.display()))?;
+        Ok(Self { python, library })
+    }
+}
+
 /// Compiles one source to PTX at `out`, with extra `-D` defines (none for the shipped PTX).
-pub fn compile(
-    toolchain: &Toolchain,
-    source: &std::path::Path,
-    out: &std::path::Path,
-    defines: &[&str],
-) -> Result<(), String> {
+pub fn compile(nvrtc: &Nvrtc, source: &Path, out: &Path, defines: &[&str]) -> Result<(), String> {
     let arch = format!("-arch={PTX_ARCH}");
     let include = format!("-I{}", root().join(KERNEL_DIR).display());
-    let out = out.to_string_lossy();
-    let source = source.to_string_lossy();
+    let (out, source) = (out.to_string_lossy(), source.to_string_lossy());
+    let script = root().join(NVRTC_SCRIPT);
+    let (script, library) = (script.to_string_lossy(), nvrtc.library.to_string_lossy());
     // -fmad=false: only the kernels' explicit __fmaf_rn fuse, exactly what the emulator computes.
-    let mut args = vec!["-ptx", &arch, "-O3", "-std=c++17", "-fmad=false", &include];
+    let mut args = vec![&*script, &*library, &*source, &*out, &arch, "-std=c++17", "-fmad=false", &include];
     let defines: Vec<String> = defines.iter().map(|d| format!("-D{d}")).collect();
     args.extend(defines.iter().map(String::as_str));
-    args.extend(["-o", &out, &source]);
-    toolchain.output("nvcc", &args)?;
-    Ok(())
+    crate::util::run(&nvrtc.python.to_string_lossy(), &args)
 }
 
 /// Builds every PTX; with `check`, builds into target/ and fails if the committed files differ.
 pub fn run(check: bool) -> Result<(), String> {
-    let toolchain = Toolchain::find_or_install()?;
+    let nvrtc = Nvrtc::find_or_install()?;
     let out_dir = if check { root().join("target/kernels-check") } else { root().join(PTX_DIR) };
     std::fs::create_dir_all(&out_dir).map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
     let mut stale = Vec::new();
     for source in sources()? {
         let stem = source.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         let out = out_dir.join(format!("{stem}.ptx"));
-        compile(&toolchain, &source, &out, &[])?;
+        compile(&nvrtc, &source, &out, &[])?;
+        let text = std::fs::read_to_string(&out).map_err(|e| format!("cannot read {}: {e}", out.display()))?;
+        if !text.lines().any(|line| line.trim() == format!(".version {PTX_ISA}")) {
+            return Err(format!("{} is not PTX ISA {PTX_ISA}: is the pinned NVRTC in use?", out.display()));
+        }
         if check {
             let committed = root().join(PTX_DIR).join(format!("{stem}.ptx"));
             let fresh = std::fs::read(&out).map_err(|e| e.to_string())?;

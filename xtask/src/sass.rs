@@ -12,7 +12,7 @@
 //! per pass and slice tell how many).
 
 use crate::cuda_toolchain::Toolchain;
-use crate::kernels::{PTX_DIR, compile, sources};
+use crate::kernels::{Nvrtc, PTX_DIR, compile, sources};
 use crate::util::root;
 use gemv_core::{KillSwitches, TIERS, TierMask, dispatch_plan, kernel_spec};
 use std::collections::BTreeMap;
@@ -420,6 +420,7 @@ fn render(stats: &PerArch<KernelStats>, loops: &PerArch<PassLoop>, ptx: &str) ->
 /// Assembles, parses, renders; with `check`, compares with the committed report.
 pub fn run(check: bool) -> Result<(), String> {
     let toolchain = Toolchain::find_or_install()?;
+    let nvrtc = Nvrtc::find_or_install()?;
     let out_dir = root().join("target/sass");
     std::fs::create_dir_all(&out_dir).map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
     let mut stats: PerArch<KernelStats> = BTreeMap::new();
@@ -430,7 +431,7 @@ pub fn run(check: bool) -> Result<(), String> {
         let ptx = format!("{PTX_DIR}/{stem}.ptx");
         ptx_names.push(ptx.clone());
         let common = out_dir.join(format!("{stem}.common.ptx"));
-        compile(&toolchain, &source, &common, &[COMMON_PATH])?;
+        compile(&nvrtc, &source, &common, &[COMMON_PATH])?;
         for arch in ARCHS {
             eprintln!("xtask: ptxas {ptx} for {arch}");
             let arch_flag = format!("-arch={arch}");
