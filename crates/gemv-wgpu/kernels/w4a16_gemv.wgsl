@@ -32,7 +32,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read> packed_words: array<u32>;
 @group(0) @binding(2) var<storage, read> scale_words: array<u32>;
 @group(0) @binding(3) var<storage, read_write> y_words: array<atomic<u32>>;
-@group(0) @binding(4) var<uniform> params: Params;
+{{PARAMS}}
 
 const MAX_M: u32 = {{MAX_M}}u;
 const ROWS: u32 = {{ROWS}}u;

@@ -16,6 +16,7 @@ use gemv_backend::{
 };
 use gemv_core::{KernelSpec, MODULE_NAME};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -34,6 +35,11 @@ pub struct WgpuBackend {
     pipeline_layout: wgpu::PipelineLayout,
     pipelines: Mutex<HashMap<&'static str, wgpu::ComputePipeline>>,
     buffers: BufferTable<wgpu::Buffer>,
+    /// Launch parameters travel as immediate data (no buffer per launch) where the device
+    /// supports it; otherwise in a small uniform buffer per launch.
+    immediates: bool,
+    /// wgpu buffers this backend has created (allocations, staging, parameters).
+    buffers_created: AtomicUsize,
 }
 
 impl std::fmt::Debug for WgpuBackend {
@@ -43,7 +49,7 @@ impl std::fmt::Debug for WgpuBackend {
 }
 
 /// One argument bound as a window of its buffer.
-struct Binding {
+pub(crate) struct Binding {
     buffer: wgpu::Buffer,
     start: u64,
     size: u64,
@@ -93,8 +99,7 @@ impl WgpuBackend {
         let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::PRIMARY));
         let adapter = choose(adapters, &choice).map_err(WgpuError::NoAdapter)?;
         let info = adapter.get_info();
-        let timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
-        let required_features = if timestamps { wgpu::Features::TIMESTAMP_QUERY } else { wgpu::Features::empty() };
+        let required_features = adapter.features() & (wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::IMMEDIATES);
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("gemv"),
             required_features,
@@ -103,7 +108,16 @@ impl WgpuBackend {
         }))
         .map_err(|source| WgpuError::DeviceRequest { adapter: info.name.clone(), source })?;
         device.on_uncaptured_error(Arc::new(|error| tracing::error!(%error, "uncaptured wgpu error")));
+        Ok(Self::from_parts(device, queue, info))
+    }
+
+    /// A backend on an existing device (this crate's or an engine's): layouts for the features
+    /// and limits the device was created with.
+    pub(crate) fn from_parts(device: wgpu::Device, queue: wgpu::Queue, info: wgpu::AdapterInfo) -> Self {
         let limits = device.limits();
+        let timestamps = device.features().contains(wgpu::Features::TIMESTAMP_QUERY);
+        let immediates = device.features().contains(wgpu::Features::IMMEDIATES)
+            && u64::from(limits.max_immediate_size) >= PARAMS_BYTES;
         let storage = |binding, read_only| wgpu::BindGroupLayoutEntry {
             binding,
             visibility: wgpu::ShaderStages::COMPUTE,
@@ -114,32 +128,28 @@ impl WgpuBackend {
             },
             count: None,
         };
-        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("gemv"),
-            entries: &[
-                storage(0, true),
-                storage(1, true),
-                storage(2, true),
-                storage(3, false),
-                wgpu::BindGroupLayoutEntry {
-                    binding: 4,
-                    visibility: wgpu::ShaderStages::COMPUTE,
-                    ty: wgpu::BindingType::Buffer {
-                        ty: wgpu::BufferBindingType::Uniform,
-                        has_dynamic_offset: false,
-                        min_binding_size: None,
-                    },
-                    count: None,
+        let mut entries = vec![storage(0, true), storage(1, true), storage(2, true), storage(3, false)];
+        if !immediates {
+            entries.push(wgpu::BindGroupLayoutEntry {
+                binding: 4,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Uniform,
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
                 },
-            ],
-        });
+                count: None,
+            });
+        }
+        let layout = device
+            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some("gemv"), entries: &entries });
         let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: Some("gemv"),
             bind_group_layouts: &[Some(&layout)],
-            immediate_size: 0,
+            immediate_size: if immediates { PARAMS_BYTES as u32 } else { 0 },
         });
-        tracing::info!(adapter = %info.name, backend = ?info.backend, device_type = ?info.device_type, timestamps, "wgpu backend opened");
-        Ok(Self {
+        tracing::info!(adapter = %info.name, backend = ?info.backend, device_type = ?info.device_type, timestamps, immediates, "wgpu backend opened");
+        Self {
             device,
             queue,
             info,
@@ -149,7 +159,27 @@ impl WgpuBackend {
             pipeline_layout,
             pipelines: Mutex::new(HashMap::new()),
             buffers: BufferTable::new(NAME),
-        })
+            immediates,
+            buffers_created: AtomicUsize::new(0),
+        }
+    }
+
+    /// How many wgpu buffers this backend has created so far (allocations, staging copies, and
+    /// parameter buffers where the device lacks immediate data). A launch on a device with
+    /// immediate data creates none; tests count it.
+    pub fn buffers_created(&self) -> usize {
+        self.buffers_created.load(Ordering::Relaxed)
+    }
+
+    /// Whether launch parameters travel as immediate data (no buffer per launch).
+    pub fn uses_immediates(&self) -> bool {
+        self.immediates
+    }
+
+    /// Creates a buffer, counted.
+    fn create_buffer(&self, descriptor: &wgpu::BufferDescriptor<'_>) -> wgpu::Buffer {
+        self.buffers_created.fetch_add(1, Ordering::Relaxed);
+        self.device.create_buffer(descriptor)
     }
 
     /// The adapter's description.
@@ -188,7 +218,7 @@ impl WgpuBackend {
         if let Some(pipeline) = pipelines.get(spec.name) {
             return Ok(pipeline.clone());
         }
-        let source = shader_source(spec);
+        let source = shader_source(spec, self.immediates);
         let pipeline = self.scoped(wgpu::ErrorFilter::Validation, &format!("compiling {}", spec.name), || {
             let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(spec.name),
@@ -217,10 +247,14 @@ impl WgpuBackend {
     /// end rounded up to 4 bytes (buffers are allocated in whole words).
     fn binding(&self, what: &'static str, range: BufferRange) -> Result<Binding> {
         let buffer = self.checked_range(what, range)?;
+        self.window(what, buffer, range.offset as u64, range.len as u64)
+    }
+
+    /// The bound window of `len` bytes at `offset` of `buffer` (see [`Self::binding`]).
+    pub(crate) fn window(&self, what: &str, buffer: wgpu::Buffer, offset: u64, len: u64) -> Result<Binding> {
         let align = u64::from(self.limits.min_storage_buffer_offset_alignment.max(4));
-        let offset = range.offset as u64;
         let start = offset - offset % align;
-        let end = round_up4(offset + range.len as u64);
+        let end = round_up4(offset + len);
         let size = end - start;
         if size > self.limits.max_storage_buffer_binding_size {
             return Err(WgpuError::Limit {
@@ -236,7 +270,7 @@ impl WgpuBackend {
     /// A copy of `binding`'s window in a fresh buffer (for an input sharing Y's buffer, which
     /// cannot be bound read-only and read-write in one dispatch).
     fn detached(&self, binding: Binding, encoder: &mut wgpu::CommandEncoder) -> Binding {
-        let copy = self.device.create_buffer(&wgpu::BufferDescriptor {
+        let copy = self.create_buffer(&wgpu::BufferDescriptor {
             label: Some("gemv input copy"),
             size: binding.size,
             usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
@@ -280,6 +314,22 @@ impl WgpuBackend {
                 *binding = self.detached(shared, encoder);
             }
         }
+        let [x, packed, scales] = &inputs;
+        self.dispatch(encoder, spec, [x, packed, scales, &y], (m, n, k), args.global_scale, timestamp_writes)
+    }
+
+    /// Records one dispatch of `spec` over bound windows of X, the packed weights, the scales
+    /// and Y (in that order): parameters as immediate data where the device has it (nothing
+    /// created), else in a small uniform buffer.
+    pub(crate) fn dispatch(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        spec: &'static KernelSpec,
+        [x, packed, scales, y]: [&Binding; 4],
+        (m, n, k): (usize, usize, usize),
+        global_scale: f32,
+        timestamp_writes: Option<wgpu::ComputePassTimestampWrites<'_>>,
+    ) -> Result<()> {
         let workgroups = (n as u64).div_ceil(u64::from(rows_per_workgroup(spec)));
         let max = u64::from(self.limits.max_compute_workgroups_per_dimension);
         let width = workgroups.min(max);
@@ -292,12 +342,11 @@ impl WgpuBackend {
             }
             .into());
         }
-        let [x, packed, scales] = &inputs;
         let params: [u32; 12] = [
             m as u32,
             n as u32,
             k as u32,
-            args.global_scale.to_bits(),
+            global_scale.to_bits(),
             (x.inner / 2) as u32,
             packed.inner as u32,
             scales.inner as u32,
@@ -309,13 +358,16 @@ impl WgpuBackend {
         ];
         let pipeline = self.pipeline(spec)?;
         self.scoped(wgpu::ErrorFilter::Validation, &format!("launching {}", spec.name), || {
-            let params_buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("gemv params"),
-                size: PARAMS_BYTES,
-                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
+            let params_buffer = (!self.immediates).then(|| {
+                let buffer = self.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("gemv params"),
+                    size: PARAMS_BYTES,
+                    usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                self.queue.write_buffer(&buffer, 0, bytemuck::cast_slice(&params));
+                buffer
             });
-            self.queue.write_buffer(&params_buffer, 0, bytemuck::cast_slice(&params));
             fn entry(binding: u32, b: &Binding) -> wgpu::BindGroupEntry<'_> {
                 wgpu::BindGroupEntry {
                     binding,
@@ -326,21 +378,22 @@ impl WgpuBackend {
                     }),
                 }
             }
+            let mut entries = vec![entry(0, x), entry(1, packed), entry(2, scales), entry(3, y)];
+            if let Some(buffer) = &params_buffer {
+                entries.push(wgpu::BindGroupEntry { binding: 4, resource: buffer.as_entire_binding() });
+            }
             let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some(spec.name),
                 layout: &self.layout,
-                entries: &[
-                    entry(0, x),
-                    entry(1, packed),
-                    entry(2, scales),
-                    entry(3, &y),
-                    wgpu::BindGroupEntry { binding: 4, resource: params_buffer.as_entire_binding() },
-                ],
+                entries: &entries,
             });
             let mut pass =
                 encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(spec.name), timestamp_writes });
             pass.set_pipeline(&pipeline);
             pass.set_bind_group(0, &bind_group, &[]);
+            if params_buffer.is_none() {
+                pass.set_immediates(0, bytemuck::cast_slice(&params));
+            }
             pass.dispatch_workgroups(width as u32, height as u32, 1);
         })?;
         Ok(())
@@ -358,7 +411,7 @@ impl WgpuBackend {
 
     /// Reads `[start, start + size)` (4-byte aligned) of a buffer through a staging copy.
     fn read_window(&self, buffer: &wgpu::Buffer, start: u64, size: u64) -> Result<Vec<u8>> {
-        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+        let staging = self.create_buffer(&wgpu::BufferDescriptor {
             label: Some("gemv readback"),
             size,
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
@@ -428,7 +481,7 @@ impl GpuBackend for WgpuBackend {
             .into());
         }
         let buffer = self.scoped(wgpu::ErrorFilter::OutOfMemory, &format!("allocating {size} bytes"), || {
-            self.device.create_buffer(&wgpu::BufferDescriptor {
+            self.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("gemv"),
                 size,
                 usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
@@ -495,7 +548,7 @@ impl GpuBackend for WgpuBackend {
             ty: wgpu::QueryType::Timestamp,
             count: 2,
         });
-        let resolve = self.device.create_buffer(&wgpu::BufferDescriptor {
+        let resolve = self.create_buffer(&wgpu::BufferDescriptor {
             label: Some("gemv timing"),
             size: 16,
             usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,

@@ -7,10 +7,12 @@
 
 mod adapter;
 mod backend;
+mod engine;
 mod error;
 mod shader;
 
 pub use adapter::{ADAPTER_ENV, AdapterChoice};
 pub use backend::WgpuBackend;
+pub use engine::{EngineGemv, EngineRange};
 pub use error::WgpuError;
 pub use shader::{rows_per_workgroup, shader_source};

@@ -1,0 +1,119 @@
+//! The engine-facing path: launches on an engine's own device, buffers and command encoder.
+//!
+//! An engine that already renders or computes with wgpu hands over its `Device` and `Queue`
+//! ([`WgpuBackend::from_device`]); each decode step it records launches over its own buffers,
+//! at any offsets, into its own `CommandEncoder` ([`WgpuBackend::record_gemv`]) and submits
+//! when it likes. Nothing is submitted, waited for or read back here, and where the device has
+//! immediate data (`Features::IMMEDIATES`, which lavapipe and the desktop drivers offer) a launch
+//! creates no buffer: the parameters travel in the command stream. (Without it, each launch
+//! writes a 48-byte uniform buffer.)
+
+use crate::backend::WgpuBackend;
+use gemv_backend::{Error, KernelHandle, Result, resolved_spec};
+use gemv_core::GemvShape;
+
+/// `len` bytes at `offset` of an engine's buffer (which needs `STORAGE` usage).
+#[derive(Debug, Clone, Copy)]
+pub struct EngineRange<'a> {
+    /// The buffer.
+    pub buffer: &'a wgpu::Buffer,
+    /// First byte.
+    pub offset: u64,
+    /// Bytes.
+    pub len: u64,
+}
+
+/// One launch over an engine's buffers: `y[m][n] = W x[m][k]` with W the `packed`/`scales`
+/// ranges (a whole matrix, or a row range of a bigger one: the rows are contiguous).
+#[derive(Debug, Clone, Copy)]
+pub struct EngineGemv<'a> {
+    /// `[m][k]` bf16, 2-byte aligned.
+    pub x: EngineRange<'a>,
+    /// `[n][k/2]` packed E2M1 codes.
+    pub packed: EngineRange<'a>,
+    /// `[n][k/16]` E4M3 scale codes.
+    pub scales: EngineRange<'a>,
+    /// `[m][n]` bf16, 2-byte aligned, in a different buffer from the inputs (wgpu cannot bind one
+    /// buffer read-only and read-write in the same dispatch).
+    pub y: EngineRange<'a>,
+    /// The matrix's global scale.
+    pub global_scale: f32,
+    /// Tokens (at most the kernel's width).
+    pub m: usize,
+    /// Weight rows.
+    pub n: usize,
+    /// Weight columns (a multiple of 16).
+    pub k: usize,
+}
+
+impl WgpuBackend {
+    /// A backend on an engine's device and queue (this crate's own path, [`WgpuBackend::new`],
+    /// stays). The device's features and limits decide how parameters travel (see the module).
+    pub fn from_device(device: wgpu::Device, queue: wgpu::Queue, adapter: wgpu::AdapterInfo) -> Self {
+        Self::from_parts(device, queue, adapter)
+    }
+
+    /// Validates `launch` (shape, width, every range inside its buffer and large enough, bf16
+    /// ranges 2-byte aligned, Y in its own buffer) and records one dispatch of `kernel` into the
+    /// engine's `encoder`. Nothing is submitted.
+    pub fn record_gemv(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        kernel: KernelHandle,
+        launch: &EngineGemv<'_>,
+    ) -> Result<()> {
+        let spec = resolved_spec("wgpu", kernel)?;
+        let shape = GemvShape::new(launch.m, launch.n, launch.k)?;
+        let (m, n, k) = (shape.m, shape.n, shape.k);
+        if m > spec.max_m {
+            return Err(Error::MExceedsWidth { kernel: spec.name, m, width: spec.max_m });
+        }
+        let needed = [
+            ("x", launch.x, 2 * m * k, 2),
+            ("packed", launch.packed, n * k / 2, 1),
+            ("scales", launch.scales, n * k / 16, 1),
+            ("y", launch.y, 2 * m * n, 2),
+        ];
+        for (what, range, needed, align) in needed {
+            let end = range.offset.checked_add(range.len).filter(|&end| end <= range.buffer.size());
+            if end.is_none() {
+                return Err(Error::RangeOutOfBounds {
+                    what,
+                    offset: range.offset as usize,
+                    len: range.len as usize,
+                    buffer_len: range.buffer.size() as usize,
+                });
+            }
+            if (range.len as usize) < needed {
+                return Err(Error::RangeTooSmall { what, len: range.len as usize, needed, m, n, k });
+            }
+            if range.offset % align != 0 {
+                return Err(Error::Misaligned { what, offset: range.offset as usize, align: align as usize });
+            }
+        }
+        // Shader indices are 32-bit words.
+        for (what, bytes) in [("x", 2 * m * k), ("packed", n * k / 2), ("y", 2 * m * n)] {
+            if bytes >= u32::MAX as usize / 2 {
+                return Err(Error::LimitExceeded {
+                    backend: "wgpu",
+                    what: format!("{what} index range (shader indices are 32-bit)"),
+                    requested: bytes as u64,
+                    limit: u64::from(u32::MAX / 2),
+                });
+            }
+        }
+        for (what, input) in [("x", launch.x), ("packed", launch.packed), ("scales", launch.scales)] {
+            if input.buffer == launch.y.buffer {
+                return Err(Error::OutputOverlaps { what, buffer: 0 });
+            }
+        }
+        let window = |what, range: EngineRange<'_>, len: usize| {
+            self.window(what, range.buffer.clone(), range.offset, len as u64)
+        };
+        let x = window("x", launch.x, 2 * m * k)?;
+        let packed = window("packed", launch.packed, n * k / 2)?;
+        let scales = window("scales", launch.scales, n * k / 16)?;
+        let y = window("y", launch.y, 2 * m * n)?;
+        self.dispatch(encoder, spec, [&x, &packed, &scales, &y], (m, n, k), launch.global_scale, None)
+    }
+}
