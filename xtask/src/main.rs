@@ -142,6 +142,19 @@ fn test() -> Result<(), String> {
         args.extend(["--", "--nocapture"]);
         util::run("cargo", &args)?;
     }
+    // An engine whose cudarc links libcuda (candle's way) can depend on gemv-cuda: the library
+    // forces neither cudarc's linking mode nor its CUDA version.
+    util::run(
+        "cargo",
+        &[
+            "check",
+            "--quiet",
+            "--manifest-path",
+            "examples/cudarc-linked/Cargo.toml",
+            "--target-dir",
+            "target/cudarc-linked",
+        ],
+    )?;
     // Every library crate packages on its own (nothing it builds from lies outside it) and
     // builds from its package, as a registry would.
     util::run(

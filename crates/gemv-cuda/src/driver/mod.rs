@@ -47,10 +47,18 @@ impl std::fmt::Debug for CudaBackend {
 }
 
 /// Whether libcuda can be loaded on this machine (no CUDA call is made).
+#[cfg(feature = "dynamic-loading")]
 pub fn driver_present() -> bool {
     // SAFETY: only tries to open the driver library by its well-known names with libloading;
     // no CUDA function is called.
     unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+/// Whether libcuda can be loaded on this machine: without the `dynamic-loading` feature the
+/// final binary's cudarc links libcuda, so a running program has it.
+#[cfg(not(feature = "dynamic-loading"))]
+pub fn driver_present() -> bool {
+    true
 }
 
 impl CudaBackend {
