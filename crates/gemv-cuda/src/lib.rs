@@ -1,7 +1,11 @@
 //! gemv-cuda: the CUDA kernels of this crate's `kernels/`.
 //!
+//! - [`CudaKernels`]: the engine-facing path: the kernels on the caller's CUDA stream over the
+//!   caller's device memory ([`CudaWeights`], cudarc views), nothing allocated or synchronised
+//!   per launch, so a decode step can be captured into a CUDA graph.
 //! - [`CudaBackend`]: the kernels on an NVIDIA GPU through cudarc, from the committed PTX
-//!   ([`ptx`]); builds and fails cleanly (a typed error) on machines with no CUDA.
+//!   ([`ptx`]), behind the common [`gemv_backend::GpuBackend`] trait; builds and fails cleanly
+//!   (a typed error) on machines with no CUDA.
 //! - [`CudaEmulator`] (feature `emulator`): the same `.cu` sources compiled by g++ and run on the
 //!   CPU by a SIMT emulator with a memory checker, so CI proves the kernels without a GPU.
 #![warn(missing_docs)]
@@ -11,7 +15,7 @@ mod error;
 pub mod launch;
 pub mod ptx;
 
-pub use driver::{CudaBackend, driver_present};
+pub use driver::{CudaBackend, CudaKernels, CudaWeights, driver_present, engine_context};
 pub use error::CudaError;
 
 #[cfg(feature = "emulator")]

@@ -41,3 +41,76 @@ fn weights_past_2_gib_are_addressed_correctly() {
         panic!("cuda: {failure}");
     }
 }
+
+/// Without a driver, an engine asking for a context gets the typed error too.
+#[test]
+fn the_engine_path_without_a_driver_is_a_typed_error() {
+    if gemv_cuda::driver_present() {
+        skip(Requirement::NoCudaDriver, "this machine has a CUDA driver, so the no-driver path cannot be exercised");
+        return;
+    }
+    match gemv_cuda::engine_context(0) {
+        Err(Error::Unavailable { backend: "cuda", reason }) => assert!(reason.contains("no CUDA driver"), "{reason}"),
+        Err(other) => panic!("expected Unavailable, got {other}"),
+        Ok(_) => panic!("opened a CUDA context without a driver"),
+    }
+}
+
+/// An engine's decode step on its own stream and memory: weights a row range (shard) of a bigger
+/// device matrix, X and Y device buffers it owns, every M through the dispatch plan bit-exact
+/// against the host contract; then the same launches captured into a CUDA graph and replayed,
+/// bit-exact again.
+#[test]
+fn an_engine_launches_on_its_own_stream_and_memory_and_replays_a_captured_graph() {
+    if cuda().is_none() {
+        return;
+    }
+    use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    use gemv_backend::conformance;
+    use gemv_core::{WIDEST_TIER, gemv_contract, host_threads};
+    let context = gemv_cuda::engine_context(0).expect("context");
+    // SAFETY: this test uses one stream only, so cudarc's cross-stream event tracking (which
+    // would record events inside the graph capture) is not needed.
+    unsafe { context.disable_event_tracking() };
+    let stream = context.new_stream().expect("stream");
+    let kernels = gemv_cuda::CudaKernels::load(&context).expect("kernels");
+    let (n, k, row0) = (67, 5136, 11);
+    let full = conformance::matrix(3 * n, k, 21);
+    let view = full.view();
+    let packed = stream.clone_htod(view.packed()).expect("packed");
+    let scales = stream.clone_htod(view.scales()).expect("scales");
+    let weights = gemv_cuda::CudaWeights {
+        packed: packed.slice(row0 * k / 2..(row0 + n) * k / 2),
+        scales: scales.slice(row0 * k / 16..(row0 + n) * k / 16),
+        global_scale: view.global_scale(),
+        n,
+        k,
+    };
+    let shard = gemv_core::Nvfp4View::new(
+        &view.packed()[row0 * k / 2..(row0 + n) * k / 2],
+        &view.scales()[row0 * k / 16..(row0 + n) * k / 16],
+        view.global_scale(),
+        n,
+        k,
+    )
+    .expect("shard");
+    for m in [1, 5, 8, 16, 37] {
+        let x_host = conformance::activations(m, k, 22 + m as u64);
+        let x = stream.clone_htod(&x_host).expect("x");
+        let mut y = stream.alloc_zeros::<u16>(m * n).expect("y");
+        let mut expected = vec![0u16; m * n];
+        gemv_contract(&shard, &x_host, m, &mut expected, host_threads()).expect("contract");
+        kernels.launch_m(&stream, &weights, &x.slice(..), &mut y.slice_mut(..), m, WIDEST_TIER).expect("launches");
+        let found = stream.clone_dtoh(&y).expect("y back");
+        assert_eq!(found, expected, "M = {m}: direct launches");
+
+        // The same step captured into a graph: no allocation, copy or synchronisation inside.
+        stream.memset_zeros(&mut y).expect("clear y");
+        stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).expect("capture");
+        kernels.launch_m(&stream, &weights, &x.slice(..), &mut y.slice_mut(..), m, WIDEST_TIER).expect("captured");
+        let graph = stream.end_capture(CUgraphInstantiate_flags(0)).expect("end capture").expect("a graph");
+        assert_eq!(stream.clone_dtoh(&y).expect("y back"), vec![0u16; m * n], "capture must not run the kernels");
+        graph.launch().expect("replay");
+        assert_eq!(stream.clone_dtoh(&y).expect("y back"), expected, "M = {m}: graph replay");
+    }
+}

@@ -3,6 +3,10 @@
 //! Nothing here touches CUDA before `is_culib_present()` says libcuda can be loaded: a machine
 //! with no driver, or no device, gets [`Error::Unavailable`], never a panic.
 
+mod engine;
+
+pub use engine::{CudaKernels, CudaWeights, engine_context};
+
 use crate::error::CudaError;
 use crate::launch::{THREADS_PER_BLOCK, grid_size, kernel_int};
 use crate::ptx;
@@ -64,14 +68,7 @@ pub fn driver_present() -> bool {
 impl CudaBackend {
     /// Opens device `ordinal`. No driver or no such device is [`Error::Unavailable`].
     pub fn new(ordinal: usize) -> Result<Self> {
-        if !driver_present() {
-            return Err(CudaError::NoDriver.into());
-        }
-        let count = CudaContext::device_count().map_err(|source| CudaError::Open { ordinal, source })?;
-        if count <= 0 || ordinal >= count as usize {
-            return Err(CudaError::NoDevice { ordinal, count }.into());
-        }
-        let context = CudaContext::new(ordinal).map_err(|source| CudaError::Open { ordinal, source })?;
+        let context = engine_context(ordinal)?;
         let stream = context.default_stream();
         let info = device_info(&context)?;
         tracing::info!(device = %info.name, arch = %info.architecture, "cuda backend opened");

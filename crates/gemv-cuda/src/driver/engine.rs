@@ -1,0 +1,167 @@
+//! The engine-facing CUDA path: the kernels launched on the caller's stream, over the caller's
+//! device memory, with nothing allocated, copied or synchronised per launch, so that an engine's
+//! decode step (launches included) can be captured into a CUDA graph and replayed.
+//!
+//! [`CudaKernels::load`] puts the embedded PTX into the engine's context once and looks every
+//! kernel up. Weights are whatever device memory the engine filled ([`CudaWeights`]: a whole
+//! matrix, or a row range of a bigger one, a tensor-parallel shard, as views). Each step,
+//! [`CudaKernels::launch`] validates the lengths once and enqueues one kernel;
+//! [`CudaKernels::launch_m`] enqueues the dispatch plan for any M. X is `[m][k]` and Y `[m][n]`,
+//! each contiguous (the kernels take no row stride: a slice of a bigger activation buffer works
+//! when its rows are the buffer's rows).
+
+use super::driver_error;
+use crate::error::CudaError;
+use crate::launch::{THREADS_PER_BLOCK, grid_size, kernel_int};
+use crate::ptx;
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
+};
+use gemv_backend::{Error, Result};
+use gemv_core::{GemvShape, KERNELS, KernelSpec, KillSwitches, TIERS, TierMask, dispatch_plan};
+use std::sync::Arc;
+
+const NAME: &str = "cuda";
+
+/// An NVFP4 matrix in device memory the engine owns: `packed` `[n][k/2]` E2M1 codes, `scales`
+/// `[n][k/16]` E4M3 codes (views: a row range of a bigger matrix is used in place).
+#[derive(Debug)]
+pub struct CudaWeights<'a> {
+    /// Packed codes, at least `n * k / 2` bytes.
+    pub packed: CudaView<'a, u8>,
+    /// Scale codes, at least `n * k / 16` bytes.
+    pub scales: CudaView<'a, u8>,
+    /// The global scale.
+    pub global_scale: f32,
+    /// Rows.
+    pub n: usize,
+    /// Columns (a multiple of 16).
+    pub k: usize,
+}
+
+/// The gemv kernels loaded into one CUDA context.
+pub struct CudaKernels {
+    /// One function per registry kernel, in [`KERNELS`] order.
+    functions: Vec<CudaFunction>,
+    switches: KillSwitches,
+}
+
+impl std::fmt::Debug for CudaKernels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaKernels").field("kernels", &self.functions.len()).finish()
+    }
+}
+
+/// Opens CUDA device `ordinal`'s primary context for an engine that has none yet; no driver or
+/// no such device is a typed [`Error::Unavailable`], never a panic.
+pub fn engine_context(ordinal: usize) -> Result<Arc<CudaContext>> {
+    if !super::driver_present() {
+        return Err(CudaError::NoDriver.into());
+    }
+    let count = CudaContext::device_count().map_err(|source| CudaError::Open { ordinal, source })?;
+    if count <= 0 || ordinal >= count as usize {
+        return Err(CudaError::NoDevice { ordinal, count }.into());
+    }
+    Ok(CudaContext::new(ordinal).map_err(|source| CudaError::Open { ordinal, source })?)
+}
+
+impl CudaKernels {
+    /// Loads the embedded PTX into `context` (the driver compiles it for the context's device)
+    /// and looks every kernel up, under the process's kill switches. Once per context.
+    pub fn load(context: &Arc<CudaContext>) -> Result<Self> {
+        let module = context
+            .load_module(cudarc::nvrtc::Ptx::from_src(ptx::W4A16_GEMV))
+            .map_err(driver_error("loading module w4a16_gemv from PTX"))?;
+        let functions = KERNELS
+            .iter()
+            .map(|spec| {
+                module.load_function(spec.name).map_err(driver_error(format!("looking up kernel {}", spec.name)))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self { functions, switches: KillSwitches::process() })
+    }
+
+    /// Enqueues one launch of `kernel` on `stream`: `y[..m] = W x[..m]`. Validates the shape, the
+    /// kernel's width and every view's length; then one driver call, nothing else (no
+    /// allocation, copy or synchronisation), so a graph capture of the stream records it.
+    pub fn launch(
+        &self,
+        stream: &CudaStream,
+        kernel: &'static KernelSpec,
+        weights: &CudaWeights<'_>,
+        x: &CudaView<'_, u16>,
+        y: &mut CudaViewMut<'_, u16>,
+        m: usize,
+    ) -> Result<()> {
+        let shape = GemvShape::new(m, weights.n, weights.k)?;
+        let (m, n, k) = (shape.m, shape.n, shape.k);
+        if m > kernel.max_m {
+            return Err(Error::MExceedsWidth { kernel: kernel.name, m, width: kernel.max_m });
+        }
+        // Lengths in bytes, as the backends report them.
+        for (what, len, needed) in [
+            ("x", 2 * x.len(), 2 * m * k),
+            ("packed", weights.packed.len(), n * k / 2),
+            ("scales", weights.scales.len(), n * k / 16),
+            ("y", 2 * y.len(), 2 * m * n),
+        ] {
+            if len < needed {
+                return Err(Error::RangeTooSmall { what, len, needed, m, n, k });
+            }
+        }
+        let index = KERNELS
+            .iter()
+            .position(|spec| std::ptr::eq(spec, kernel))
+            .ok_or(Error::UnresolvedKernel { raw: 0, backend: NAME })?;
+        let (m32, n32, k32) = (kernel_int(NAME, "M", m)?, kernel_int(NAME, "N", n)?, kernel_int(NAME, "K", k)?);
+        let config = LaunchConfig {
+            grid_dim: (grid_size(NAME, kernel, n)?, 1, 1),
+            block_dim: (THREADS_PER_BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (x_ptr, _x_sync) = x.device_ptr(stream);
+        let (packed_ptr, _packed_sync) = weights.packed.device_ptr(stream);
+        let (scales_ptr, _scales_sync) = weights.scales.device_ptr(stream);
+        let (y_ptr, _y_sync) = y.device_ptr_mut(stream);
+        let mut launch = stream.launch_builder(&self.functions[index]);
+        launch
+            .arg(&x_ptr)
+            .arg(&packed_ptr)
+            .arg(&scales_ptr)
+            .arg(&y_ptr)
+            .arg(&weights.global_scale)
+            .arg(&m32)
+            .arg(&n32)
+            .arg(&k32);
+        // SAFETY: the argument list matches the kernels' signature (four device pointers, f32,
+        // three i32). The views' lengths were checked against M, N and K above, the kernels
+        // read only those ranges and write only the first m rows of y, and the borrows keep
+        // the memory alive and y unaliased while the launch is enqueued.
+        unsafe { launch.launch(config) }
+            .map_err(|source| CudaError::Driver { call: "launching a gemv kernel".into(), source })?;
+        Ok(())
+    }
+
+    /// Enqueues the dispatch plan for any `m` (the narrowest tiers that cover it, at most
+    /// `width_cap` rows per launch): X and Y views of `m` rows.
+    pub fn launch_m(
+        &self,
+        stream: &CudaStream,
+        weights: &CudaWeights<'_>,
+        x: &CudaView<'_, u16>,
+        y: &mut CudaViewMut<'_, u16>,
+        m: usize,
+        width_cap: usize,
+    ) -> Result<()> {
+        let plan = dispatch_plan(m, width_cap, TierMask::ALL, self.switches.exact_m_tiers)?;
+        let (n, k) = (weights.n, weights.k);
+        for step in plan {
+            let kernel = gemv_core::kernel_spec(TIERS[step.tier].kernel_name(self.switches))
+                .ok_or(Error::UnresolvedKernel { raw: 0, backend: NAME })?;
+            let x_rows = x.slice(step.row_offset * k..(step.row_offset + step.rows) * k);
+            let mut y_rows = y.slice_mut(step.row_offset * n..(step.row_offset + step.rows) * n);
+            self.launch(stream, kernel, weights, &x_rows, &mut y_rows, step.rows)?;
+        }
+        Ok(())
+    }
+}
