@@ -5,7 +5,8 @@
 //! - [`GemvArgs::validate`]: the one boundary check every launch goes through.
 //! - [`ResolvedTiers`]: the tier table bound to one backend; [`DeviceMatrix`]: weights uploaded
 //!   once, any M run through the dispatch plan.
-//! - [`conformance`]: the verification gates, written once, run for every backend.
+//! - [`conformance`] (feature `conformance`): the verification gates, written once, run for every
+//!   backend.
 #![warn(missing_docs)]
 
 mod aligned_bytes;
@@ -13,6 +14,7 @@ mod args;
 mod backend;
 mod buffer;
 mod buffer_table;
+#[cfg(feature = "conformance")]
 pub mod conformance;
 mod device;
 mod device_matrix;
