@@ -35,6 +35,10 @@ constexpr int kPassK = kPartials * kGroup;  // the k of one pass: one group per 
 constexpr int kLaneK = 2 * kGroup;          // a lane's k in a pass
 constexpr int kLaneStride = kLaneK + 4;     // padded: lanes 36 floats apart hit distinct banks
 constexpr int kTokenStride = kWarp * kLaneStride;
+// stage_slice and word_activations address the staged activations in float4s, and a
+// quarter-warp's eight float4 reads hit distinct banks only when the stride is an odd number
+// of float4s.
+static_assert(kLaneStride % 8 == 4, "lane stride: a whole, odd number of float4s");
 constexpr int kSlice = 4;  // tokens staged at once (18 KB of shared memory): bounds the registers a slice needs
 constexpr int kChunks = kPassK / 8;  // 8-k chunks of a pass
 constexpr float kXScale = 128.0f;             // 2^7
