@@ -235,8 +235,8 @@ fn prefetch_next_tile(packed: &[u8], scales: &[u8], rows: usize, r: usize, super
 /// At M <= 2, block by block: prefetches block `b` of row `r` two tiles further on (one line of
 /// packed bytes; at the superblock's first block also its line of scale codes). Spread over the
 /// blocks, the prefetches keep pace with the stream where one burst per superblock did not
-/// (measured with a C model of this loop, 16384 x 5120 weights (46 MB) from DRAM: 0.185-0.205 ns per weight
-/// without, 0.153-0.155 with). Like [`prefetch_next_tile`], it may point past the matrix: only
+/// (measured with a C model of this loop, 16384 x 5120 weights (46 MB) from DRAM: 0.185-0.205
+/// ns per weight without, 0.153-0.155 with). Like [`prefetch_next_tile`], it may point past the matrix: only
 /// prefetched, never read.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
