@@ -3,7 +3,7 @@
 //! architecture the SASS report covers. Used from PATH when nvcc there is exactly
 //! 13.0.88 and cuobjdump exists beside it; otherwise installed into a venv under target/.
 
-use crate::util::{root, run};
+use crate::util::root;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -30,24 +30,8 @@ impl Toolchain {
             eprintln!("xtask: using nvcc {NVCC_VERSION} from PATH");
             return Ok(Self { bin: None });
         }
-        let venv = root().join("target/cuda-venv");
-        let marker = venv.join(format!(".installed-{}", PACKAGES.join(",").len()));
-        if !marker.exists() {
-            run("python3", &["-m", "venv", &venv.to_string_lossy()])?;
-            let pip = venv.join("bin/pip");
-            let mut args = vec!["install", "--quiet", "--disable-pip-version-check"];
-            args.extend(PACKAGES);
-            run(&pip.to_string_lossy(), &args)?;
-            std::fs::write(&marker, PACKAGES.join("\n"))
-                .map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
-        }
-        let lib = venv.join("lib");
-        let bin = std::fs::read_dir(&lib)
-            .map_err(|e| format!("cannot read {}: {e}", lib.display()))?
-            .flatten()
-            .map(|entry| entry.path().join("site-packages/nvidia/cu13/bin"))
-            .find(|path| path.join("nvcc").exists())
-            .ok_or_else(|| format!("nvcc not found under {}", lib.display()))?;
+        let venv = crate::util::pinned_venv("target/cuda-venv", &PACKAGES)?;
+        let bin = crate::util::site_package(&venv, "nvidia/cu13/bin", "nvcc")?;
         Ok(Self { bin: Some(bin) })
     }
 

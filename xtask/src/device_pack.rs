@@ -147,24 +147,8 @@ pub fn run() -> Result<(), String> {
 /// Installs the pinned compute-sanitizer in a venv under target/ (once) and copies its binary and
 /// libraries into `to/bin` and `to/lib`; returns the bytes copied.
 fn copy_sanitizer(to: &std::path::Path) -> Result<u64, String> {
-    let venv = root().join("target/sanitizer-venv");
-    let marker = venv.join(".installed");
-    if std::fs::read_to_string(&marker).ok().as_deref() != Some(SANITIZER_PACKAGE) {
-        crate::util::run("python3", &["-m", "venv", &venv.to_string_lossy()])?;
-        let pip = venv.join("bin/pip");
-        crate::util::run(
-            &pip.to_string_lossy(),
-            &["install", "--quiet", "--disable-pip-version-check", SANITIZER_PACKAGE],
-        )?;
-        std::fs::write(&marker, SANITIZER_PACKAGE).map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
-    }
-    let lib = venv.join("lib");
-    let cu13 = std::fs::read_dir(&lib)
-        .map_err(|e| format!("cannot read {}: {e}", lib.display()))?
-        .flatten()
-        .map(|entry| entry.path().join("site-packages/nvidia/cu13"))
-        .find(|path| path.join("bin/compute-sanitizer").exists())
-        .ok_or_else(|| format!("compute-sanitizer not found under {}", lib.display()))?;
+    let venv = crate::util::pinned_venv("target/sanitizer-venv", &[SANITIZER_PACKAGE])?;
+    let cu13 = crate::util::site_package(&venv, "nvidia/cu13", "bin/compute-sanitizer")?;
     let mut bytes = 0;
     for dir in ["bin", "lib"] {
         let (from, into) = (cu13.join(dir), to.join(dir));

@@ -9,17 +9,9 @@ const SCRIPT: &str = "xtask/scripts/codec_fixture.py";
 /// Pinned so that the fixture is reproducible.
 const PACKAGES: [&str; 2] = ["ml_dtypes==0.6.0", "numpy==2.4.6"];
 
-/// A venv under the repository (made on first use) with `packages` installed; its python.
+/// The pinned venv at `dir` with `packages`; its python.
 fn venv_python(dir: &str, packages: &[&str]) -> Result<std::path::PathBuf, String> {
-    let venv = root().join(dir);
-    let python = venv.join("bin/python");
-    if !python.exists() {
-        run("python3", &["-m", "venv", &venv.to_string_lossy()])?;
-    }
-    let mut install = vec!["-m", "pip", "install", "--quiet"];
-    install.extend(packages);
-    run(&python.to_string_lossy(), &install)?;
-    Ok(python)
+    Ok(crate::util::pinned_venv(dir, packages)?.join("bin/python"))
 }
 
 /// Regenerates the fixture, or with `check` compares a fresh one with the committed file.

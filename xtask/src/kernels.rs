@@ -45,23 +45,9 @@ pub struct Nvrtc {
 impl Nvrtc {
     /// Installs the pinned NVRTC into target/nvrtc-venv on first use.
     pub fn find_or_install() -> Result<Self, String> {
-        let venv = root().join("target/nvrtc-venv");
-        let python = venv.join("bin/python");
-        let marker = venv.join(format!(".installed-{}", NVRTC_PACKAGE.replace(['=', '.'], "-")));
-        if !marker.exists() {
-            crate::util::run("python3", &["-m", "venv", &venv.to_string_lossy()])?;
-            let args = ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", NVRTC_PACKAGE];
-            crate::util::run(&python.to_string_lossy(), &args)?;
-            std::fs::write(&marker, NVRTC_PACKAGE).map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
-        }
-        let lib = venv.join("lib");
-        let library = std::fs::read_dir(&lib)
-            .map_err(|e| format!("cannot read {}: {e}", lib.display()))?
-            .flatten()
-            .map(|entry| entry.path().join("site-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so.12"))
-            .find(|path| path.exists())
-            .ok_or_else(|| format!("libnvrtc.so.12 not found under {}", lib.display()))?;
-        Ok(Self { python, library })
+        let venv = crate::util::pinned_venv("target/nvrtc-venv", &[NVRTC_PACKAGE])?;
+        let library = crate::util::site_package(&venv, "nvidia/cuda_nvrtc/lib", "libnvrtc.so.12")?;
+        Ok(Self { python: venv.join("bin/python"), library: library.join("libnvrtc.so.12") })
     }
 }
 

@@ -31,3 +31,32 @@ pub fn run_with_env(program: &str, args: &[&str], env: &[(&str, &str)]) -> Resul
 pub fn has(program: &str, args: &[&str]) -> bool {
     Command::new(program).args(args).output().is_ok_and(|o| o.status.success())
 }
+
+/// A venv at `dir` (under the workspace) with exactly `packages` installed from PyPI: made and
+/// installed on first use, and again whenever the package list changes (a marker file records
+/// it). Returns the venv's directory.
+pub fn pinned_venv(dir: &str, packages: &[&str]) -> Result<PathBuf, String> {
+    let venv = root().join(dir);
+    let marker = venv.join(".installed");
+    let wanted = packages.join("\n");
+    if std::fs::read_to_string(&marker).ok().as_deref() != Some(wanted.as_str()) {
+        run("python3", &["-m", "venv", &venv.to_string_lossy()])?;
+        let mut install = vec!["-m", "pip", "install", "--quiet", "--disable-pip-version-check"];
+        install.extend(packages);
+        run(&venv.join("bin/python").to_string_lossy(), &install)?;
+        std::fs::write(&marker, &wanted).map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
+    }
+    Ok(venv)
+}
+
+/// `relative` under the venv's `site-packages` (whatever its python version), if `probe` (a
+/// path below it) exists there.
+pub fn site_package(venv: &std::path::Path, relative: &str, probe: &str) -> Result<PathBuf, String> {
+    let lib = venv.join("lib");
+    std::fs::read_dir(&lib)
+        .map_err(|e| format!("cannot read {}: {e}", lib.display()))?
+        .flatten()
+        .map(|entry| entry.path().join("site-packages").join(relative))
+        .find(|path| path.join(probe).exists())
+        .ok_or_else(|| format!("{relative}/{probe} not found under {}", lib.display()))
+}
