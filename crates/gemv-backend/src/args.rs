@@ -1,7 +1,7 @@
 //! The arguments of one gemv launch, validated once here for every backend.
 
 use crate::{BufferRange, Error, Result};
-use gemv_core::{GROUP_SIZE, GemvShape, KernelSpec, Operand};
+use gemv_core::{GROUP_SIZE, GemvShape, KernelSpec};
 
 /// `Y[0..m) = contract(W, X[0..m))` for one kernel launch.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -48,10 +48,25 @@ impl GemvArgs {
     /// Checks the shape, the kernel's width, every range's bounds, size and alignment, and that Y
     /// overlaps no input. Every backend calls this before touching memory.
     pub fn validate(&self, kernel: &KernelSpec) -> Result<GemvShape> {
-        let shape = validate_launch_shape(kernel, self.m, self.n, self.k)?;
-        for (operand, range) in shape.operands().into_iter().zip([self.x, self.packed, self.scales, self.y]) {
-            range.check_bounds(operand.name)?;
-            check_operand(&shape, &operand, range.offset, range.len)?;
+        let shape = GemvShape::new(self.m, self.n, self.k)?;
+        if self.m > kernel.max_m {
+            return Err(Error::MExceedsWidth { kernel: kernel.name, m: self.m, width: kernel.max_m });
+        }
+        let (m, n, k) = (self.m, self.n, self.k);
+        let needs = [
+            ("x", self.x, 2 * m * k, 2),
+            ("packed", self.packed, n * k / 2, 1),
+            ("scales", self.scales, n * k / GROUP_SIZE, 1),
+            ("y", self.y, 2 * m * n, 2),
+        ];
+        for (what, range, needed, align) in needs {
+            range.check_bounds(what)?;
+            if range.len < needed {
+                return Err(Error::RangeTooSmall { what, len: range.len, needed, m, n, k });
+            }
+            if range.offset % align != 0 {
+                return Err(Error::Misaligned { what, offset: range.offset, align });
+            }
         }
         for (what, input) in [("x", self.x), ("packed", self.packed), ("scales", self.scales)] {
             if self.y_written().overlaps(&input) {
@@ -60,27 +75,4 @@ impl GemvArgs {
         }
         Ok(shape)
     }
-}
-
-/// The shape of a launch of `kernel`, and that M is within the kernel's width: the first checks
-/// of every launch path (this crate's [`GemvArgs`], and the engine paths over raw memory).
-pub fn validate_launch_shape(kernel: &KernelSpec, m: usize, n: usize, k: usize) -> Result<GemvShape> {
-    let shape = GemvShape::new(m, n, k)?;
-    if m > kernel.max_m {
-        return Err(Error::MExceedsWidth { kernel: kernel.name, m, width: kernel.max_m });
-    }
-    Ok(shape)
-}
-
-/// One operand's memory (`len` bytes at byte `offset`) against what `shape` needs of it
-/// ([`GemvShape::operands`]): [`Error::RangeTooSmall`] or [`Error::Misaligned`].
-pub fn check_operand(shape: &GemvShape, operand: &Operand, offset: usize, len: usize) -> Result<()> {
-    let (m, n, k) = (shape.m, shape.n, shape.k);
-    if len < operand.bytes {
-        return Err(Error::RangeTooSmall { what: operand.name, len, needed: operand.bytes, m, n, k });
-    }
-    if !offset.is_multiple_of(operand.align) {
-        return Err(Error::Misaligned { what: operand.name, offset, align: operand.align });
-    }
-    Ok(())
 }

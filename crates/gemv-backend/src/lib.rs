@@ -24,7 +24,7 @@ mod host_memory;
 mod tiers;
 
 pub use aligned_bytes::{AlignedBytes, DEVICE_ALIGNMENT};
-pub use args::{GemvArgs, check_operand, validate_launch_shape};
+pub use args::GemvArgs;
 pub use backend::{GpuBackend, resolved_spec, time_with_host_clock};
 pub use buffer::{BufferRange, DeviceBuffer};
 pub use buffer_table::{BufferGuard, BufferTable};

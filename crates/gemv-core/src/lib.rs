@@ -26,7 +26,7 @@ pub use matrix::{Nvfp4Matrix, Nvfp4View};
 pub use plan::{Launch, TierMask, dispatch_plan};
 pub use quantize::{quantize_bf16, quantize_f32, quantize_f32_with_amax};
 pub use reference::{ReferenceOutput, f64_reference, rounding_depth};
-pub use shape::{GROUP_SIZE, GemvShape, Operand, validate_weight_shape};
+pub use shape::{GROUP_SIZE, GemvShape, validate_weight_shape};
 pub use tiers::{
     BATCHM_FAMILY, KERNELS, KernelSpec, MODULE_NAME, TIERS, Tier, WIDEST_TIER, batchm_family, kernel_index,
     kernel_spec, select_tier,

@@ -5,17 +5,6 @@ use crate::{CoreError, Result};
 /// Elements of K covered by one E4M3 block scale.
 pub const GROUP_SIZE: usize = 16;
 
-/// One operand of a launch, as [`GemvShape::operands`] lists it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Operand {
-    /// Its argument name (`x`, `packed`, `scales`, `y`).
-    pub name: &'static str,
-    /// Bytes the shape reads or writes.
-    pub bytes: usize,
-    /// Byte alignment its offset needs.
-    pub align: usize,
-}
-
 /// `Y[M, N] = X[M, K] * W[N, K]^T`, validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct GemvShape {
@@ -41,19 +30,6 @@ impl GemvShape {
             }
         }
         Ok(shape)
-    }
-
-    /// The four operands of a launch in argument order (x, packed, scales, y): the bytes this
-    /// shape reads or writes of each, and the byte alignment its offset needs (bf16: 2). Every
-    /// launch path checks its memory against this one table.
-    pub fn operands(&self) -> [Operand; 4] {
-        let (m, n, k) = (self.m, self.n, self.k);
-        [
-            Operand { name: "x", bytes: 2 * m * k, align: 2 },
-            Operand { name: "packed", bytes: n * k / 2, align: 1 },
-            Operand { name: "scales", bytes: n * k / GROUP_SIZE, align: 1 },
-            Operand { name: "y", bytes: 2 * m * n, align: 2 },
-        ]
     }
 
     /// Scale groups per weight row (K / 16).

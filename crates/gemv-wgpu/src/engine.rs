@@ -9,7 +9,8 @@
 //! writes a 48-byte uniform buffer.)
 
 use crate::backend::WgpuBackend;
-use gemv_backend::{Error, KernelHandle, Result, check_operand, resolved_spec, validate_launch_shape};
+use gemv_backend::{Error, KernelHandle, Result, resolved_spec};
+use gemv_core::GemvShape;
 
 /// `len` bytes at `offset` of an engine's buffer (which needs `STORAGE` usage).
 #[derive(Debug, Clone, Copy)]
@@ -62,28 +63,41 @@ impl WgpuBackend {
         launch: &EngineGemv<'_>,
     ) -> Result<()> {
         let spec = resolved_spec("wgpu", kernel)?;
-        let shape = validate_launch_shape(spec, launch.m, launch.n, launch.k)?;
+        let shape = GemvShape::new(launch.m, launch.n, launch.k)?;
         let (m, n, k) = (shape.m, shape.n, shape.k);
-        let ranges = [launch.x, launch.packed, launch.scales, launch.y];
-        for (operand, range) in shape.operands().iter().zip(ranges) {
+        if m > spec.max_m {
+            return Err(Error::MExceedsWidth { kernel: spec.name, m, width: spec.max_m });
+        }
+        let needed = [
+            ("x", launch.x, 2 * m * k, 2),
+            ("packed", launch.packed, n * k / 2, 1),
+            ("scales", launch.scales, n * k / 16, 1),
+            ("y", launch.y, 2 * m * n, 2),
+        ];
+        for (what, range, needed, align) in needed {
             let end = range.offset.checked_add(range.len).filter(|&end| end <= range.buffer.size());
             if end.is_none() {
                 return Err(Error::RangeOutOfBounds {
-                    what: operand.name,
+                    what,
                     offset: range.offset as usize,
                     len: range.len as usize,
                     buffer_len: range.buffer.size() as usize,
                 });
             }
-            check_operand(&shape, operand, range.offset as usize, range.len as usize)?;
+            if (range.len as usize) < needed {
+                return Err(Error::RangeTooSmall { what, len: range.len as usize, needed, m, n, k });
+            }
+            if range.offset % align != 0 {
+                return Err(Error::Misaligned { what, offset: range.offset as usize, align: align as usize });
+            }
         }
         // Shader indices are 32-bit words.
-        for operand in shape.operands() {
-            if operand.bytes >= u32::MAX as usize / 2 {
+        for (what, bytes) in [("x", 2 * m * k), ("packed", n * k / 2), ("y", 2 * m * n)] {
+            if bytes >= u32::MAX as usize / 2 {
                 return Err(Error::LimitExceeded {
                     backend: "wgpu",
-                    what: format!("{} index range (shader indices are 32-bit)", operand.name),
-                    requested: operand.bytes as u64,
+                    what: format!("{what} index range (shader indices are 32-bit)"),
+                    requested: bytes as u64,
                     limit: u64::from(u32::MAX / 2),
                 });
             }
@@ -93,16 +107,13 @@ impl WgpuBackend {
                 return Err(Error::OutputOverlaps { what, buffer: 0 });
             }
         }
-        let [x, packed, scales, y] = shape.operands();
-        let window = |operand: gemv_core::Operand, range: EngineRange<'_>| {
-            self.window(operand.name, range.buffer.clone(), range.offset, operand.bytes as u64)
+        let window = |what, range: EngineRange<'_>, len: usize| {
+            self.window(what, range.buffer.clone(), range.offset, len as u64)
         };
-        let (x, packed, scales, y) = (
-            window(x, launch.x)?,
-            window(packed, launch.packed)?,
-            window(scales, launch.scales)?,
-            window(y, launch.y)?,
-        );
+        let x = window("x", launch.x, 2 * m * k)?;
+        let packed = window("packed", launch.packed, n * k / 2)?;
+        let scales = window("scales", launch.scales, n * k / 16)?;
+        let y = window("y", launch.y, 2 * m * n)?;
         self.dispatch(encoder, spec, [&x, &packed, &scales, &y], (m, n, k), launch.global_scale, None)
     }
 }

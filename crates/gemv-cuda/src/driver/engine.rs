@@ -17,8 +17,8 @@ use crate::ptx;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
 };
-use gemv_backend::{Error, Result, check_operand, validate_launch_shape};
-use gemv_core::{KERNELS, KernelSpec, KillSwitches, TIERS, TierMask, dispatch_plan, kernel_index};
+use gemv_backend::{Error, Result};
+use gemv_core::{GemvShape, KERNELS, KernelSpec, KillSwitches, TIERS, TierMask, dispatch_plan};
 use std::sync::Arc;
 
 const NAME: &str = "cuda";
@@ -93,14 +93,26 @@ impl CudaKernels {
         y: &mut CudaViewMut<'_, u16>,
         m: usize,
     ) -> Result<()> {
-        let shape = validate_launch_shape(kernel, m, weights.n, weights.k)?;
+        let shape = GemvShape::new(m, weights.n, weights.k)?;
         let (m, n, k) = (shape.m, shape.n, shape.k);
-        // Lengths in bytes; views start element-aligned, so only the lengths can be wrong.
-        let lengths = [2 * x.len(), weights.packed.len(), weights.scales.len(), 2 * y.len()];
-        for (operand, len) in shape.operands().iter().zip(lengths) {
-            check_operand(&shape, operand, 0, len)?;
+        if m > kernel.max_m {
+            return Err(Error::MExceedsWidth { kernel: kernel.name, m, width: kernel.max_m });
         }
-        let index = kernel_index(kernel.name).ok_or(Error::UnresolvedKernel { raw: 0, backend: NAME })?;
+        // Lengths in bytes, as the backends report them.
+        for (what, len, needed) in [
+            ("x", 2 * x.len(), 2 * m * k),
+            ("packed", weights.packed.len(), n * k / 2),
+            ("scales", weights.scales.len(), n * k / 16),
+            ("y", 2 * y.len(), 2 * m * n),
+        ] {
+            if len < needed {
+                return Err(Error::RangeTooSmall { what, len, needed, m, n, k });
+            }
+        }
+        let index = KERNELS
+            .iter()
+            .position(|spec| std::ptr::eq(spec, kernel))
+            .ok_or(Error::UnresolvedKernel { raw: 0, backend: NAME })?;
         let (m32, n32, k32) = (kernel_int(NAME, "M", m)?, kernel_int(NAME, "N", n)?, kernel_int(NAME, "K", k)?);
         let config = LaunchConfig {
             grid_dim: (grid_size(NAME, kernel, n)?, 1, 1),
@@ -131,9 +143,7 @@ impl CudaKernels {
     }
 
     /// Enqueues the dispatch plan for any `m` (the narrowest tiers that cover it, at most
-    /// `width_cap` rows per launch): X and Y views of `m` rows. The plan is a small host vector
-    /// computed per call; an engine that wants no host allocation at all computes it once with
-    /// `gemv_core::dispatch_plan` and calls [`CudaKernels::launch`] per step.
+    /// `width_cap` rows per launch): X and Y views of `m` rows.
     pub fn launch_m(
         &self,
         stream: &CudaStream,
