@@ -16,6 +16,11 @@
 //   round to nearest even, subnormals kept, NaN results canonical), gemv_half_lo/hi (cvt.f32.f16,
 //   exact), gemv_prefetch_l2 (prefetch.global.L2; the emulator checks the address like a read),
 //   and __syncthreads_or.
+// - Tensor-core primitives (sm_80 and newer; only the fast family's module uses them):
+//   gemv_bf16x2_mul (fma.rn.bf16x2 with a -0.0 addend: two bf16 products, each rounded once) and
+//   gemv_mma_bf16_16816 (mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32). The emulator runs
+//   the mma as a warp collective with the PTX fragment layouts and one documented accumulation
+//   order (docs/emulator.md).
 #pragma once
 
 typedef unsigned char gemv_u8;
@@ -79,6 +84,23 @@ __device__ __forceinline__ float gemv_half_hi(gemv_u32 pair) {
     float f;
     asm("{ .reg .f16 lo, hi; mov.b32 {lo, hi}, %1; cvt.f32.f16 %0, hi; }" : "=f"(f) : "r"(pair));
     return f;
+}
+
+// Two bf16 products (a.lo * b.lo, a.hi * b.hi), each rounded to nearest even once. sm_80+.
+__device__ __forceinline__ gemv_u32 gemv_bf16x2_mul(gemv_u32 a, gemv_u32 b) {
+    gemv_u32 d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+    return d;
+}
+
+// D = A x B + C on the tensor cores, one 16 x 8 x 16 tile per warp (PTX fragment layouts). sm_80+.
+__device__ __forceinline__ void gemv_mma_bf16_16816(float (&d)[4], const gemv_u32 (&a)[4], const gemv_u32 (&b)[2],
+                                                    const float (&c)[4]) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%11,%12,%13};"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
+          "f"(c[3]));
 }
 
 template <class V, class T, int N>

@@ -55,10 +55,15 @@ const ThreadCoords& coords();
 // `via_ldg`: a read through the read-only data path, which must not see a writable region.
 void check_access(const void* p, size_t size, size_t align, bool write, bool via_ldg);
 
-enum class ShuffleKind { Index, Up, Down, Xor };
+enum class ShuffleKind { Index, Up, Down, Xor, Mma };
 // The value of `value` in the lane the shuffle selects; checks mask, kind and width agreement.
 unsigned shuffle(ShuffleKind kind, unsigned mask, unsigned value, int lane_arg, int width);
 void sync_threads();
+// The words one lane contributes to an mma.sync.m16n8k16 (A: 4 registers, B: 2).
+constexpr unsigned kMmaWords = 6;
+// The warp-collective half of mma.sync: every lane of the warp must call it (a full mask, like
+// `.aligned`), none may be calling a shuffle instead; returns every lane's words.
+void mma_exchange(const unsigned (&mine)[kMmaWords], unsigned (&all)[32][kMmaWords]);
 // A barrier that also returns whether any thread of the block passed a non-zero predicate.
 int sync_threads_or(int predicate);
 unsigned lane_id();
@@ -201,6 +206,71 @@ inline float gemv_half_lo(gemv_u32 pair) {
 }
 inline float gemv_half_hi(gemv_u32 pair) {
     return emu::half_to_float(pair >> 16);
+}
+
+namespace emu {
+
+// bf16 bits to f32 (exact: a bf16 is the high half of an f32).
+inline float bf16_to_float(gemv_u32 b) {
+    return __uint_as_float((b & 0xFFFFu) << 16);
+}
+
+// A finite double to bf16 bits, round to nearest even, subnormals kept (spacing 2^-133), past
+// the largest finite value to infinity; NaN becomes the canonical 0x7FFF.
+inline gemv_u32 double_to_bf16(double v) {
+    if (std::isnan(v)) return 0x7FFFu;
+    const gemv_u32 sign = std::signbit(v) ? 0x8000u : 0u;
+    const double a = std::fabs(v);
+    if (std::isinf(a)) return sign | 0x7F80u;
+    int exponent = 0;
+    std::frexp(a, &exponent);  // a = f * 2^exponent, f in [0.5, 1)
+    const int ulp = (exponent - 1 < -126 ? -126 : exponent - 1) - 7;
+    const double rounded = std::ldexp(std::nearbyint(std::ldexp(a, -ulp)), ulp);  // exact in double
+    if (rounded >= 0x1p128) return sign | 0x7F80u;
+    return sign | (__float_as_uint((float)rounded) >> 16);  // exact: at most 8 significant bits
+}
+
+}  // namespace emu
+
+// fma.rn.bf16x2 with a -0.0 addend: two bf16 products, each rounded to nearest even once
+// (subnormals kept; a NaN result is the canonical 0x7FFF).
+inline gemv_u32 gemv_bf16x2_mul(gemv_u32 a, gemv_u32 b) {
+    const double lo = (double)emu::bf16_to_float(a) * (double)emu::bf16_to_float(b);        // exact
+    const double hi = (double)emu::bf16_to_float(a >> 16) * (double)emu::bf16_to_float(b >> 16);  // exact
+    return emu::double_to_bf16(lo) | (emu::double_to_bf16(hi) << 16);
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, D = A x B + C, with the fragment layouts of
+// the PTX ISA (g = lane / 4, t = lane % 4): A register 0 holds row g, k 2t and 2t+1 (low half
+// first), register 1 row g+8, register 2 row g, k 2t+8 and 2t+9, register 3 row g+8, k 2t+8 and
+// 2t+9; B register 0 holds k 2t and 2t+1 of column g, register 1 k 2t+8 and 2t+9; C and D hold
+// row g (elements 0, 1) and row g+8 (elements 2, 3), columns 2t and 2t+1.
+//
+// The accumulation model (docs/emulator.md): each output starts from its C element and adds the
+// 16 products in k order 0..15, each by one fused multiply-add (one rounding per step). A tensor
+// core may sum in another order and round differently; the fast family's bound allows for any.
+inline void gemv_mma_bf16_16816(float (&d)[4], const gemv_u32 (&a)[4], const gemv_u32 (&b)[2],
+                                const float (&c)[4]) {
+    const unsigned mine[emu::kMmaWords] = {a[0], a[1], a[2], a[3], b[0], b[1]};
+    unsigned all[32][emu::kMmaWords];
+    emu::mma_exchange(mine, all);
+    const unsigned lane = emu::lane_id();
+    const unsigned g = lane / 4, t = lane % 4;
+    auto a_at = [&](unsigned row, unsigned k) {
+        const unsigned word = all[(row % 8) * 4 + (k % 8) / 2][(row >= 8 ? 1u : 0u) + (k >= 8 ? 2u : 0u)];
+        return emu::bf16_to_float(k % 2 == 0 ? word : word >> 16);
+    };
+    auto b_at = [&](unsigned k, unsigned column) {
+        const unsigned word = all[column * 4 + (k % 8) / 2][4 + (k >= 8 ? 1u : 0u)];
+        return emu::bf16_to_float(k % 2 == 0 ? word : word >> 16);
+    };
+    for (unsigned e = 0; e < 4; ++e) {
+        const unsigned row = g + (e >= 2 ? 8u : 0u);
+        const unsigned column = 2 * t + e % 2;
+        float sum = c[e];
+        for (unsigned k = 0; k < 16; ++k) sum = std::fma(a_at(row, k), b_at(k, column), sum);
+        d[e] = sum;
+    }
 }
 
 // ---- Shared memory --------------------------------------------------------------------------

@@ -3,13 +3,15 @@
 
 #include <cstring>
 
+#include "../w4a16_fast.cu"
 #include "../w4a16_gemv.cu"
 #include "test_kernels.cu"
 
 namespace {
 
 #define GEMV_EMU_ENTRY(name, ...) {#name, &name, emu_launch_bound_##name},
-const EmuKernel kKernels[] = {GEMV_KERNELS(GEMV_EMU_ENTRY) GEMV_TEST_KERNELS(GEMV_EMU_ENTRY)};
+const EmuKernel kKernels[] = {GEMV_KERNELS(GEMV_EMU_ENTRY) GEMV_FAST_KERNELS(GEMV_EMU_ENTRY)
+                                  GEMV_TEST_KERNELS(GEMV_EMU_ENTRY)};
 
 }  // namespace
 

@@ -59,6 +59,7 @@ struct WarpState {
     unsigned mask[2][32];
     ShuffleKind kind[2][32];
     int width[2][32];
+    unsigned payload[2][32][kMmaWords];  // mma.sync operands, per slot and lane
     unsigned arrived[32];  // generation + 1 of the last shuffle each lane arrived at
     // Full-mask shuffles (the kernels' only kind) complete by counting instead of scanning the
     // lanes on every resume: lanes arrived at the slot's generation, and whether the last lane to
@@ -319,6 +320,8 @@ const char* shuffle_name(ShuffleKind kind) {
             return "__shfl_down_sync";
         case ShuffleKind::Xor:
             return "__shfl_xor_sync";
+        case ShuffleKind::Mma:
+            return "mma.sync";
     }
     return "shuffle";
 }
@@ -479,12 +482,28 @@ unsigned shuffle(ShuffleKind kind, unsigned mask, unsigned value, int lane_arg, 
             src = partner < segment + (unsigned)width ? partner : lane;
             break;
         }
+        case ShuffleKind::Mma:
+            break;
     }
     if (src >= 32 || !(mask & (1u << src))) {
         fault("%s #%u: lane %u reads lane %u, which is not in mask %#010x", what, generation, lane, src, mask);
     }
     self.shuffles_done = generation + 1;
     return w.value[slot][src];
+}
+
+// An mma is a full-warp shuffle of kind Mma (same arrival, agreement and exit checks) whose
+// operands travel in the slot's payload: a lane reads them right after the exchange completes,
+// before any lane can reuse the slot (two generations later).
+void mma_exchange(const unsigned (&mine)[kMmaWords], unsigned (&all)[32][kMmaWords]) {
+    BlockRun& run = *t_block;
+    Fiber& self = *run.current;
+    const unsigned tid = linear_tid(self.coords);
+    WarpState& w = run.warps[tid / 32];
+    const unsigned slot = self.shuffles_done & 1u;
+    std::memcpy(w.payload[slot][tid % 32], mine, sizeof mine);
+    (void)shuffle(ShuffleKind::Mma, 0xFFFFFFFFu, 0u, 0, 32);
+    std::memcpy(all, w.payload[slot], sizeof all);
 }
 
 void unsupported(const char* what) {

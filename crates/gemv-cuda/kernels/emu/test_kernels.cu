@@ -18,6 +18,70 @@ __device__ __forceinline__ void out(gemv_u16* y, int m, int n, unsigned value) {
 }
 }  // namespace emu_test
 
+// ---- Tensor-core primitives -------------------------------------------------------------------
+
+// y[2i], y[2i+1] = bf16x2 product of (x[i], x[i]) and (x[j], x[j]), j = (7i + 3) mod count.
+GEMV_KERNEL(emu_test_bf16x2_mul, 1024, 1)(EMU_ARGS) {
+    const unsigned i = emu_test::global_thread();
+    const unsigned count = (unsigned)(m * k);
+    if (i >= count || 2 * i + 1 >= (unsigned)(m * n)) return;
+    const gemv_u32 a = __ldg(x + i);
+    const gemv_u32 b = __ldg(x + (7 * i + 3) % count);
+    const gemv_u32 product = gemv_bf16x2_mul(a | (a << 16), b | (b << 16));
+    store_global(y + 2 * i, (gemv_u16)(product & 0xFFFFu));
+    store_global(y + 2 * i + 1, (gemv_u16)(product >> 16));
+}
+
+// One m16n8k16 per warp: A (16 x 16, row-major) is x[0..256), B (16 x 8, k-major: B[k][c] at
+// x[256 + 8k + c]) and C (16 x 8 f32 from the bf16 x[384 + 8r + c]) are gathered into the PTX
+// fragments; D is written as f32 bit halves: y[2 (8r + c)] low, y[2 (8r + c) + 1] high. Warp w
+// reads from x + 512 w and writes y + 256 w.
+GEMV_KERNEL(emu_test_mma, 1024, 1)(EMU_ARGS) {
+    const unsigned warp = threadIdx.x / 32;
+    const unsigned lane = emu_test::lane();
+    const unsigned g = lane / 4, t = lane % 4;
+    const gemv_u16* base = x + 512 * warp;
+    auto a_at = [&](unsigned r, unsigned c) { return (gemv_u32)__ldg(base + 16 * r + c); };
+    auto b_at = [&](unsigned kk, unsigned c) { return (gemv_u32)__ldg(base + 256 + 8 * kk + c); };
+    const gemv_u32 a[4] = {a_at(g, 2 * t) | a_at(g, 2 * t + 1) << 16, a_at(g + 8, 2 * t) | a_at(g + 8, 2 * t + 1) << 16,
+                           a_at(g, 2 * t + 8) | a_at(g, 2 * t + 9) << 16,
+                           a_at(g + 8, 2 * t + 8) | a_at(g + 8, 2 * t + 9) << 16};
+    const gemv_u32 b[2] = {b_at(2 * t, g) | b_at(2 * t + 1, g) << 16, b_at(2 * t + 8, g) | b_at(2 * t + 9, g) << 16};
+    float c[4];
+    for (unsigned e = 0; e < 4; ++e) {
+        const unsigned r = g + (e >= 2 ? 8u : 0u), col = 2 * t + e % 2;
+        c[e] = __uint_as_float((gemv_u32)__ldg(base + 384 + 8 * r + col) << 16);
+    }
+    float d[4];
+    gemv_mma_bf16_16816(d, a, b, c);
+    for (unsigned e = 0; e < 4; ++e) {
+        const unsigned r = g + (e >= 2 ? 8u : 0u), col = 2 * t + e % 2;
+        const gemv_u32 bits = __float_as_uint(d[e]);
+        store_global(y + 256 * warp + 2 * (8 * r + col), (gemv_u16)(bits & 0xFFFFu));
+        store_global(y + 256 * warp + 2 * (8 * r + col) + 1, (gemv_u16)(bits >> 16));
+    }
+}
+
+// Lanes 16..31 shuffle while lanes 0..15 issue an mma: not the same warp instruction.
+GEMV_KERNEL(emu_test_mma_divergent, 1024, 1)(EMU_ARGS) {
+    const gemv_u32 a[4] = {0u, 0u, 0u, 0u};
+    const gemv_u32 b[2] = {0u, 0u};
+    const float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (emu_test::lane() < 16) {
+        gemv_mma_bf16_16816(d, a, b, c);
+    } else {
+        d[0] = __shfl_xor_sync(emu_test::kFull, 1.0f, 1);
+    }
+    emu_test::out(y, m, n, (unsigned)d[0]);
+}
+
+// The fast family's m16 kernel with a planted wrong fragment index (rows g + 8 and k 2t + 8
+// swapped in A): the fast gates must fail it.
+GEMV_KERNEL(emu_test_fast_wrong_fragment, gemv_fast::kThreadsPerBlock, 1)(EMU_ARGS) {
+    gemv_fast::fast_entry<2, true>(x, packed, scales, y, global_scale, m, n, k);
+}
+
 // ---- Global memory --------------------------------------------------------------------------
 
 // Lane 0 of every warp writes one element past the end of y (m * n elements).
@@ -270,6 +334,10 @@ GEMV_KERNEL(emu_test_prefetch_inside, 1024, 1)(EMU_ARGS) {
     X(emu_test_shared_too_large, 1, 1)         \
     X(emu_test_shared_vectors, 1, 1)           \
     X(emu_test_hmul2, 1, 1)                    \
+    X(emu_test_bf16x2_mul, 1, 1)               \
+    X(emu_test_mma, 1, 1)                      \
+    X(emu_test_mma_divergent, 1, 1)            \
+    X(emu_test_fast_wrong_fragment, 1, 1)      \
     X(emu_test_half_to_float, 1, 1)            \
     X(emu_test_prmt, 1, 1)                     \
     X(emu_test_prmt_sign_mode, 1, 1)           \

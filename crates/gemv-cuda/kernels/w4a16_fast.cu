@@ -1,0 +1,314 @@
+// W4A16 batched GEMV on tensor cores: the fast family (sm_80 and newer).
+//
+// Y[t][n] = bf16(((sum_k w[n][k] * 2^-7 * x[t][k]) * 2^7) * global_scale), with the products
+// and sums of each 16 x 8 x 16 tile done by mma.sync (bf16 in, f32 accumulate). Its numeric
+// contract is its own (docs/numerics.md): every decoded weight is exact, the tensor core's
+// summation order is the hardware's, so the result is bounded against the f64 reference rather
+// than bit-equal to the exact family; and it is batch-invariant: token t's bits do not depend on
+// M, on the tier or on the other tokens.
+//
+// Design (docs/kernels.md):
+// - A block of 8 warps computes 16 weight rows (the mma's M) for up to 8 (m8) or 16 (m16) tokens
+//   (the mma's N, one or two 8-column tiles). Its warps split K: warp w takes the 128-k chunks
+//   w, w + 8, w + 16, ... in order, so the split depends on K alone, never on M.
+// - Lane (g, t) = (lane / 4, lane % 4) loads 16 bytes of row g and of row g + 8 per chunk (k
+//   32t .. 32t + 31 of the chunk: two whole groups) and its token's 32 activations. The mma's k
+//   slots are a permutation of those k, the same for A and B, so no weight or activation moves
+//   between lanes: slot pair (2t, 2t+1) of step j is k (p, p + 4) of word j / 2 (p = 2 (j % 2)),
+//   slot pair (2t + 8, 2t + 9) is k (p + 1, p + 5).
+// - Weights are decoded into bf16 pairs by bit placement (e2m1 * 2^-126; code 1 a bf16
+//   subnormal) and one bf16x2 multiply by the group's scale times 2^119: the product,
+//   e2m1 * e4m3 * 2^-7, has at most 6 significant bits and is exact.
+// - The block adds its 8 warps' partial tiles through shared memory in warp order 0..7, then
+//   scales and rounds each output once.
+//
+// Layout (ModelOpt NVFP4): packed[n][K/2], even k in the low nibble; scales[n][K/16] E4M3.
+#include "gemv_portable.cuh"
+
+namespace gemv_fast {
+
+constexpr int kWarp = 32;
+constexpr int kWarps = 8;
+// Threads per block; every launcher uses this (crates/gemv-cuda/src/launch.rs).
+constexpr int kThreadsPerBlock = kWarps * kWarp;
+constexpr int kTileRows = 16;        // weight rows per block: the mma's M
+constexpr int kTileTokens = 8;       // tokens per mma: its N
+constexpr int kChunkK = 128;         // k per warp step: 4 lanes x 32
+constexpr int kLaneK = kChunkK / 4;  // a lane's k per step: two groups
+constexpr float kOutputScale = 128.0f;              // 2^7: undoes the weights' 2^-7
+constexpr gemv_u32 kBf16PairTwoTo120 = 0x7B807B80u;  // bf16 (2^120, 2^120)
+constexpr gemv_u32 kBf16PairTwoTo119 = 0x7B007B00u;  // bf16 (2^119, 2^119)
+static_assert(kTileRows == 2 * kWarps, "the launcher's rows per warp (2) times its warps is the tile");
+
+// `cargo xtask sass` compiles this file a second time with GEMV_SASS_COMMON_PATH to count the
+// instructions of the common path (16-byte aligned buffers, whole chunks, every token live); the
+// conditions that pick the other paths become constants there. Shipped PTX never defines it.
+#ifdef GEMV_SASS_COMMON_PATH
+#define GEMV_FAST_COMMON(condition, common) (common)
+#else
+#define GEMV_FAST_COMMON(condition, common) (condition)
+#endif
+
+// f32 -> bf16 bits, round to nearest even; every NaN becomes 0x7FC0.
+__device__ __forceinline__ gemv_u16 f32_to_bf16(float value) {
+    const gemv_u32 bits = __float_as_uint(value);
+    if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return (gemv_u16)0x7FC0u;
+    return (gemv_u16)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+
+// Two E4M3 codes (c0 | c1 << 8) as a bf16 pair of value e4m3 * 2^119 (exact: at most 4
+// significant bits, at most 448 * 2^119; the NaN codes 0x7F / 0xFF give NaN).
+__device__ __forceinline__ gemv_u32 scale_pair(gemv_u32 codes) {
+    const gemv_u32 v = gemv_prmt(codes, 0u, 0x4140u);  // c0 in bits 0..7, c1 in bits 16..23
+    const gemv_u32 magnitude = v & 0x007F007Fu;
+    // Exponent and mantissa moved into bf16 place: e4m3 * 2^-120, subnormal codes (m * 2^-9)
+    // landing on bf16 subnormals; magnitude 0x7F gets an all-ones exponent (NaN).
+    gemv_u32 h = (magnitude << 4) | ((v & 0x00800080u) << 8);
+    h |= ((magnitude + 0x00010001u) & 0x00800080u) * 0xFFu;
+    h = gemv_bf16x2_mul(h, kBf16PairTwoTo120);
+    return gemv_bf16x2_mul(h, kBf16PairTwoTo119);
+}
+
+// The 8 nibbles of a word (element i in bits 4i..4i+3) as bf16 pairs of value e2m1 * 2^-126:
+// p[j] = (n_j, n_{j+4}), low half first. A nibble times 0x1040 puts its magnitude at bits 6..8
+// and a copy of its sign at bit 15; the mask keeps exactly those.
+__device__ __forceinline__ void e2m1_pairs(gemv_u32 q, gemv_u32 (&p)[4]) {
+    const gemv_u32 high = q >> 8;  // nibbles 2, 3, 6, 7 where 0, 1, 4, 5 were
+    p[0] = ((q & 0x000F000Fu) * 0x1040u) & 0x81C081C0u;
+    p[1] = ((q & 0x00F000F0u) * 0x0104u) & 0x81C081C0u;
+    p[2] = ((high & 0x000F000Fu) * 0x1040u) & 0x81C081C0u;
+    p[3] = ((high & 0x00F000F0u) * 0x0104u) & 0x81C081C0u;
+}
+
+// The activations of one word's 8 k (x0..x7 as four bf16 pairs) in the weights' pair order:
+// b[p] = (x_p, x_{p+4}).
+__device__ __forceinline__ void activation_pairs(const uint4& v, gemv_u32 (&b)[4]) {
+    b[0] = gemv_prmt(v.x, v.z, 0x5410u);
+    b[1] = gemv_prmt(v.x, v.z, 0x7632u);
+    b[2] = gemv_prmt(v.y, v.w, 0x5410u);
+    b[3] = gemv_prmt(v.y, v.w, 0x7632u);
+}
+
+// How a block loads, chosen once from the buffers' alignment and K.
+struct Loads {
+    bool packed16;  // 16-byte weight loads (base 16-aligned, K/2 a multiple of 16)
+    bool packed8;   // else 8-byte loads (base 8-aligned); else bytes
+    bool scales2;   // the lane's two codes of a row in one 16-bit load
+    bool x16;       // 16-byte activation loads (base 16-aligned)
+};
+
+// One lane's share of a chunk: 16 bytes of each of its two rows, their scale codes, and the 32
+// activations of each of its tokens. k past K is zero weight, code 0 and zero activation.
+template <int TILES>
+struct Chunk {
+    uint4 packed[2];
+    gemv_u32 codes[2];
+    uint4 x[TILES][4];
+};
+
+__device__ __forceinline__ uint2 load8(const gemv_u8* p, const Loads& loads) {
+    if (loads.packed8) return __ldg(reinterpret_cast<const uint2*>(p));
+    gemv_u32 w[2] = {0u, 0u};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) w[i / 4] |= (gemv_u32)__ldg(p + i) << (8 * (i % 4));
+    return uint2{w[0], w[1]};
+}
+
+__device__ __forceinline__ uint4 load_x8(const gemv_u16* p, const Loads& loads) {
+    if (GEMV_FAST_COMMON(loads.x16, true)) return __ldg(reinterpret_cast<const uint4*>(p));
+    gemv_u32 w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = (gemv_u32)__ldg(p + 2 * i) | ((gemv_u32)__ldg(p + 2 * i + 1) << 16);
+    return uint4{w[0], w[1], w[2], w[3]};
+}
+
+// Loads this lane's share of the chunk whose lane k starts at `k0` (k0 + 32 <= K: whole; k0 + 16
+// == K: the first group only; k0 >= K: nothing). `rows[r]` are the lane's two rows' packed
+// bytes at k 0, `codes[r]` their scale codes; `xs[i]` its tokens' activations at k 0, or null
+// for a token past M.
+template <int TILES>
+__device__ __forceinline__ Chunk<TILES> load_chunk(const gemv_u8* const (&rows)[2], const gemv_u8* const (&codes)[2],
+                                                   const gemv_u16* const (&xs)[TILES], int k0, int k,
+                                                   const Loads& loads) {
+    Chunk<TILES> c;
+    const int valid = k - k0;
+    if (GEMV_FAST_COMMON(valid >= kLaneK, true)) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const gemv_u8* p = rows[r] + k0 / 2;
+            if (GEMV_FAST_COMMON(loads.packed16, true)) {
+                c.packed[r] = __ldg(reinterpret_cast<const uint4*>(p));
+            } else {
+                const uint2 a = load8(p, loads);
+                const uint2 b = load8(p + 8, loads);
+                c.packed[r] = uint4{a.x, a.y, b.x, b.y};
+            }
+            const gemv_u8* s = codes[r] + k0 / 16;
+            if (GEMV_FAST_COMMON(loads.scales2, true)) {
+                c.codes[r] = __ldg(reinterpret_cast<const gemv_u16*>(s));
+            } else {
+                c.codes[r] = (gemv_u32)__ldg(s) | ((gemv_u32)__ldg(s + 1) << 8);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < TILES; ++i) {
+#pragma unroll
+            for (int w = 0; w < 4; ++w) {
+                c.x[i][w] = GEMV_FAST_COMMON(xs[i] != nullptr, true) ? load_x8(xs[i] + k0 + 8 * w, loads)
+                                                                      : uint4{0u, 0u, 0u, 0u};
+            }
+        }
+    } else {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            c.packed[r] = uint4{0u, 0u, 0u, 0u};
+            c.codes[r] = 0u;
+            if (valid > 0) {
+                const uint2 a = load8(rows[r] + k0 / 2, loads);
+                c.packed[r].x = a.x;
+                c.packed[r].y = a.y;
+                c.codes[r] = __ldg(codes[r] + k0 / 16);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < TILES; ++i) {
+#pragma unroll
+            for (int w = 0; w < 4; ++w) {
+                c.x[i][w] = valid > 8 * w && xs[i] != nullptr ? load_x8(xs[i] + k0 + 8 * w, loads)
+                                                              : uint4{0u, 0u, 0u, 0u};
+            }
+        }
+    }
+    return c;
+}
+
+// The chunk's 8 mma steps into every tile's accumulators. FAULT (tests only) swaps the A
+// registers of rows g + 8 and of k 2t + 8: a wrong fragment index, which the gates must catch.
+template <int TILES, bool FAULT>
+__device__ __forceinline__ void compute_chunk(const Chunk<TILES>& c, float (&acc)[TILES][4]) {
+    const gemv_u32 scale0 = scale_pair(c.codes[0]);  // row g: groups 2t, 2t+1 of the chunk
+    const gemv_u32 scale1 = scale_pair(c.codes[1]);  // row g + 8
+    const gemv_u32 scales[2][2] = {{gemv_prmt(scale0, 0u, 0x1010u), gemv_prmt(scale0, 0u, 0x3232u)},
+                                   {gemv_prmt(scale1, 0u, 0x1010u), gemv_prmt(scale1, 0u, 0x3232u)}};
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+        gemv_u32 weights[2][4];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const uint4& q = c.packed[r];
+            e2m1_pairs(w == 0 ? q.x : w == 1 ? q.y : w == 2 ? q.z : q.w, weights[r]);
+#pragma unroll
+            for (int p = 0; p < 4; ++p) weights[r][p] = gemv_bf16x2_mul(weights[r][p], scales[r][w / 2]);
+        }
+        gemv_u32 activations[TILES][4];
+#pragma unroll
+        for (int i = 0; i < TILES; ++i) activation_pairs(c.x[i][w], activations[i]);
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int p = 2 * half;
+            const gemv_u32 a[4] = {weights[0][p], FAULT ? weights[0][p + 1] : weights[1][p],
+                                   FAULT ? weights[1][p] : weights[0][p + 1], weights[1][p + 1]};
+#pragma unroll
+            for (int i = 0; i < TILES; ++i) {
+                const gemv_u32 b[2] = {activations[i][p], activations[i][p + 1]};
+                gemv_mma_bf16_16816(acc[i], a, b, acc[i]);
+            }
+        }
+    }
+}
+
+// One block: rows row0 .. row0 + 15 for tokens 0 .. m - 1 (m <= 8 * TILES).
+template <int TILES, bool FAULT>
+__device__ __forceinline__ void fast_entry(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
+                                           float global_scale, int m, int n, int k) {
+    const int tid = (int)threadIdx.x;
+    const int warp = tid / kWarp;
+    const int lane = tid % kWarp;
+    const int g = lane / 4;
+    const int t = lane % 4;
+    const int row0 = (int)blockIdx.x * kTileRows;
+    Loads loads;
+    loads.packed16 = (((gemv_u64)packed) & 15u) == 0u && (k / 2) % 16 == 0;
+    loads.packed8 = (((gemv_u64)packed) & 7u) == 0u;
+    loads.scales2 = (((gemv_u64)scales) & 1u) == 0u && (k / 16) % 2 == 0;
+    loads.x16 = (((gemv_u64)x) & 15u) == 0u;
+    const int groups = k / 16;
+    // The lane's rows (past N: row N - 1, loaded and never stored) and tokens (past M: none).
+    const gemv_u8* rows[2];
+    const gemv_u8* codes[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int row = row0 + g + 8 * r < n ? row0 + g + 8 * r : n - 1;
+        rows[r] = packed + (gemv_u64)row * (gemv_u64)(k / 2);
+        codes[r] = scales + (gemv_u64)row * (gemv_u64)groups;
+    }
+    const gemv_u16* xs[TILES];
+#pragma unroll
+    for (int i = 0; i < TILES; ++i) {
+        const int token = g + kTileTokens * i;
+        xs[i] = token < m ? x + (gemv_u64)token * (gemv_u64)k : nullptr;
+    }
+    float acc[TILES][4];
+#pragma unroll
+    for (int i = 0; i < TILES; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][e] = 0.0f;
+    // Chunks warp, warp + 8, ...; the next chunk's loads are in flight while one computes.
+    const int step = kWarps * kChunkK;
+    int k0 = warp * kChunkK + kLaneK * t;
+    if (warp * kChunkK < k) {
+        Chunk<TILES> a = load_chunk<TILES>(rows, codes, xs, k0, k, loads);
+        for (;;) {
+            const bool more = k0 - kLaneK * t + step < k;
+            Chunk<TILES> b;
+            if (more) b = load_chunk<TILES>(rows, codes, xs, k0 + step, k, loads);
+            compute_chunk<TILES, FAULT>(a, acc);
+            if (!more) break;
+            k0 += step;
+            const bool again = k0 - kLaneK * t + step < k;
+            if (again) a = load_chunk<TILES>(rows, codes, xs, k0 + step, k, loads);
+            compute_chunk<TILES, FAULT>(b, acc);
+            if (!again) break;
+            k0 += step;
+        }
+    }
+    // The 8 warps' partial tiles, added in warp order: [warp][tile][element][lane].
+    GEMV_SHARED(float, partials, kWarps * TILES * 4 * kWarp);
+#pragma unroll
+    for (int i = 0; i < TILES; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) partials[((warp * TILES + i) * 4 + e) * kWarp + lane] = acc[i][e];
+    __syncthreads();
+    // Thread tid writes row tid % 16 of token tid / 16.
+    const int r = tid % kTileRows;
+    const int token = tid / kTileRows;
+    if (token >= kTileTokens * TILES) return;
+    const int tile = token / kTileTokens;
+    const int column = token % kTileTokens;
+    const int source_lane = (r % 8) * 4 + column / 2;
+    const int element = (r >= 8 ? 2 : 0) + column % 2;
+    float total = partials[(tile * 4 + element) * kWarp + source_lane];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) total += partials[((w * TILES + tile) * 4 + element) * kWarp + source_lane];
+    if (token < m && row0 + r < n) {
+        store_global(y + (gemv_u64)token * (gemv_u64)n + (gemv_u64)(row0 + r),
+                     f32_to_bf16((total * kOutputScale) * global_scale));
+    }
+}
+
+}  // namespace gemv_fast
+
+// name, tiles of 8 tokens, rows per warp (the tile's 16 rows over 8 warps), blocks per SM the
+// registers must allow. The registry order of gemv_core::KERNELS (fast family).
+#define GEMV_FAST_KERNELS(X)     \
+    X(w4a16_fast_m8, 1, 2, 2)    \
+    X(w4a16_fast_m16, 2, 2, 2)
+
+#define GEMV_DEFINE_FAST_ENTRY(name, tiles, rows, min_blocks)                                                    \
+    GEMV_KERNEL(name, gemv_fast::kThreadsPerBlock, min_blocks)                                                   \
+    (const gemv_u16* __restrict__ x, const gemv_u8* __restrict__ packed, const gemv_u8* __restrict__ scales,     \
+     gemv_u16* __restrict__ y, float global_scale, int m, int n, int k) {                                        \
+        gemv_fast::fast_entry<tiles, false>(x, packed, scales, y, global_scale, m, n, k);                        \
+    }
+
+GEMV_FAST_KERNELS(GEMV_DEFINE_FAST_ENTRY)
