@@ -9,8 +9,30 @@
 use crate::util::root;
 use std::path::{Path, PathBuf};
 
-/// The lowest architecture the scalar family needs (warp shuffles, __ldg).
-pub const PTX_ARCH: &str = "compute_75";
+/// One kernel source and how it is built.
+pub struct KernelSource {
+    /// File stem under [`KERNEL_DIR`] (and of its PTX under [`PTX_DIR`]).
+    pub stem: &'static str,
+    /// The lowest architecture its PTX targets.
+    pub arch: &'static str,
+    /// Whether `cargo xtask sass` reports it (its pass-loop model is written for the exact family).
+    pub in_sass_report: bool,
+}
+
+/// Every kernel source: the exact family needs warp shuffles and __ldg (sm_75); the fast family
+/// needs bf16 mma.sync and bf16x2 arithmetic (sm_80). A .cu file not listed here is an error.
+pub const KERNEL_SOURCES: [KernelSource; 2] = [
+    KernelSource { stem: "w4a16_gemv", arch: "compute_75", in_sass_report: true },
+    KernelSource { stem: "w4a16_fast", arch: "compute_80", in_sass_report: false },
+];
+
+/// The build entry of a source file.
+pub fn source_entry(source: &Path) -> Result<&'static KernelSource, String> {
+    let stem = source.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    KERNEL_SOURCES.iter().find(|entry| entry.stem == stem).ok_or_else(|| {
+        format!("{} is not listed in xtask's KERNEL_SOURCES (its target architecture)", source.display())
+    })
+}
 /// The CUDA kernel sources (inside the crate that embeds and emulates them, so that the crate
 /// packages on its own).
 pub const KERNEL_DIR: &str = "crates/gemv-cuda/kernels";
@@ -53,7 +75,7 @@ impl Nvrtc {
 
 /// Compiles one source to PTX at `out`, with extra `-D` defines (none for the shipped PTX).
 pub fn compile(nvrtc: &Nvrtc, source: &Path, out: &Path, defines: &[&str]) -> Result<(), String> {
-    let arch = format!("-arch={PTX_ARCH}");
+    let arch = format!("-arch={}", source_entry(source)?.arch);
     let include = format!("-I{}", root().join(KERNEL_DIR).display());
     let (out, source) = (out.to_string_lossy(), source.to_string_lossy());
     let script = root().join(NVRTC_SCRIPT);

@@ -70,6 +70,12 @@ pub enum CoreError {
         /// The rejected cap.
         cap: usize,
     },
+    /// A family was asked for on a device that lacks it.
+    #[error("the {family} kernel family is not available on this device (the fast family needs CUDA sm_80 or newer)")]
+    FamilyUnavailable {
+        /// The family asked for.
+        family: &'static str,
+    },
     /// No present, allowed tier within the cap: the caller must fall back.
     #[error("no kernel available for M = {m} within width cap {cap} (present tiers: {present})")]
     NoTierAvailable {

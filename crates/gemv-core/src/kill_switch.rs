@@ -9,6 +9,9 @@ use std::sync::OnceLock;
 pub const NO_EXACT_M_TIERS: &str = "GEMV_NO_EXACT_M_TIERS";
 /// Makes width 8 resolve the classic `batch8` instead of `batch8_rt2`.
 pub const NO_BATCH8_RT: &str = "GEMV_NO_BATCH8_RT";
+/// Forces the exact family everywhere: the fast (tensor-core) family is never dispatched, even
+/// when asked for.
+pub const EXACT_ONLY: &str = "GEMV_EXACT_ONLY";
 
 /// The dispatch features the kill switches control.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -17,18 +20,24 @@ pub struct KillSwitches {
     pub exact_m_tiers: bool,
     /// Width 8 resolves `batch8_rt2` rather than `batch8`.
     pub batch8_register_tiled: bool,
+    /// The fast family may be dispatched (where the device has it).
+    pub fast_family: bool,
 }
 
 impl Default for KillSwitches {
     fn default() -> Self {
-        Self { exact_m_tiers: true, batch8_register_tiled: true }
+        Self { exact_m_tiers: true, batch8_register_tiled: true, fast_family: true }
     }
 }
 
 impl KillSwitches {
     /// From a presence test, e.g. `|name| std::env::var_os(name).is_some()`.
     pub fn from_presence(is_set: impl Fn(&str) -> bool) -> Self {
-        Self { exact_m_tiers: !is_set(NO_EXACT_M_TIERS), batch8_register_tiled: !is_set(NO_BATCH8_RT) }
+        Self {
+            exact_m_tiers: !is_set(NO_EXACT_M_TIERS),
+            batch8_register_tiled: !is_set(NO_BATCH8_RT),
+            fast_family: !is_set(EXACT_ONLY),
+        }
     }
 
     /// The process's switches, read from the environment on first use and cached.

@@ -5,12 +5,14 @@
 //! - [`quantize_f32`]: ModelOpt's recipe.
 //! - [`gemv_contract`]: the exact numeric contract every backend reproduces bit for bit, and
 //!   [`f64_reference`], the independent reference with its derived error bound.
-//! - [`select_tier`], [`dispatch_plan`], [`KillSwitches`]: the one place tiers are decided.
+//! - [`select_tier`], [`dispatch_plan`], [`KillSwitches`]: the one place tiers are decided;
+//!   [`select_family`]: the one place the kernel family (exact or fast) is decided.
 #![warn(missing_docs)]
 
 pub mod codec;
 mod contract;
 mod error;
+mod family;
 mod kill_switch;
 mod matrix;
 mod plan;
@@ -21,13 +23,14 @@ mod tiers;
 
 pub use contract::{PARTIALS, fused_multiply_add, gemv_contract, host_threads, widen_bf16};
 pub use error::{CoreError, Result};
-pub use kill_switch::{KillSwitches, NO_BATCH8_RT, NO_EXACT_M_TIERS};
+pub use family::{FAST_FAMILY_BY_DEFAULT, FAST_FAMILY_FROM_M, Family, FamilyChoice, select_family, select_family_with};
+pub use kill_switch::{EXACT_ONLY, KillSwitches, NO_BATCH8_RT, NO_EXACT_M_TIERS};
 pub use matrix::{Nvfp4Matrix, Nvfp4View};
-pub use plan::{Launch, TierMask, dispatch_plan};
+pub use plan::{Launch, TierMask, dispatch_plan, fast_dispatch_plan};
 pub use quantize::{quantize_bf16, quantize_f32, quantize_f32_with_amax};
-pub use reference::{ReferenceOutput, f64_reference, rounding_depth};
+pub use reference::{ReferenceOutput, f64_reference, fast_reference, fast_rounding_depth, rounding_depth};
 pub use shape::{GROUP_SIZE, GemvShape, validate_weight_shape};
 pub use tiers::{
-    BATCHM_FAMILY, KERNELS, KernelSpec, MODULE_NAME, TIERS, Tier, WIDEST_TIER, batchm_family, kernel_index,
-    kernel_spec, select_tier,
+    BATCHM_FAMILY, FAST_MODULE_NAME, FAST_TIERS, KERNELS, KernelSpec, MODULE_NAME, TIERS, Tier, WIDEST_TIER,
+    batchm_family, family_kernels, kernel_in_module, kernel_index, kernel_spec, select_tier,
 };

@@ -5,7 +5,7 @@
 //! widest available tier completely and repeat. (m = 9 with cap 8 is batch8 + gemv; with cap 32
 //! it is one batch16 launch.)
 
-use crate::tiers::TIERS;
+use crate::tiers::{FAST_TIERS, TIERS, Tier};
 use crate::{CoreError, Result};
 
 /// Which of [`TIERS`] are present, as a bit set (bit i = `TIERS[i]`).
@@ -38,17 +38,18 @@ impl TierMask {
         Self::from_bits(self.0 | (1 << index))
     }
 
-    fn describe(self) -> String {
+    fn describe(self, tiers: &[Tier]) -> String {
         let widths: Vec<String> =
-            (0..TIERS.len()).filter(|&i| self.contains(i)).map(|i| TIERS[i].width.to_string()).collect();
+            (0..tiers.len()).filter(|&i| self.contains(i)).map(|i| tiers[i].width.to_string()).collect();
         if widths.is_empty() { "none".into() } else { widths.join(",") }
     }
 }
 
-/// One launch of a plan: `rows` rows of X starting at `row_offset`, on `TIERS[tier]`.
+/// One launch of a plan: `rows` rows of X starting at `row_offset`, on tier `tier` of the plan's
+/// table ([`TIERS`] for [`dispatch_plan`], [`FAST_TIERS`] for [`fast_dispatch_plan`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Launch {
-    /// Index into [`TIERS`].
+    /// Index into the plan's tier table.
     pub tier: usize,
     /// First row of X and Y this launch covers.
     pub row_offset: usize,
@@ -58,26 +59,37 @@ pub struct Launch {
 
 /// Plans `m` rows over the `present` tiers of width <= `width_cap`, honouring `exact_m`.
 pub fn dispatch_plan(m: usize, width_cap: usize, present: TierMask, exact_m: bool) -> Result<Vec<Launch>> {
+    plan_over(&TIERS, m, width_cap, present, exact_m)
+}
+
+/// Plans `m` rows over the `present` fast tiers ([`FAST_TIERS`], bit i = `FAST_TIERS[i]`): the
+/// same rule. Every token's bits are independent of the split (the fast family is
+/// batch-invariant), so any plan gives each token the same output.
+pub fn fast_dispatch_plan(m: usize, present: TierMask) -> Result<Vec<Launch>> {
+    plan_over(&FAST_TIERS, m, FAST_TIERS[FAST_TIERS.len() - 1].width, present, true)
+}
+
+fn plan_over(tiers: &[Tier], m: usize, width_cap: usize, present: TierMask, exact_m: bool) -> Result<Vec<Launch>> {
     if width_cap == 0 {
         return Err(CoreError::InvalidWidthCap { cap: width_cap });
     }
-    let usable: Vec<usize> = (0..TIERS.len())
-        .filter(|&i| present.contains(i) && TIERS[i].width <= width_cap && TIERS[i].allowed(exact_m))
+    let usable: Vec<usize> = (0..tiers.len())
+        .filter(|&i| present.contains(i) && tiers[i].width <= width_cap && tiers[i].allowed(exact_m))
         .collect();
     let Some(&widest) = usable.last() else {
-        return Err(CoreError::NoTierAvailable { m, cap: width_cap, present: present.describe() });
+        return Err(CoreError::NoTierAvailable { m, cap: width_cap, present: present.describe(tiers) });
     };
     let mut launches = Vec::new();
     let mut row_offset = 0;
     while row_offset < m {
         let remaining = m - row_offset;
-        match usable.iter().find(|&&i| TIERS[i].width >= remaining) {
+        match usable.iter().find(|&&i| tiers[i].width >= remaining) {
             Some(&tier) => {
                 launches.push(Launch { tier, row_offset, rows: remaining });
                 row_offset = m;
             }
             None => {
-                let rows = TIERS[widest].width;
+                let rows = tiers[widest].width;
                 launches.push(Launch { tier: widest, row_offset, rows });
                 row_offset += rows;
             }

@@ -12,6 +12,14 @@
 //!
 //! The first term is the f32 summation error, the second the f32 multiply by `gs` and the bf16
 //! rounding (relative 2^-9), the last the spacing of bf16 subnormals.
+//!
+//! The fast (tensor-core) family's bound, [`fast_reference`], has the same form with what a
+//! tensor core may do instead of IEEE f32 steps: any summation order inside and across mma steps
+//! (depth `h = 128 * ceil(K / 1024) + 7`: at most 16 additions per mma step, 8 steps per 128-k
+//! chunk of a warp, 7 to add the 8 warps), each addition truncating rather than rounding
+//! (`u = 2^-23`), and every product and partial sum below f32's normal range flushed to zero
+//! (`2^-126` each, at most `2K + 8` of them, scaled back by the kernel's `2^7`:
+//! `(2K + 8) * 2^-119 * |gs|` in all).
 
 use crate::codec::{bf16_to_f32, decode_e2m1, decode_e4m3};
 use crate::contract::PARTIALS;
@@ -46,15 +54,38 @@ pub fn rounding_depth(groups: usize) -> usize {
     GROUP_SIZE * groups.div_ceil(PARTIALS) - 1 + PARTIALS.trailing_zeros() as usize
 }
 
+/// Addition steps any one product passes through in the fast family for K/16 = `groups`, in any
+/// order the tensor cores may use.
+pub fn fast_rounding_depth(groups: usize) -> usize {
+    128 * (groups * GROUP_SIZE).div_ceil(1024) + 7
+}
+
 /// The f64 reference and bound for every output, `[m][N]` row-major.
 pub fn f64_reference(w: &Nvfp4View<'_>, x: &[u16], m: usize) -> Result<Vec<ReferenceOutput>> {
+    reference_with(w, x, m, rounding_depth(w.groups()), 2f64.powi(-24), 0.0)
+}
+
+/// The f64 reference with the fast family's bound (see the module docs).
+pub fn fast_reference(w: &Nvfp4View<'_>, x: &[u16], m: usize) -> Result<Vec<ReferenceOutput>> {
+    reference_with(w, x, m, fast_rounding_depth(w.groups()), 2f64.powi(-23), (2 * w.k() + 8) as f64 * 2f64.powi(-119))
+}
+
+/// `depth` addition steps of relative error `u` each, plus `flushed` (before the global scale)
+/// for products a device may flush.
+fn reference_with(
+    w: &Nvfp4View<'_>,
+    x: &[u16],
+    m: usize,
+    depth: usize,
+    u: f64,
+    flushed: f64,
+) -> Result<Vec<ReferenceOutput>> {
     let (n, k) = (w.n(), w.k());
     GemvShape::new(m, n, k)?;
     if x.len() != m * k {
         return Err(CoreError::LengthMismatch { what: "x", expected: m * k, found: x.len(), m, n, k });
     }
-    let u = 2f64.powi(-24);
-    let h = rounding_depth(w.groups()) as f64;
+    let h = depth as f64;
     let gamma = h * u / (1.0 - h * u);
     let gs = f64::from(w.global_scale());
     let dequantized: Vec<f64> = (0..n * k)
@@ -69,7 +100,7 @@ pub fn f64_reference(w: &Nvfp4View<'_>, x: &[u16], m: usize) -> Result<Vec<Refer
                 sum += wv * xv;
                 abs_sum += (wv * xv).abs();
             }
-            let summation = gamma * abs_sum;
+            let summation = gamma * abs_sum + flushed;
             let bound =
                 gs.abs() * (summation + (u + 2f64.powi(-8) * (1.0 + u)) * (sum.abs() + summation)) + 2f64.powi(-133);
             out.push(ReferenceOutput { value: gs * sum, bound });

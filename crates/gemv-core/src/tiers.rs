@@ -15,36 +15,60 @@
 //! So M = 5 on the 8-wide tier pays for three absent rows; widths 5, 6, 7 remove that cost and
 //! the selector always takes the narrowest tier that covers M.
 
-/// The module every backend registers its kernels under.
+use crate::Family;
+
+/// The module every backend registers the exact family's kernels under.
 pub const MODULE_NAME: &str = "w4a16_gemv";
+/// The module of the fast (tensor-core) family: CUDA only, a second PTX module targeting sm_80.
+pub const FAST_MODULE_NAME: &str = "w4a16_fast";
 
 /// One kernel of the registry: its name (the same on every backend) and the rows it handles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KernelSpec {
     /// Entry point name.
     pub name: &'static str,
+    /// The module that holds it ([`MODULE_NAME`] or [`FAST_MODULE_NAME`]).
+    pub module: &'static str,
+    /// What it computes, hence what it promises.
+    pub family: Family,
     /// Largest M one launch may carry.
     pub max_m: usize,
     /// Weight rows one warp (CUDA) or workgroup (WGSL) computes, each activation load reused for
     /// all of them: as many as the accumulators (rows x 2 x M per lane) leave registers for. The
-    /// register-tiled `batch8_rt2` carries 4 rows where the classic `batch8` carries 2.
+    /// register-tiled `batch8_rt2` carries 4 rows where the classic `batch8` carries 2. A fast
+    /// kernel's block computes 16 rows with its 8 warps splitting K: 2 rows per warp's share.
     pub rows: usize,
 }
 
-/// Every kernel, the same names on every backend.
-pub const KERNELS: [KernelSpec; 11] = [
-    KernelSpec { name: "w4a16_gemv", max_m: 1, rows: 4 },
-    KernelSpec { name: "w4a16_gemv_batch2", max_m: 2, rows: 3 },
-    KernelSpec { name: "w4a16_gemv_batch3", max_m: 3, rows: 2 },
-    KernelSpec { name: "w4a16_gemv_batch4", max_m: 4, rows: 2 },
-    KernelSpec { name: "w4a16_gemv_batch5", max_m: 5, rows: 2 },
-    KernelSpec { name: "w4a16_gemv_batch6", max_m: 6, rows: 2 },
-    KernelSpec { name: "w4a16_gemv_batch7", max_m: 7, rows: 2 },
-    KernelSpec { name: "w4a16_gemv_batch8", max_m: 8, rows: 2 },
-    KernelSpec { name: "w4a16_gemv_batch8_rt2", max_m: 8, rows: 4 },
-    KernelSpec { name: "w4a16_gemv_batch16", max_m: 16, rows: 1 },
-    KernelSpec { name: "w4a16_gemv_batch32", max_m: 32, rows: 1 },
+const fn exact(name: &'static str, max_m: usize, rows: usize) -> KernelSpec {
+    KernelSpec { name, module: MODULE_NAME, family: Family::Exact, max_m, rows }
+}
+
+const fn fast(name: &'static str, max_m: usize) -> KernelSpec {
+    KernelSpec { name, module: FAST_MODULE_NAME, family: Family::Fast, max_m, rows: 2 }
+}
+
+/// Every kernel, the same names on every backend that has its family.
+pub const KERNELS: [KernelSpec; 13] = [
+    exact("w4a16_gemv", 1, 4),
+    exact("w4a16_gemv_batch2", 2, 3),
+    exact("w4a16_gemv_batch3", 3, 2),
+    exact("w4a16_gemv_batch4", 4, 2),
+    exact("w4a16_gemv_batch5", 5, 2),
+    exact("w4a16_gemv_batch6", 6, 2),
+    exact("w4a16_gemv_batch7", 7, 2),
+    exact("w4a16_gemv_batch8", 8, 2),
+    exact("w4a16_gemv_batch8_rt2", 8, 4),
+    exact("w4a16_gemv_batch16", 16, 1),
+    exact("w4a16_gemv_batch32", 32, 1),
+    fast("w4a16_fast_m8", 8),
+    fast("w4a16_fast_m16", 16),
 ];
+
+/// The kernels of one family, in registry order.
+pub fn family_kernels(family: Family) -> impl Iterator<Item = &'static KernelSpec> {
+    KERNELS.iter().filter(move |spec| spec.family == family)
+}
 
 /// Looks a kernel up by name: the one lookup every backend uses.
 pub fn kernel_spec(name: &str) -> Option<&'static KernelSpec> {
@@ -54,6 +78,12 @@ pub fn kernel_spec(name: &str) -> Option<&'static KernelSpec> {
 /// The position of a kernel in [`KERNELS`], by name.
 pub fn kernel_index(name: &str) -> Option<usize> {
     KERNELS.iter().position(|spec| spec.name == name)
+}
+
+/// The position of a kernel in [`KERNELS`] if it lives in `module`: what a backend's
+/// `lookup_kernel(module, name)` resolves (a name under the wrong module resolves nothing).
+pub fn kernel_in_module(module: &str, name: &str) -> Option<usize> {
+    kernel_index(name).filter(|&index| KERNELS[index].module == module)
 }
 
 /// One dispatch width: the kernel that serves it and when it may be used.
@@ -101,6 +131,9 @@ pub const TIERS: [Tier; 10] = [
     tier(16, "w4a16_gemv_batch16", None, false),
     tier(32, "w4a16_gemv_batch32", None, false),
 ];
+
+/// The fast family's dispatch widths, narrowest first: one or two 8-token mma tiles.
+pub const FAST_TIERS: [Tier; 2] = [tier(8, "w4a16_fast_m8", None, false), tier(16, "w4a16_fast_m16", None, false)];
 
 /// The widest tier. A dispatch plan capped at this width may use every tier; callers that accept
 /// any width pass it rather than a literal.

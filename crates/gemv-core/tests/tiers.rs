@@ -74,31 +74,36 @@ fn short_present_slices_count_as_absent() {
 }
 
 #[rstest]
-#[case::default(false, false, true, true)]
-#[case::no_exact(true, false, false, true)]
-#[case::no_rt(false, true, true, false)]
-#[case::both(true, true, false, false)]
+#[case::default(false, false, false, true, true, true)]
+#[case::no_exact(true, false, false, false, true, true)]
+#[case::no_rt(false, true, false, true, false, true)]
+#[case::exact_only(false, false, true, true, true, false)]
+#[case::all(true, true, true, false, false, false)]
 fn kill_switches_are_presence_checked(
     #[case] no_exact: bool,
     #[case] no_rt: bool,
+    #[case] exact_only: bool,
     #[case] exact: bool,
     #[case] rt: bool,
+    #[case] fast: bool,
 ) {
     // "Set to 0" still counts as set: presence is all that matters.
     let switches = KillSwitches::from_presence(|name| match name {
         gemv_core::NO_EXACT_M_TIERS => no_exact,
         gemv_core::NO_BATCH8_RT => no_rt,
+        gemv_core::EXACT_ONLY => exact_only,
         other => panic!("unexpected switch {other}"),
     });
     assert_eq!(switches.exact_m_tiers, exact);
     assert_eq!(switches.batch8_register_tiled, rt);
+    assert_eq!(switches.fast_family, fast);
 }
 
 #[rstest]
 #[case::rt2_preferred(true, "w4a16_gemv_batch8_rt2")]
 #[case::classic_when_switched_off(false, "w4a16_gemv_batch8")]
 fn width_8_prefers_rt2_unless_switched(#[case] rt: bool, #[case] expected: &str) {
-    let switches = KillSwitches { exact_m_tiers: true, batch8_register_tiled: rt };
+    let switches = KillSwitches { batch8_register_tiled: rt, ..KillSwitches::default() };
     let eight = TIERS.iter().find(|t| t.width == 8).expect("width 8");
     assert_eq!(eight.kernel_name(switches), expected);
     // No other width has a variant: the switch changes nothing else.

@@ -77,10 +77,11 @@ impl GpuBackend for CpuBackend {
     }
 
     fn lookup_kernel(&self, module: &str, name: &str) -> KernelHandle {
-        if module != MODULE_NAME || gemv_core::kernel_spec(name).is_none() {
-            return KernelHandle::NONE;
+        // The exact family only: this backend computes the exact contract.
+        match gemv_core::kernel_in_module(module, name) {
+            Some(_) if module == MODULE_NAME => KernelHandle::for_name(name),
+            _ => KernelHandle::NONE,
         }
-        KernelHandle::for_name(name)
     }
 
     gemv_backend::delegate_buffers_to_host_memory!(memory);

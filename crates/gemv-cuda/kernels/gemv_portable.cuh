@@ -113,3 +113,20 @@ __device__ __forceinline__ void shared_store(GemvShared<T, N>& array, int index,
     reinterpret_cast<V*>(array.data)[index] = value;
 }
 #endif
+
+// `cargo xtask sass` compiles a kernel source a second time with GEMV_SASS_COMMON_PATH to count
+// the instructions of its common path (aligned buffers, whole passes or chunks, every token
+// live): the conditions that pick the other paths become constants there, so the hot loop holds
+// only what that path executes. Shipped PTX never defines it.
+#ifdef GEMV_SASS_COMMON_PATH
+#define GEMV_ON_COMMON_PATH(condition, common) (common)
+#else
+#define GEMV_ON_COMMON_PATH(condition, common) (condition)
+#endif
+
+// f32 -> bf16 bits, round to nearest even; every NaN becomes 0x7FC0.
+__device__ __forceinline__ gemv_u16 gemv_f32_to_bf16(float value) {
+    const gemv_u32 bits = __float_as_uint(value);
+    if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return (gemv_u16)0x7FC0u;
+    return (gemv_u16)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}

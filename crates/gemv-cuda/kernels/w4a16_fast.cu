@@ -40,21 +40,8 @@ constexpr gemv_u32 kBf16PairTwoTo120 = 0x7B807B80u;  // bf16 (2^120, 2^120)
 constexpr gemv_u32 kBf16PairTwoTo119 = 0x7B007B00u;  // bf16 (2^119, 2^119)
 static_assert(kTileRows == 2 * kWarps, "the launcher's rows per warp (2) times its warps is the tile");
 
-// `cargo xtask sass` compiles this file a second time with GEMV_SASS_COMMON_PATH to count the
-// instructions of the common path (16-byte aligned buffers, whole chunks, every token live); the
-// conditions that pick the other paths become constants there. Shipped PTX never defines it.
-#ifdef GEMV_SASS_COMMON_PATH
-#define GEMV_FAST_COMMON(condition, common) (common)
-#else
-#define GEMV_FAST_COMMON(condition, common) (condition)
-#endif
-
-// f32 -> bf16 bits, round to nearest even; every NaN becomes 0x7FC0.
-__device__ __forceinline__ gemv_u16 f32_to_bf16(float value) {
-    const gemv_u32 bits = __float_as_uint(value);
-    if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return (gemv_u16)0x7FC0u;
-    return (gemv_u16)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
-}
+// The common path `cargo xtask sass` counts (GEMV_ON_COMMON_PATH, gemv_portable.cuh): 16-byte
+// aligned buffers, whole chunks, every token live.
 
 // Two E4M3 codes (c0 | c1 << 8) as a bf16 pair of value e4m3 * 2^119 (exact: at most 4
 // significant bits, at most 448 * 2^119; the NaN codes 0x7F / 0xFF give NaN).
@@ -115,7 +102,7 @@ __device__ __forceinline__ uint2 load8(const gemv_u8* p, const Loads& loads) {
 }
 
 __device__ __forceinline__ uint4 load_x8(const gemv_u16* p, const Loads& loads) {
-    if (GEMV_FAST_COMMON(loads.x16, true)) return __ldg(reinterpret_cast<const uint4*>(p));
+    if (GEMV_ON_COMMON_PATH(loads.x16, true)) return __ldg(reinterpret_cast<const uint4*>(p));
     gemv_u32 w[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) w[i] = (gemv_u32)__ldg(p + 2 * i) | ((gemv_u32)__ldg(p + 2 * i + 1) << 16);
@@ -132,11 +119,11 @@ __device__ __forceinline__ Chunk<TILES> load_chunk(const gemv_u8* const (&rows)[
                                                    const Loads& loads) {
     Chunk<TILES> c;
     const int valid = k - k0;
-    if (GEMV_FAST_COMMON(valid >= kLaneK, true)) {
+    if (GEMV_ON_COMMON_PATH(valid >= kLaneK, true)) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             const gemv_u8* p = rows[r] + k0 / 2;
-            if (GEMV_FAST_COMMON(loads.packed16, true)) {
+            if (GEMV_ON_COMMON_PATH(loads.packed16, true)) {
                 c.packed[r] = __ldg(reinterpret_cast<const uint4*>(p));
             } else {
                 const uint2 a = load8(p, loads);
@@ -144,7 +131,7 @@ __device__ __forceinline__ Chunk<TILES> load_chunk(const gemv_u8* const (&rows)[
                 c.packed[r] = uint4{a.x, a.y, b.x, b.y};
             }
             const gemv_u8* s = codes[r] + k0 / 16;
-            if (GEMV_FAST_COMMON(loads.scales2, true)) {
+            if (GEMV_ON_COMMON_PATH(loads.scales2, true)) {
                 c.codes[r] = __ldg(reinterpret_cast<const gemv_u16*>(s));
             } else {
                 c.codes[r] = (gemv_u32)__ldg(s) | ((gemv_u32)__ldg(s + 1) << 8);
@@ -154,7 +141,7 @@ __device__ __forceinline__ Chunk<TILES> load_chunk(const gemv_u8* const (&rows)[
         for (int i = 0; i < TILES; ++i) {
 #pragma unroll
             for (int w = 0; w < 4; ++w) {
-                c.x[i][w] = GEMV_FAST_COMMON(xs[i] != nullptr, true) ? load_x8(xs[i] + k0 + 8 * w, loads)
+                c.x[i][w] = GEMV_ON_COMMON_PATH(xs[i] != nullptr, true) ? load_x8(xs[i] + k0 + 8 * w, loads)
                                                                       : uint4{0u, 0u, 0u, 0u};
             }
         }
@@ -182,9 +169,15 @@ __device__ __forceinline__ Chunk<TILES> load_chunk(const gemv_u8* const (&rows)[
     return c;
 }
 
-// The chunk's 8 mma steps into every tile's accumulators. FAULT (tests only) swaps the A
-// registers of rows g + 8 and of k 2t + 8: a wrong fragment index, which the gates must catch.
-template <int TILES, bool FAULT>
+// Planted faults, for the emulator's tests only (crates/gemv-cuda/tests/emulator_fast_family.rs).
+enum Fault {
+    kNone,
+    kWrongFragment,     // A's registers of rows g + 8 and of k 2t + 8 swapped: gate 10 must fail
+    kOrderDependsOnM,   // the warps' partials added in reverse order when M > 8: gate 11 must fail
+};
+
+// The chunk's 8 mma steps into every tile's accumulators.
+template <int TILES, int FAULT>
 __device__ __forceinline__ void compute_chunk(const Chunk<TILES>& c, float (&acc)[TILES][4]) {
     const gemv_u32 scale0 = scale_pair(c.codes[0]);  // row g: groups 2t, 2t+1 of the chunk
     const gemv_u32 scale1 = scale_pair(c.codes[1]);  // row g + 8
@@ -206,8 +199,9 @@ __device__ __forceinline__ void compute_chunk(const Chunk<TILES>& c, float (&acc
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
             const int p = 2 * half;
-            const gemv_u32 a[4] = {weights[0][p], FAULT ? weights[0][p + 1] : weights[1][p],
-                                   FAULT ? weights[1][p] : weights[0][p + 1], weights[1][p + 1]};
+            const bool swap = FAULT == kWrongFragment;
+            const gemv_u32 a[4] = {weights[0][p], swap ? weights[0][p + 1] : weights[1][p],
+                                   swap ? weights[1][p] : weights[0][p + 1], weights[1][p + 1]};
 #pragma unroll
             for (int i = 0; i < TILES; ++i) {
                 const gemv_u32 b[2] = {activations[i][p], activations[i][p + 1]};
@@ -218,7 +212,7 @@ __device__ __forceinline__ void compute_chunk(const Chunk<TILES>& c, float (&acc
 }
 
 // One block: rows row0 .. row0 + 15 for tokens 0 .. m - 1 (m <= 8 * TILES).
-template <int TILES, bool FAULT>
+template <int TILES, int FAULT>
 __device__ __forceinline__ void fast_entry(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
                                            float global_scale, int m, int n, int k) {
     const int tid = (int)threadIdx.x;
@@ -287,12 +281,16 @@ __device__ __forceinline__ void fast_entry(const gemv_u16* x, const gemv_u8* pac
     const int column = token % kTileTokens;
     const int source_lane = (r % 8) * 4 + column / 2;
     const int element = (r >= 8 ? 2 : 0) + column % 2;
-    float total = partials[(tile * 4 + element) * kWarp + source_lane];
+    const bool reversed = FAULT == kOrderDependsOnM && m > kTileTokens;
+    float total = partials[(((reversed ? kWarps - 1 : 0) * TILES + tile) * 4 + element) * kWarp + source_lane];
 #pragma unroll
-    for (int w = 1; w < kWarps; ++w) total += partials[((w * TILES + tile) * 4 + element) * kWarp + source_lane];
+    for (int i = 1; i < kWarps; ++i) {
+        const int w = reversed ? kWarps - 1 - i : i;
+        total += partials[((w * TILES + tile) * 4 + element) * kWarp + source_lane];
+    }
     if (token < m && row0 + r < n) {
         store_global(y + (gemv_u64)token * (gemv_u64)n + (gemv_u64)(row0 + r),
-                     f32_to_bf16((total * kOutputScale) * global_scale));
+                     gemv_f32_to_bf16((total * kOutputScale) * global_scale));
     }
 }
 
@@ -308,7 +306,7 @@ __device__ __forceinline__ void fast_entry(const gemv_u16* x, const gemv_u8* pac
     GEMV_KERNEL(name, gemv_fast::kThreadsPerBlock, min_blocks)                                                   \
     (const gemv_u16* __restrict__ x, const gemv_u8* __restrict__ packed, const gemv_u8* __restrict__ scales,     \
      gemv_u16* __restrict__ y, float global_scale, int m, int n, int k) {                                        \
-        gemv_fast::fast_entry<tiles, false>(x, packed, scales, y, global_scale, m, n, k);                        \
+        gemv_fast::fast_entry<tiles, gemv_fast::kNone>(x, packed, scales, y, global_scale, m, n, k);                        \
     }
 
 GEMV_FAST_KERNELS(GEMV_DEFINE_FAST_ENTRY)

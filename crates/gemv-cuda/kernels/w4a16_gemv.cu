@@ -45,22 +45,8 @@ constexpr float kXScale = 128.0f;             // 2^7
 constexpr gemv_u32 kHalfPairTwoTo7 = 0x58005800u;   // binary16 (2^7, 2^7)
 constexpr gemv_u32 kHalfPairTwoTo15 = 0x78007800u;  // binary16 (2^15, 2^15)
 
-// `cargo xtask sass` compiles this file a second time with GEMV_SASS_COMMON_PATH to count the
-// instructions of the common path (16-byte aligned weights, whole passes, |x| < 2^121): the
-// conditions that pick the other paths become constants there, so the pass loop holds only what
-// that path executes. Shipped PTX never defines it.
-#ifdef GEMV_SASS_COMMON_PATH
-#define GEMV_ON_COMMON_PATH(condition, common) (common)
-#else
-#define GEMV_ON_COMMON_PATH(condition, common) (condition)
-#endif
-
-// f32 -> bf16 bits, round to nearest even; every NaN becomes 0x7FC0.
-__device__ __forceinline__ gemv_u16 f32_to_bf16(float value) {
-    const gemv_u32 bits = __float_as_uint(value);
-    if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return (gemv_u16)0x7FC0u;
-    return (gemv_u16)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
-}
+// The common path `cargo xtask sass` counts (GEMV_ON_COMMON_PATH, gemv_portable.cuh): 16-byte
+// aligned weights, whole passes, |x| < 2^121.
 
 // The 8 nibbles of a word (element i in bits 4i..4i+3) as binary16 pairs of value e2m1 * 2^-14:
 // p[0] = (n0, n4), p[1] = (n1, n5), p[2] = (n2, n6), p[3] = (n3, n7) (low half first). The high
@@ -399,7 +385,7 @@ __device__ __forceinline__ bool stores(int lane, int m, int n, int row0) {
 template <int MAX_M, int ROWS>
 __device__ __forceinline__ void store(float total, gemv_u16* y, float global_scale, int n, int lane, int row0) {
     const int o = lane / Tree<MAX_M, ROWS>::kLanesPerOutput;
-    store_global(y + (gemv_u64)(o % MAX_M) * (gemv_u64)n + (row0 + o / MAX_M), f32_to_bf16(total * global_scale));
+    store_global(y + (gemv_u64)(o % MAX_M) * (gemv_u64)n + (row0 + o / MAX_M), gemv_f32_to_bf16(total * global_scale));
 }
 
 // One warp computes ROWS consecutive weight rows from row0 for every t < m (m <= MAX_M) and returns

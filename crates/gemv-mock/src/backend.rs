@@ -120,10 +120,11 @@ impl GpuBackend for MockBackend {
     }
 
     fn lookup_kernel(&self, module: &str, name: &str) -> KernelHandle {
+        // The exact family only: the mock computes the exact contract.
         if module != MODULE_NAME {
             return KernelHandle::NONE;
         }
-        match gemv_core::kernel_index(name) {
+        match gemv_core::kernel_in_module(module, name) {
             Some(index) if self.present[index] => KernelHandle::for_registry_index(index),
             _ => KernelHandle::NONE,
         }

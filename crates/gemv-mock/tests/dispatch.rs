@@ -5,7 +5,7 @@ use gemv_core::{KillSwitches, TIERS};
 use gemv_mock::{LaunchRecord, MockBackend};
 use rstest::rstest;
 
-const ON: KillSwitches = KillSwitches { exact_m_tiers: true, batch8_register_tiled: true };
+const ON: KillSwitches = KillSwitches { exact_m_tiers: true, batch8_register_tiled: true, fast_family: true };
 
 fn widths(backend: &MockBackend, switches: KillSwitches) -> Vec<Option<usize>> {
     let tiers = ResolvedTiers::resolve(backend, switches);

@@ -464,10 +464,11 @@ impl GpuBackend for WgpuBackend {
     }
 
     fn lookup_kernel(&self, module: &str, name: &str) -> KernelHandle {
-        if module != MODULE_NAME || gemv_core::kernel_spec(name).is_none() {
-            return KernelHandle::NONE;
+        // The exact family only: WGSL has no tensor-core path.
+        match gemv_core::kernel_in_module(module, name) {
+            Some(_) if module == MODULE_NAME => KernelHandle::for_name(name),
+            _ => KernelHandle::NONE,
         }
-        KernelHandle::for_name(name)
     }
 
     fn alloc(&self, bytes: usize) -> Result<DeviceBuffer> {

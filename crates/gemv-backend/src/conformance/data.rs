@@ -118,3 +118,26 @@ pub fn overflowing_product(n: usize, k: usize) -> (Nvfp4Matrix, Vec<u16>) {
     let w = Nvfp4Matrix::from_parts(packed, scales, 1.0, n, k).expect("the shape of `matrix`");
     (w, x)
 }
+
+/// Weights of 1.0 (N = 24, K = 1024: one 128-k chunk per warp of the fast kernels) and `m`
+/// activation rows whose partial sums cancel: chunk 0 is +2^20 (t + 1), chunk 1 -2^20 (t + 1),
+/// the rest 1.0078125. Added in order the big halves cancel first and the total is exact;
+/// added in another order the small partials are absorbed and the bf16 result changes, so a
+/// summation order that depends on M shows.
+pub fn order_sensitive(m: usize) -> (Nvfp4Matrix, Vec<u16>) {
+    let (n, k) = (24, 1024);
+    // Nibble 2 is 1.0, scale code 0x38 is 1.0.
+    let w = Nvfp4Matrix::from_parts(vec![0x22; n * k / 2], vec![0x38; n * k / 16], 1.0, n, k).expect("a valid shape");
+    let x = (0..m * k)
+        .map(|i| {
+            let (t, chunk) = (i / k, (i % k) / 128);
+            let big = 1_048_576.0 * (t + 1) as f32;
+            f32_to_bf16(match chunk {
+                0 => big,
+                1 => -big,
+                _ => 1.0078125,
+            })
+        })
+        .collect();
+    (w, x)
+}

@@ -15,8 +15,10 @@ mod large;
 pub mod skip;
 
 pub use data::{
-    EXTREME_ROWS, GLOBAL_SCALE, Lcg, activations, extreme_activations, matrix, matrix_with_scales, overflowing_product,
+    EXTREME_ROWS, GLOBAL_SCALE, Lcg, activations, extreme_activations, matrix, matrix_with_scales, order_sensitive,
+    overflowing_product,
 };
+pub use gates::fast::{RowsLaunch, fast_bound_failure, invariance_failure};
 pub use large::{LARGE_SHAPE, weights_past_2_gib};
 
 use crate::GpuBackend;
@@ -43,11 +45,17 @@ pub enum Gate {
     BadInput,
     /// 9: every E4M3 scale code, every class of global scale, activations from subnormal to huge.
     SpecialValues,
+    /// 10: the fast family within its bound of the f64 reference (odd shapes, every scale code,
+    /// every class of global scale). Only where the backend has the family.
+    FastBound,
+    /// 11: the fast family's batch invariance (a token alone = inside any M, with any
+    /// neighbours), repeatability, rows past M, M past the width. Only where it has the family.
+    FastInvariance,
 }
 
 impl Gate {
     /// All gates in order.
-    pub const ALL: [Gate; 9] = [
+    pub const ALL: [Gate; 11] = [
         Gate::TierAgreement,
         Gate::RegisterTiled,
         Gate::F64Bound,
@@ -57,6 +65,8 @@ impl Gate {
         Gate::OddShapes,
         Gate::BadInput,
         Gate::SpecialValues,
+        Gate::FastBound,
+        Gate::FastInvariance,
     ];
 
     /// The gate's number (1-based).
@@ -76,6 +86,8 @@ impl Gate {
             Gate::OddShapes => "odd shapes, M 1..=32",
             Gate::BadInput => "bad input",
             Gate::SpecialValues => "special values",
+            Gate::FastBound => "fast family: f64 bound",
+            Gate::FastInvariance => "fast family: batch invariance",
         }
     }
 
@@ -83,7 +95,13 @@ impl Gate {
     /// f64 reference, a closed-form oracle). On the host reference backend only these gates
     /// check arithmetic; the others compare the contract with itself (plumbing).
     pub fn has_independent_oracle(self) -> bool {
-        matches!(self, Gate::F64Bound | Gate::Impulse)
+        matches!(self, Gate::F64Bound | Gate::Impulse | Gate::FastBound)
+    }
+
+    /// Whether the gate checks the fast family, which only some backends have: there it checks
+    /// nothing where the backend lacks the family, and says so.
+    pub fn is_fast_family(self) -> bool {
+        matches!(self, Gate::FastBound | Gate::FastInvariance)
     }
 }
 
@@ -133,6 +151,16 @@ pub fn run_all(backend: &dyn GpuBackend, progress: &mut dyn FnMut(&GateResult)) 
 /// Runs `gate` and panics with every failed case (for `#[test]`s).
 pub fn assert_gate(backend: &dyn GpuBackend, gate: Gate) {
     let results = run_gate(backend, gate);
+    if results.is_empty() && gate.is_fast_family() {
+        eprintln!(
+            "backend {}: gate {} ({}) not applicable: no fast-family kernel resolves here (CUDA sm_80+ and the \
+             emulator have them)",
+            backend.name(),
+            gate.number(),
+            gate.title()
+        );
+        return;
+    }
     assert!(!results.is_empty(), "gate {} checked nothing", gate.number());
     let failures: Vec<String> = results
         .iter()
@@ -179,6 +207,8 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@gate $make, gate7_odd_shapes, OddShapes);
         $crate::conformance_tests!(@gate $make, gate8_bad_input, BadInput);
         $crate::conformance_tests!(@gate $make, gate9_special_values, SpecialValues);
+        $crate::conformance_tests!(@gate $make, gate10_fast_bound, FastBound);
+        $crate::conformance_tests!(@gate $make, gate11_fast_invariance, FastInvariance);
     };
     (@gate $make:expr, $name:ident, $gate:ident) => {
         #[test]

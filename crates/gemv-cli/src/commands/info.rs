@@ -2,7 +2,10 @@
 
 use crate::backends::{BackendChoice, open};
 use gemv_backend::{GpuBackend, ResolvedTiers};
-use gemv_core::{KERNELS, KillSwitches, MODULE_NAME, NO_BATCH8_RT, NO_EXACT_M_TIERS, TIERS, WIDEST_TIER};
+use gemv_core::{
+    EXACT_ONLY, FAST_FAMILY_BY_DEFAULT, FAST_FAMILY_FROM_M, Family, KERNELS, KillSwitches, NO_BATCH8_RT,
+    NO_EXACT_M_TIERS, TIERS, WIDEST_TIER,
+};
 use std::fmt::Write;
 
 /// Renders the report for every backend (or the one chosen).
@@ -20,6 +23,17 @@ pub fn report(choice: Option<BackendChoice>) -> String {
         "  {NO_BATCH8_RT:<24} {}",
         if switches.batch8_register_tiled { "unset: width 8 -> batch8_rt2" } else { "set: width 8 -> batch8" }
     );
+    let _ = writeln!(
+        out,
+        "  {EXACT_ONLY:<24} {}",
+        if switches.fast_family { "unset: the fast family may be dispatched" } else { "set: exact family only" }
+    );
+    let policy = if FAST_FAMILY_BY_DEFAULT {
+        format!("auto = fast from M = {FAST_FAMILY_FROM_M} where the device has it, exact otherwise")
+    } else {
+        "auto = exact (the fast family is opt-in until a GPU has passed its gates)".to_string()
+    };
+    let _ = writeln!(out, "family policy: {policy}");
     let choices: Vec<BackendChoice> = match choice {
         Some(BackendChoice::Auto) | None => BackendChoice::CONCRETE.to_vec(),
         Some(one) => vec![one],
@@ -53,11 +67,22 @@ pub fn report(choice: Option<BackendChoice>) -> String {
 }
 
 fn backend_report(out: &mut String, backend: &dyn GpuBackend, switches: KillSwitches) {
-    let _ = writeln!(out, "\n{}: kernels in module {MODULE_NAME}", backend.name());
+    let _ = writeln!(out, "\n{}: kernels (module, family)", backend.name());
     for spec in KERNELS {
-        let handle = backend.lookup_kernel(MODULE_NAME, spec.name);
-        let state = if handle.is_resolved() { "resolved" } else { "MISSING" };
-        let _ = writeln!(out, "  {:<24} max M {:>2}  {state}", spec.name, spec.max_m);
+        let handle = backend.lookup_kernel(spec.module, spec.name);
+        let state = match (handle.is_resolved(), spec.family) {
+            (true, _) => "resolved",
+            (false, Family::Exact) => "MISSING",
+            (false, Family::Fast) => "absent (CUDA sm_80+ only)",
+        };
+        let _ = writeln!(
+            out,
+            "  {:<24} {:<10} {:<5} max M {:>2}  {state}",
+            spec.name,
+            spec.module,
+            spec.family.name(),
+            spec.max_m
+        );
     }
     let tiers = ResolvedTiers::resolve(backend, switches);
     let _ = writeln!(out, "  has_base (batch4 resolved): {}", tiers.has_base());

@@ -79,7 +79,13 @@ GEMV_KERNEL(emu_test_mma_divergent, 1024, 1)(EMU_ARGS) {
 // The fast family's m16 kernel with a planted wrong fragment index (rows g + 8 and k 2t + 8
 // swapped in A): the fast gates must fail it.
 GEMV_KERNEL(emu_test_fast_wrong_fragment, gemv_fast::kThreadsPerBlock, 1)(EMU_ARGS) {
-    gemv_fast::fast_entry<2, true>(x, packed, scales, y, global_scale, m, n, k);
+    gemv_fast::fast_entry<2, gemv_fast::kWrongFragment>(x, packed, scales, y, global_scale, m, n, k);
+}
+
+// The m16 kernel whose warp partials are added in reverse order when M > 8: a token's bits then
+// depend on M, which gate 11's batch invariance must catch.
+GEMV_KERNEL(emu_test_fast_order_depends_on_m, gemv_fast::kThreadsPerBlock, 1)(EMU_ARGS) {
+    gemv_fast::fast_entry<2, gemv_fast::kOrderDependsOnM>(x, packed, scales, y, global_scale, m, n, k);
 }
 
 // ---- Global memory --------------------------------------------------------------------------
@@ -338,6 +344,7 @@ GEMV_KERNEL(emu_test_prefetch_inside, 1024, 1)(EMU_ARGS) {
     X(emu_test_mma, 1, 1)                      \
     X(emu_test_mma_divergent, 1, 1)            \
     X(emu_test_fast_wrong_fragment, 1, 1)      \
+    X(emu_test_fast_order_depends_on_m, 1, 1)  \
     X(emu_test_half_to_float, 1, 1)            \
     X(emu_test_prmt, 1, 1)                     \
     X(emu_test_prmt_sign_mode, 1, 1)           \

@@ -41,8 +41,9 @@ pub struct CudaWeights<'a> {
 
 /// The gemv kernels loaded into one CUDA context.
 pub struct CudaKernels {
-    /// One function per registry kernel, in [`KERNELS`] order.
-    functions: Vec<CudaFunction>,
+    /// One function per registry kernel, in [`KERNELS`] order; `None` for a family the device
+    /// cannot run (the fast family below sm_80).
+    functions: Vec<Option<CudaFunction>>,
     switches: KillSwitches,
 }
 
@@ -66,16 +67,28 @@ pub fn engine_context(ordinal: usize) -> Result<Arc<CudaContext>> {
 }
 
 impl CudaKernels {
-    /// Loads the embedded PTX into `context` (the driver compiles it for the context's device)
-    /// and looks every kernel up, under the process's kill switches. Once per context.
+    /// Loads the embedded PTX of every module the device can run into `context` (the driver
+    /// compiles it for the context's device) and looks every kernel up, under the process's kill
+    /// switches. Once per context.
     pub fn load(context: &Arc<CudaContext>) -> Result<Self> {
-        let module = context
-            .load_module(cudarc::nvrtc::Ptx::from_src(ptx::W4A16_GEMV))
-            .map_err(driver_error("loading module w4a16_gemv from PTX"))?;
+        let capability = context.compute_capability().map_err(driver_error("compute capability"))?;
+        let mut modules = Vec::new();
+        for (name, source, minimum) in ptx::MODULES {
+            if capability >= minimum {
+                let module = context
+                    .load_module(cudarc::nvrtc::Ptx::from_src(source))
+                    .map_err(driver_error(format!("loading module {name} from PTX")))?;
+                modules.push((name, module));
+            }
+        }
         let functions = KERNELS
             .iter()
-            .map(|spec| {
-                module.load_function(spec.name).map_err(driver_error(format!("looking up kernel {}", spec.name)))
+            .map(|spec| match modules.iter().find(|(name, _)| *name == spec.module) {
+                Some((_, module)) => module
+                    .load_function(spec.name)
+                    .map(Some)
+                    .map_err(driver_error(format!("looking up kernel {}", spec.name))),
+                None => Ok(None),
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Self { functions, switches: KillSwitches::process() })
@@ -123,7 +136,8 @@ impl CudaKernels {
         let (packed_ptr, _packed_sync) = weights.packed.device_ptr(stream);
         let (scales_ptr, _scales_sync) = weights.scales.device_ptr(stream);
         let (y_ptr, _y_sync) = y.device_ptr_mut(stream);
-        let mut launch = stream.launch_builder(&self.functions[index]);
+        let function = self.functions[index].as_ref().ok_or(Error::UnresolvedKernel { raw: 0, backend: NAME })?;
+        let mut launch = stream.launch_builder(function);
         launch
             .arg(&x_ptr)
             .arg(&packed_ptr)

@@ -18,7 +18,7 @@ use gemv_backend::{
     BufferGuard, BufferRange, BufferTable, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend,
     KernelHandle, Result, TimerKind, resolved_spec,
 };
-use gemv_core::MODULE_NAME;
+use gemv_core::KernelSpec;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -39,7 +39,8 @@ pub struct CudaBackend {
     context: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     info: DeviceInfo,
-    module: Mutex<Option<Arc<CudaModule>>>,
+    capability: (i32, i32),
+    modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
     functions: Mutex<HashMap<&'static str, CudaFunction>>,
     buffers: BufferTable<CudaSlice<u8>>,
 }
@@ -71,37 +72,42 @@ impl CudaBackend {
         let context = engine_context(ordinal)?;
         let stream = context.default_stream();
         let info = device_info(&context)?;
+        let capability = context.compute_capability().map_err(driver_error("compute capability"))?;
         tracing::info!(device = %info.name, arch = %info.architecture, "cuda backend opened");
         Ok(Self {
             context,
             stream,
             info,
-            module: Mutex::new(None),
+            capability,
+            modules: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
             buffers: BufferTable::new(NAME),
         })
     }
 
-    /// The module, JIT-loaded from the embedded PTX on first use and cached.
-    fn module(&self) -> Result<Arc<CudaModule>> {
-        let mut module = self.module.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(loaded) = module.as_ref() {
+    /// A registry module, JIT-loaded from the embedded PTX on first use and cached.
+    fn module(&self, name: &'static str) -> Result<Arc<CudaModule>> {
+        let mut modules = self.modules.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(loaded) = modules.get(name) {
             return Ok(loaded.clone());
         }
+        let (source, _) = ptx::module(name).ok_or(Error::UnresolvedKernel { raw: 0, backend: NAME })?;
         let loaded = self
             .context
-            .load_module(cudarc::nvrtc::Ptx::from_src(ptx::W4A16_GEMV))
-            .map_err(driver_error("loading module w4a16_gemv from PTX"))?;
-        *module = Some(loaded.clone());
+            .load_module(cudarc::nvrtc::Ptx::from_src(source))
+            .map_err(driver_error(format!("loading module {name} from PTX")))?;
+        modules.insert(name, loaded.clone());
         Ok(loaded)
     }
 
-    fn function(&self, name: &'static str) -> Result<CudaFunction> {
+    fn function(&self, spec: &'static KernelSpec) -> Result<CudaFunction> {
+        let name = spec.name;
         let mut functions = self.functions.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(function) = functions.get(name) {
             return Ok(function.clone());
         }
-        let function = self.module()?.load_function(name).map_err(driver_error(format!("looking up kernel {name}")))?;
+        let function =
+            self.module(spec.module)?.load_function(name).map_err(driver_error(format!("looking up kernel {name}")))?;
         functions.insert(name, function.clone());
         Ok(function)
     }
@@ -121,7 +127,7 @@ impl CudaBackend {
         let packed = self.address(buffers, "packed", args.packed)?;
         let scales = self.address(buffers, "scales", args.scales)?;
         let y = self.address(buffers, "y", args.y)?;
-        let function = self.function(spec.name)?;
+        let function = self.function(spec)?;
         let config = LaunchConfig {
             grid_dim: (grid_size(NAME, spec, n)?, 1, 1),
             block_dim: (THREADS_PER_BLOCK, 1, 1),
@@ -167,11 +173,13 @@ impl GpuBackend for CudaBackend {
     }
 
     fn lookup_kernel(&self, module: &str, name: &str) -> KernelHandle {
-        let Some(spec) = gemv_core::kernel_spec(name) else { return KernelHandle::NONE };
-        if module != MODULE_NAME {
+        let Some(index) = gemv_core::kernel_in_module(module, name) else { return KernelHandle::NONE };
+        let spec = &gemv_core::KERNELS[index];
+        // A module the device cannot run (the fast family below sm_80) resolves nothing.
+        if ptx::module(spec.module).is_none_or(|(_, minimum)| self.capability < minimum) {
             return KernelHandle::NONE;
         }
-        match self.function(spec.name) {
+        match self.function(spec) {
             Ok(_) => KernelHandle::for_name(name),
             Err(error) => {
                 tracing::warn!(kernel = name, %error, "kernel not resolved");

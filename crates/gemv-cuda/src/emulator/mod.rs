@@ -12,7 +12,7 @@ use crate::launch::{THREADS_PER_BLOCK, grid_size, kernel_int};
 use gemv_backend::{
     DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, HostMemory, KernelHandle, Result, TimerKind, resolved_spec,
 };
-use gemv_core::{MODULE_NAME, host_threads};
+use gemv_core::host_threads;
 use std::ffi::{CStr, CString, c_int};
 
 const NAME: &str = "cuda-emu";
@@ -221,7 +221,7 @@ impl GpuBackend for CudaEmulator {
     }
 
     fn lookup_kernel(&self, module: &str, name: &str) -> KernelHandle {
-        if module != MODULE_NAME || !Self::has_kernel(name) {
+        if gemv_core::kernel_in_module(module, name).is_none() || !Self::has_kernel(name) {
             return KernelHandle::NONE;
         }
         KernelHandle::for_name(name)

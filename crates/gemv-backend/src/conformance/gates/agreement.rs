@@ -4,7 +4,7 @@
 use super::{CAP, Cases, diff, host, lookup};
 use crate::conformance::data::{activations, matrix};
 use crate::{DeviceMatrix, GpuBackend};
-use gemv_core::KERNELS;
+use gemv_core::{Family, family_kernels};
 
 /// (N, K): a K with G > 64 and G mod 64 = 4, one with K % 32 != 0 and G = 130, one tiny, and two
 /// whose last pass fills the second half of the 64 partials (G mod 64 = 50 and 33).
@@ -29,7 +29,7 @@ pub(super) fn tier_agreement(backend: &dyn GpuBackend, cases: &mut Cases) {
             Ok(())
         });
         cases.record(format!("N={n} K={k} w4a16_gemv row by row = host"), m1.map(|()| diff(&expected, &m1_rows, n)));
-        for spec in KERNELS {
+        for spec in family_kernels(Family::Exact) {
             let handle = lookup(backend, spec.name);
             let outcome = if !handle.is_resolved() {
                 Ok(Some(format!("kernel {} is not present", spec.name)))

@@ -10,6 +10,7 @@
 mod agreement;
 mod bad_input;
 mod bound;
+pub(super) mod fast;
 mod guards;
 mod impulse;
 mod permutation;
@@ -39,6 +40,8 @@ pub(super) fn run(backend: &dyn GpuBackend, gate: Gate) -> Vec<GateResult> {
         Gate::OddShapes => shapes::odd_shapes(backend, &mut cases),
         Gate::BadInput => bad_input::bad_input(backend, &mut cases),
         Gate::SpecialValues => values::special_values(backend, &mut cases),
+        Gate::FastBound => fast::fast_bound(backend, &mut cases),
+        Gate::FastInvariance => fast::fast_invariance(backend, &mut cases),
     }
     cases.results
 }

@@ -6,7 +6,7 @@
 use super::{CAP, Cases, diff, host, lookup, resolve};
 use crate::conformance::data::{activations, matrix};
 use crate::{DeviceMatrix, GpuBackend};
-use gemv_core::KERNELS;
+use gemv_core::{Family, family_kernels};
 
 pub(super) const ODD_N: [usize; 5] = [1, 7, 63, 65, 4097];
 pub(super) const ODD_K: [usize; 6] = [16, 48, 80, 800, 1552, 5136];
@@ -33,7 +33,7 @@ pub(super) fn odd_shapes(backend: &dyn GpuBackend, cases: &mut Cases) {
                 Ok(diff(&expected[..m * n], &found, n).map(|d| format!("M={m}: {d}")))
             });
             cases.record(format!("N={n} K={k} M=1..=32 by the plan"), planned);
-            let forced = KERNELS.iter().try_fold(None, |failure, spec| {
+            let forced = family_kernels(Family::Exact).try_fold(None, |failure, spec| {
                 if failure.is_some() {
                     return Ok(failure);
                 }

@@ -1,0 +1,101 @@
+//! The fast (tensor-core) family under the emulator, beyond the conformance gates: its planted
+//! fault (a wrong mma fragment index) fails gate 10's bound while the real kernel passes it, the
+//! family resolves on the emulator (so gates 10 and 11 are never vacuous here), and how far its
+//! results are from the exact family's (printed, not asserted: the two contracts differ).
+
+use gemv_backend::GpuBackend;
+use gemv_backend::conformance::{activations, fast_bound_failure, matrix};
+use gemv_core::{FAST_TIERS, Family, family_kernels, gemv_contract, kernel_spec};
+use gemv_cuda::launch::THREADS_PER_BLOCK;
+use gemv_cuda::{CudaEmulator, HostLaunch};
+
+fn launch(kernel: &str, w: &gemv_core::Nvfp4Matrix, x: &[u16], m: usize) -> Vec<u16> {
+    let (n, k) = (w.n(), w.k());
+    let mut y = vec![0u16; m * n];
+    CudaEmulator::new()
+        .launch_on_host(HostLaunch {
+            kernel,
+            grid: n.div_ceil(16) as u32,
+            block: THREADS_PER_BLOCK,
+            x,
+            packed: w.view().packed(),
+            scales: w.view().scales(),
+            y: &mut y,
+            global_scale: w.global_scale(),
+            m,
+            n,
+            k,
+        })
+        .unwrap_or_else(|error| panic!("{kernel}: {error}"));
+    y
+}
+
+#[test]
+fn a_wrong_fragment_index_fails_the_bound_and_the_real_kernel_passes_it() {
+    let (n, k, m) = (48, 2048, 16);
+    let w = matrix(n, k, 17);
+    let x = activations(m, k, 18);
+    let real = launch("w4a16_fast_m16", &w, &x, m);
+    assert_eq!(fast_bound_failure(&w, &x, m, &real), None, "the real kernel must pass");
+    let faulty = launch("emu_test_fast_wrong_fragment", &w, &x, m);
+    let failure = fast_bound_failure(&w, &x, m, &faulty).expect("the planted fault must fail the bound");
+    eprintln!("planted wrong fragment: {failure}");
+    assert!(failure.contains("outside the bound"), "{failure}");
+}
+
+#[test]
+fn the_fast_family_resolves_on_the_emulator() {
+    let emulator = CudaEmulator::new();
+    for spec in family_kernels(Family::Fast) {
+        assert!(emulator.lookup_kernel(spec.module, spec.name).is_resolved(), "{} must resolve", spec.name);
+        assert!(!emulator.lookup_kernel(gemv_core::MODULE_NAME, spec.name).is_resolved(), "wrong module resolves");
+    }
+    for tier in FAST_TIERS {
+        assert_eq!(kernel_spec(tier.kernel).map(|s| s.family), Some(Family::Fast), "{}", tier.kernel);
+    }
+}
+
+#[test]
+fn distance_from_the_exact_family_is_reported() {
+    let (n, k, m) = (64, 4096, 8);
+    let w = matrix(n, k, 5);
+    let x = activations(m, k, 6);
+    let fast = launch("w4a16_fast_m8", &w, &x, m);
+    let mut exact = vec![0u16; m * n];
+    gemv_contract(&w.view(), &x, m, &mut exact, 1).expect("valid shape");
+    let differing = fast.iter().zip(&exact).filter(|(a, b)| a != b).count();
+    let widest = fast
+        .iter()
+        .zip(&exact)
+        .map(|(&a, &b)| (i32::from(a as i16) - i32::from(b as i16)).unsigned_abs())
+        .max()
+        .unwrap_or(0);
+    eprintln!(
+        "fast vs exact, N={n} K={k} M={m}: {differing} of {} outputs differ, at most {widest} bf16 ulp",
+        fast.len()
+    );
+    assert_eq!(fast_bound_failure(&w, &x, m, &fast), None);
+}
+
+#[test]
+fn a_summation_order_that_depends_on_m_fails_the_invariance_check() {
+    let (w, x) = gemv_backend::conformance::order_sensitive(16);
+    let (n, k) = (w.n(), w.k());
+    let check = |kernel: &str| {
+        gemv_backend::conformance::invariance_failure(
+            &x,
+            n,
+            k,
+            16,
+            &mut |row| Ok(launch("w4a16_fast_m8", &w, row, 1)),
+            &mut |rows, m| Ok(launch(kernel, &w, rows, m)),
+        )
+        .expect("host launches")
+    };
+    assert_eq!(check("w4a16_fast_m16"), None, "the real kernel is batch-invariant");
+    let failure = check("emu_test_fast_order_depends_on_m").expect("the planted fault must fail");
+    eprintln!("planted M-dependent order: {failure}");
+    // Token 0's cancellation lands in a finer binade (|sum| < 2^20) and survives the reversal;
+    // from token 1 on the reversed order loses the small partials' bits.
+    assert!(failure.starts_with("M=9: token 1, row 0: alone 0x4442 (776), here 0x4440 (768)"), "{failure}");
+}
