@@ -43,7 +43,8 @@ fi
 "$here/gemv" info --backend cuda > "$out/info.log" 2>&1
 head -n 12 "$out/info.log" | tee -a "$summary"
 
-# 1. The conformance suite on the GPU; a missing GPU is a failure here.
+# 1. The conformance suite on the GPU; a missing GPU is a failure here. Gates 10 and 11 prove the
+#    fast (tensor-core) family on real tensor cores: its bound, and batch invariance bit for bit.
 GEMV_REQUIRE_CUDA=1 step conformance 300 "$here/cuda_conformance" --test-threads 1
 
 # 2. compute-sanitizer's four tools on small cases: memcheck (guards, bad input, special values),
@@ -64,6 +65,9 @@ fi
 step bench 240 "$here/gemv" bench --backend cuda --shape qkv --shape ffn-up --shape ffn-down --m 1..8 \
   --tier plan --tier w4a16_gemv_batch8 --peak-gbps 4800 --plot "$out/bench.svg"
 "$here/gemv" bench --backend cuda --shape qkv --m 1..8 --json --peak-gbps 4800 > "$out/bench.json" 2>/dev/null || failed=1
+# 4. The two families side by side on the FFN shapes, M = 1..16 (the fast family's target: t(16) / t(1) <= 1.10).
+step families 240 "$here/gemv" bench --backend cuda --shape ffn-up --shape ffn-down --m 1..16 \
+  --family exact --family fast --peak-gbps 4800 --plot "$out/families.svg"
 
 if [ $failed -eq 0 ]; then say "device check: all steps passed"; else say "device check: FAILED (see the logs above)"; fi
 exit $failed

@@ -133,6 +133,33 @@ impl<B: BackendRef> DeviceMatrix<B> {
         self.run(x, m, |x_buf, y_buf| self.launch_plan(tiers, &plan, x_buf, y_buf))
     }
 
+    /// `Y = W X` for host `x: [m][K]` on the fast family's plan (tensor cores; its own contract).
+    pub fn gemv_fast(&self, tiers: &ResolvedTiers, x: &[u16], m: usize) -> Result<Vec<u16>> {
+        let plan = tiers.fast_plan(m)?;
+        self.run(x, m, |x_buf, y_buf| {
+            for launch in &plan {
+                let args = self.args(x_buf, y_buf, launch.row_offset, launch.rows);
+                self.backend.backend().launch_gemv(tiers.fast_handle(launch.tier), &args)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// `Y = W X` in the family `family`: the exact plan (capped at `width_cap`) or the fast one.
+    pub fn gemv_in(
+        &self,
+        tiers: &ResolvedTiers,
+        family: gemv_core::Family,
+        x: &[u16],
+        m: usize,
+        width_cap: usize,
+    ) -> Result<Vec<u16>> {
+        match family {
+            gemv_core::Family::Exact => self.gemv(tiers, x, m, width_cap),
+            gemv_core::Family::Fast => self.gemv_fast(tiers, x, m),
+        }
+    }
+
     /// `Y = W X` with one launch of `kernel` (m <= its width).
     pub fn gemv_with(&self, kernel: KernelHandle, x: &[u16], m: usize) -> Result<Vec<u16>> {
         self.run(x, m, |x_buf, y_buf| self.backend.backend().launch_gemv(kernel, &self.args(x_buf, y_buf, 0, m)))

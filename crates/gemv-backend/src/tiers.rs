@@ -2,15 +2,21 @@
 //!
 //! Resolving never fails: a kernel the backend lacks is a zero handle. Width 8 resolves
 //! `batch8_rt2` unless `GEMV_NO_BATCH8_RT` (then, or when rt2 is missing, classic `batch8`). The
-//! decision itself lives in gemv-core ([`select_tier`], [`dispatch_plan`]); this only binds it.
+//! decision itself lives in gemv-core ([`select_tier`], [`dispatch_plan`], [`select_family`]);
+//! this only binds it. The fast family's tiers ([`FAST_TIERS`]) resolve where the backend has
+//! them (CUDA sm_80+, the emulator) and are zero handles elsewhere.
 
 use crate::{GpuBackend, KernelHandle};
-use gemv_core::{BATCHM_FAMILY, KillSwitches, Launch, MODULE_NAME, TIERS, TierMask, dispatch_plan, select_tier};
+use gemv_core::{
+    BATCHM_FAMILY, FAST_TIERS, Family, FamilyChoice, KillSwitches, Launch, MODULE_NAME, TIERS, TierMask, dispatch_plan,
+    fast_dispatch_plan, kernel_spec, select_family, select_tier,
+};
 
-/// One backend's handles for every width of [`TIERS`].
+/// One backend's handles for every width of [`TIERS`] and of [`FAST_TIERS`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedTiers {
     handles: [KernelHandle; TIERS.len()],
+    fast: [KernelHandle; FAST_TIERS.len()],
     switches: KillSwitches,
 }
 
@@ -22,7 +28,11 @@ impl ResolvedTiers {
             let preferred = backend.lookup_kernel(MODULE_NAME, tier.kernel_name(switches));
             if preferred.is_resolved() { preferred } else { backend.lookup_kernel(MODULE_NAME, tier.kernel) }
         });
-        let resolved = Self { handles, switches };
+        let fast = std::array::from_fn(|index| {
+            kernel_spec(FAST_TIERS[index].kernel)
+                .map_or(KernelHandle::NONE, |spec| backend.lookup_kernel(spec.module, spec.name))
+        });
+        let resolved = Self { handles, fast, switches };
         tracing::debug!(backend = backend.name(), present = resolved.present().bits(), "tiers resolved");
         resolved
     }
@@ -67,5 +77,27 @@ impl ResolvedTiers {
     /// A dispatch plan for any `m` within `width_cap` over the present tiers.
     pub fn plan(&self, m: usize, width_cap: usize) -> gemv_core::Result<Vec<Launch>> {
         dispatch_plan(m, width_cap, self.present(), self.switches.exact_m_tiers)
+    }
+
+    /// The handle of `FAST_TIERS[index]` (NONE when absent or out of range).
+    pub fn fast_handle(&self, index: usize) -> KernelHandle {
+        self.fast.get(index).copied().unwrap_or(KernelHandle::NONE)
+    }
+
+    /// Which fast tiers resolved (bit i = `FAST_TIERS[i]`).
+    pub fn fast_present(&self) -> TierMask {
+        (0..FAST_TIERS.len()).filter(|&i| self.fast[i].is_resolved()).fold(TierMask::NONE, TierMask::with)
+    }
+
+    /// A fast-family dispatch plan for any `m` (indices into [`FAST_TIERS`]).
+    pub fn fast_plan(&self, m: usize) -> gemv_core::Result<Vec<Launch>> {
+        fast_dispatch_plan(m, self.fast_present())
+    }
+
+    /// The family that serves `m` on this backend for `choice` (the policy of
+    /// [`select_family`], with the fast family available where every fast tier resolved).
+    pub fn family(&self, m: usize, choice: FamilyChoice) -> gemv_core::Result<Family> {
+        let available = self.fast.iter().all(|h| h.is_resolved());
+        select_family(m, choice, available, self.switches)
     }
 }

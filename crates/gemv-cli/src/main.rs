@@ -49,6 +49,11 @@ enum Command {
         /// 4..8); repeatable; `plan` is the dispatch plan. Default: the plan.
         #[arg(long = "tier")]
         tiers: Vec<String>,
+        /// The kernel family the plan runs in: auto (the policy: exact today), exact, or fast
+        /// (tensor cores, CUDA sm_80+; its own bounded, batch-invariant contract). Repeatable, to
+        /// compare the families side by side; `GEMV_EXACT_ONLY` forces exact.
+        #[arg(long = "family", value_parser = commands::bench::parse_family)]
+        families: Vec<gemv_core::FamilyChoice>,
         /// Nominal peak bandwidth in GB/s for the % column (default: what the device reports).
         #[arg(long, value_parser = commands::bench::parse_peak_gbps)]
         peak_gbps: Option<f64>,
@@ -148,7 +153,8 @@ enum Command {
         /// Backend to prove.
         #[arg(long, value_enum, default_value = "host")]
         backend: BackendChoice,
-        /// Only these gates (1..=9; repeatable), in the order given. Default: all, in order.
+        /// Only these gates (1..=11; repeatable), in the order given. Default: all, in order. Gates
+        /// 10 and 11 check the fast (tensor-core) family and say n/a where the backend lacks it.
         #[arg(long = "gate")]
         gates: Vec<usize>,
         /// List every case, not only failures.
@@ -187,13 +193,14 @@ fn main() -> ExitCode {
     }
     let mut stdout = std::io::stdout();
     match cli.command {
-        Command::Bench { backend, shapes, m, tiers, peak_gbps, json, plot, rounds, launches, cold_mb } => {
+        Command::Bench { backend, shapes, m, tiers, families, peak_gbps, json, plot, rounds, launches, cold_mb } => {
             let shapes = if shapes.is_empty() { vec![("qkv/o".to_string(), 5120, 5120)] } else { shapes };
             let options = commands::bench::BenchOptions {
                 backend,
                 shapes,
                 ms: m,
                 tiers,
+                families,
                 peak_gbps,
                 json,
                 plot,

@@ -35,9 +35,9 @@ fn check_lists_every_case_on_request() {
 
 #[test]
 fn unknown_gate_is_a_usage_error() {
-    let (code, _, stderr) = gemv(&["check", "--gate", "10"]);
+    let (code, _, stderr) = gemv(&["check", "--gate", "12"]);
     assert_eq!(code, 2);
-    assert!(stderr.contains("no gate 10 (gates are 1..=9)"), "{stderr}");
+    assert!(stderr.contains("no gate 12 (gates are 1..=11)"), "{stderr}");
 }
 
 #[test]
@@ -195,4 +195,22 @@ fn a_headless_wgpu_probe_prints_no_display_errors() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert!(!stderr.contains("XDG_RUNTIME_DIR"), "a successful probe printed a display error:\n{stderr}");
+}
+
+#[test]
+fn fast_family_gates_say_not_applicable_on_the_host() {
+    let (code, stdout, _) = gemv(&["check", "--backend", "host", "--gate", "10", "--gate", "11"]);
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(
+        stdout.lines().filter(|l| l.contains("no fast-family kernel on this backend") && l.ends_with(" n/a")).count(),
+        2,
+        "{stdout}"
+    );
+}
+
+#[test]
+fn fast_family_gates_run_on_the_emulator() {
+    let (code, stdout, _) = gemv(&["check", "--backend", "cuda-emu", "--gate", "11"]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.lines().any(|l| l.starts_with("11 ") && l.contains("all ") && l.ends_with("pass")), "{stdout}");
 }

@@ -88,3 +88,35 @@ fn tier_masks_hold_exactly_the_tiers_set() {
     assert!(!mask.contains(TIERS.len()) && !TierMask::ALL.contains(TIERS.len()));
     assert_eq!(TierMask::ALL.bits().count_ones() as usize, TIERS.len());
 }
+
+#[test]
+fn the_fast_plan_covers_every_row_once_from_present_fast_tiers() {
+    use gemv_core::{FAST_TIERS, fast_dispatch_plan};
+    for bits in 0u16..1 << FAST_TIERS.len() {
+        let mask = TierMask::from_bits(bits);
+        for m in 1..=100 {
+            let Ok(plan) = fast_dispatch_plan(m, mask) else {
+                assert_eq!(bits, 0, "m = {m} mask = {bits:#b}: refused although a fast tier is present");
+                continue;
+            };
+            let mut covered = vec![0u32; m];
+            for launch in &plan {
+                let tier = FAST_TIERS[launch.tier];
+                assert!(mask.contains(launch.tier), "absent fast tier {} used", tier.width);
+                assert!(launch.rows >= 1 && launch.rows <= tier.width, "{launch:?}");
+                for count in &mut covered[launch.row_offset..launch.row_offset + launch.rows] {
+                    *count += 1;
+                }
+            }
+            assert!(covered.iter().all(|&c| c == 1), "m = {m} mask = {bits:#b}: coverage {covered:?}");
+        }
+    }
+    // Both present: M = 40 is m16 + m16 + m8 (8 rows); M = 5 one m8 launch.
+    let widths = |m| {
+        fast_dispatch_plan(m, TierMask::from_bits(0b11))
+            .map(|plan| plan.iter().map(|l| (FAST_TIERS[l.tier].width, l.rows)).collect::<Vec<_>>())
+    };
+    assert_eq!(widths(40).ok(), Some(vec![(16, 16), (16, 16), (8, 8)]));
+    assert_eq!(widths(5).ok(), Some(vec![(8, 5)]));
+    assert_eq!(widths(9).ok(), Some(vec![(16, 9)]));
+}

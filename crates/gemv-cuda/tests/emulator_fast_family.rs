@@ -99,3 +99,38 @@ fn a_summation_order_that_depends_on_m_fails_the_invariance_check() {
     // from token 1 on the reversed order loses the small partials' bits.
     assert!(failure.starts_with("M=9: token 1, row 0: alone 0x4442 (776), here 0x4440 (768)"), "{failure}");
 }
+
+#[test]
+fn the_fast_plan_gives_every_token_its_bits_alone_at_any_m() {
+    use gemv_backend::{DeviceMatrix, ResolvedTiers};
+    use gemv_core::{FamilyChoice, KillSwitches};
+    let backend = CudaEmulator::new();
+    let tiers = ResolvedTiers::resolve(&backend, KillSwitches::default());
+    assert_eq!(tiers.family(8, FamilyChoice::Fast).ok(), Some(Family::Fast));
+    assert_eq!(tiers.family(8, FamilyChoice::Auto).ok(), Some(Family::Exact), "opt-in until a GPU passes");
+    let exact_only = ResolvedTiers::resolve(&backend, KillSwitches { fast_family: false, ..KillSwitches::default() });
+    assert_eq!(exact_only.family(8, FamilyChoice::Fast).ok(), Some(Family::Exact), "GEMV_EXACT_ONLY wins");
+    let (n, k, m) = (40, 272, 40);
+    let w = matrix(n, k, 41);
+    let x = activations(m, k, 42);
+    let matrix = DeviceMatrix::upload(&backend, &w.view()).expect("upload");
+    let all = matrix.gemv_fast(&tiers, &x, m).expect("m16 + m16 + m8");
+    for t in 0..m {
+        let alone = matrix.gemv_fast(&tiers, &x[t * k..(t + 1) * k], 1).expect("one token");
+        assert_eq!(&all[t * n..(t + 1) * n], &alone[..], "token {t} inside M = {m} vs alone");
+    }
+    assert_eq!(fast_bound_failure(&w, &x, m, &all), None);
+}
+
+#[test]
+fn backends_without_the_family_refuse_it_with_a_typed_error() {
+    use gemv_backend::ResolvedTiers;
+    use gemv_core::{CoreError, FamilyChoice, KillSwitches};
+    let tiers = ResolvedTiers::resolve(&gemv_mock::MockBackend::new(), KillSwitches::default());
+    assert_eq!(tiers.fast_present(), gemv_core::TierMask::NONE);
+    match tiers.family(8, FamilyChoice::Fast) {
+        Err(CoreError::FamilyUnavailable { family: "fast" }) => {}
+        other => panic!("expected FamilyUnavailable, got {other:?}"),
+    }
+    assert_eq!(tiers.family(8, FamilyChoice::Auto).ok(), Some(Family::Exact));
+}

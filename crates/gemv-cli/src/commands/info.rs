@@ -1,10 +1,11 @@
-//! `gemv info`: backends found, kernels resolved, kill-switch state, and the tier each M gets.
+//! `gemv info`: backends found, kernels resolved, kill-switch state, the tier each M gets, and the
+//! family policy with the fast plan where the backend has the fast family.
 
 use crate::backends::{BackendChoice, open};
 use gemv_backend::{GpuBackend, ResolvedTiers};
 use gemv_core::{
-    EXACT_ONLY, FAST_FAMILY_BY_DEFAULT, FAST_FAMILY_FROM_M, Family, KERNELS, KillSwitches, NO_BATCH8_RT,
-    NO_EXACT_M_TIERS, TIERS, WIDEST_TIER,
+    EXACT_ONLY, FAST_FAMILY_BY_DEFAULT, FAST_FAMILY_FROM_M, FAST_TIERS, Family, FamilyChoice, KERNELS, KillSwitches,
+    NO_BATCH8_RT, NO_EXACT_M_TIERS, TIERS, TierMask, WIDEST_TIER,
 };
 use std::fmt::Write;
 
@@ -103,5 +104,29 @@ fn backend_report(out: &mut String, backend: &dyn GpuBackend, switches: KillSwit
             Err(error) => format!("none ({error})"),
         };
         let _ = writeln!(out, "  {m:>2}  {family:<8} {plan}");
+    }
+    if tiers.fast_present() == TierMask::NONE {
+        let _ = writeln!(out, "\n{}: no fast (tensor-core) family here", backend.name());
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n{}: family and kernels per M (auto policy; --family fast forces the fast plan)",
+        backend.name()
+    );
+    for m in [1, 2, 4, 8, 9, 16, 17, 32] {
+        let family = match tiers.family(m, FamilyChoice::Auto) {
+            Ok(family) => family.name().to_string(),
+            Err(error) => format!("none ({error})"),
+        };
+        let fast = match tiers.fast_plan(m) {
+            Ok(plan) => plan
+                .iter()
+                .map(|l| format!("{}[{} rows]", FAST_TIERS[l.tier].kernel, l.rows))
+                .collect::<Vec<_>>()
+                .join(" + "),
+            Err(error) => format!("none ({error})"),
+        };
+        let _ = writeln!(out, "  {m:>2}  auto: {family:<5}  fast plan: {fast}");
     }
 }

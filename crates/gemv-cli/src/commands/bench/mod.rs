@@ -9,7 +9,8 @@ mod protocol;
 use crate::backends::{BackendChoice, open};
 use gemv_backend::{DeviceKind, DeviceMatrix, GpuBackend, KernelHandle, ResolvedTiers, conformance};
 use gemv_core::{
-    KillSwitches, MODULE_NAME, TIERS, WIDEST_TIER, f64_reference, gemv_contract, host_threads, kernel_spec,
+    FAST_TIERS, Family, FamilyChoice, KillSwitches, TIERS, WIDEST_TIER, f64_reference, gemv_contract, host_threads,
+    kernel_spec,
 };
 use std::io::Write;
 use std::path::PathBuf;
@@ -25,6 +26,8 @@ pub struct BenchOptions {
     pub ms: Vec<usize>,
     /// Forced kernels ("plan" or empty = the dispatch plan).
     pub tiers: Vec<String>,
+    /// The families the plan runs in, side by side (empty = auto).
+    pub families: Vec<FamilyChoice>,
     /// Nominal peak in GB/s, overriding the device's.
     pub peak_gbps: Option<f64>,
     /// JSON instead of a table.
@@ -42,8 +45,10 @@ pub struct BenchOptions {
 /// One timed configuration: a tier choice at one M.
 #[derive(Debug, Clone)]
 pub struct Arm {
-    /// "plan" or the forced kernel.
+    /// "plan" (the exact family's plan), "fast" (the fast family's plan) or the forced kernel.
     pub tier: String,
+    /// The family of every kernel it runs (decides which gate proves it).
+    pub family: Family,
     /// What actually runs, e.g. `w4a16_gemv_batch5` or `w4a16_gemv_batch32+w4a16_gemv_batch8_rt2`.
     pub kernels: String,
     /// Rows.
@@ -162,6 +167,16 @@ pub fn parse_peak_gbps(text: &str) -> Result<f64, String> {
     }
 }
 
+/// `auto`, `exact` or `fast`, for `--family`.
+pub fn parse_family(text: &str) -> Result<FamilyChoice, String> {
+    match text {
+        "auto" => Ok(FamilyChoice::Auto),
+        "exact" => Ok(FamilyChoice::Exact),
+        "fast" => Ok(FamilyChoice::Fast),
+        other => Err(format!("{other:?}: the family is auto, exact or fast")),
+    }
+}
+
 fn arms(
     tiers: &ResolvedTiers,
     backend: &dyn GpuBackend,
@@ -169,30 +184,55 @@ fn arms(
     notes: &mut Vec<String>,
 ) -> Result<Vec<Arm>, String> {
     let choices: Vec<String> = if options.tiers.is_empty() { vec!["plan".into()] } else { options.tiers.clone() };
+    let families = if options.families.is_empty() { vec![FamilyChoice::Auto] } else { options.families.clone() };
     let mut arms = Vec::new();
     for choice in &choices {
         for &m in &options.ms {
             if choice == "plan" {
-                let plan = tiers.plan(m, WIDEST_TIER).map_err(|e| format!("M = {m}: {e}"))?;
-                let names: Vec<&str> = plan.iter().map(|l| TIERS[l.tier].kernel_name(tiers.switches())).collect();
-                let launches = plan.iter().map(|l| (tiers.handle(l.tier), l.row_offset, l.rows)).collect();
-                arms.push(Arm { tier: "plan".into(), kernels: names.join("+"), m, launches });
+                for &family_choice in &families {
+                    let family = tiers.family(m, family_choice).map_err(|e| format!("--family: {e}"))?;
+                    arms.push(plan_arm(tiers, family, m)?);
+                }
                 continue;
             }
-            let spec =
-                kernel_spec(choice).ok_or(format!("--tier {choice:?} is not a kernel of module {MODULE_NAME}"))?;
+            let spec = kernel_spec(choice).ok_or(format!("--tier {choice:?} is not a kernel of the registry"))?;
             if m > spec.max_m {
                 notes.push(format!("{choice} skipped at M = {m} (its width is {})", spec.max_m));
                 continue;
             }
-            let handle = backend.lookup_kernel(MODULE_NAME, spec.name);
+            let handle = backend.lookup_kernel(spec.module, spec.name);
             if !handle.is_resolved() {
                 return Err(format!("--tier {choice}: not present on backend {}", backend.name()));
             }
-            arms.push(Arm { tier: choice.clone(), kernels: choice.clone(), m, launches: vec![(handle, 0, m)] });
+            arms.push(Arm {
+                tier: choice.clone(),
+                family: spec.family,
+                kernels: choice.clone(),
+                m,
+                launches: vec![(handle, 0, m)],
+            });
         }
     }
     Ok(arms)
+}
+
+/// The dispatch plan's launches for `m` in `family`.
+fn plan_arm(tiers: &ResolvedTiers, family: Family, m: usize) -> Result<Arm, String> {
+    let (plan, label) = match family {
+        Family::Exact => (tiers.plan(m, WIDEST_TIER), "plan"),
+        Family::Fast => (tiers.fast_plan(m), "fast"),
+    };
+    let plan = plan.map_err(|e| format!("M = {m}: {e}"))?;
+    let (names, launches): (Vec<&str>, Vec<_>) = plan
+        .iter()
+        .map(|l| match family {
+            Family::Exact => {
+                (TIERS[l.tier].kernel_name(tiers.switches()), (tiers.handle(l.tier), l.row_offset, l.rows))
+            }
+            Family::Fast => (FAST_TIERS[l.tier].kernel, (tiers.fast_handle(l.tier), l.row_offset, l.rows)),
+        })
+        .unzip();
+    Ok(Arm { tier: label.into(), family, kernels: names.join("+"), m, launches })
 }
 
 /// The correctness gates before any timing: bit-exact against the host contract and within
@@ -213,12 +253,19 @@ fn gates(backend: &dyn GpuBackend, tiers: &ResolvedTiers, arms: &[Arm], notes: &
     let matrix = DeviceMatrix::upload(backend, &weights.view()).map_err(|e| format!("gate upload: {e}"))?;
     for arm in arms {
         let x = conformance::activations(arm.m, k, arm.m as u64);
-        let found = if arm.tier == "plan" {
-            matrix.gemv(tiers, &x, arm.m, WIDEST_TIER)
-        } else {
-            matrix.gemv_with(arm.launches[0].0, &x, arm.m)
+        let found = match arm.tier.as_str() {
+            "plan" => matrix.gemv(tiers, &x, arm.m, WIDEST_TIER),
+            "fast" => matrix.gemv_fast(tiers, &x, arm.m),
+            _ => matrix.gemv_with(arm.launches[0].0, &x, arm.m),
         }
         .map_err(|e| format!("gate {} M = {}: {e}", arm.kernels, arm.m))?;
+        if arm.family == Family::Fast {
+            // Its own contract: within its bound of the f64 reference, not bit-equal to the host.
+            if let Some(failure) = conformance::fast_bound_failure(&weights, &x, arm.m, &found) {
+                return Err(format!("gate failed: {} at M = {}: {failure}", arm.kernels, arm.m));
+            }
+            continue;
+        }
         let mut expected = vec![0u16; arm.m * n];
         gemv_contract(&weights.view(), &x, arm.m, &mut expected, host_threads()).map_err(|e| e.to_string())?;
         if let Some(i) = (0..expected.len()).find(|&i| !is_reference && expected[i] != found[i]) {
@@ -297,20 +344,55 @@ mod tests {
 
     fn arms_for(backend: &dyn GpuBackend, ms: &[usize]) -> (ResolvedTiers, Vec<Arm>) {
         let tiers = ResolvedTiers::resolve(backend, KillSwitches::default());
-        let options = BenchOptions {
+        let arms = arms(&tiers, backend, &options_for(ms, vec![]), &mut Vec::new()).expect("arms");
+        (tiers, arms)
+    }
+
+    fn options_for(ms: &[usize], families: Vec<FamilyChoice>) -> BenchOptions {
+        BenchOptions {
             backend: BackendChoice::Host,
             shapes: vec![],
             ms: ms.to_vec(),
             tiers: vec![],
+            families,
             peak_gbps: None,
             json: false,
             plot: None,
             rounds: 1,
             launches: 1,
             cold_bytes: 0,
-        };
-        let arms = arms(&tiers, backend, &options, &mut Vec::new()).expect("arms");
-        (tiers, arms)
+        }
+    }
+
+    #[test]
+    fn families_side_by_side_are_each_proved_by_their_own_gate() {
+        let backend = gemv_cuda::CudaEmulator::new();
+        let tiers = ResolvedTiers::resolve(&backend, KillSwitches::default());
+        let options = options_for(&[1, 9], vec![FamilyChoice::Exact, FamilyChoice::Fast]);
+        let arms = arms(&tiers, &backend, &options, &mut Vec::new()).expect("arms");
+        let labels: Vec<(String, String, usize)> =
+            arms.iter().map(|a| (a.tier.clone(), a.kernels.clone(), a.m)).collect();
+        assert_eq!(
+            labels,
+            vec![
+                ("plan".into(), "w4a16_gemv".into(), 1),
+                ("fast".into(), "w4a16_fast_m8".into(), 1),
+                ("plan".into(), "w4a16_gemv_batch16".into(), 9),
+                ("fast".into(), "w4a16_fast_m16".into(), 9),
+            ]
+        );
+        assert_eq!(gates(&backend, &tiers, &arms, &mut Vec::new()), Ok(()));
+    }
+
+    #[test]
+    fn the_fast_family_where_it_is_absent_is_refused_before_any_work() {
+        let backend = MockBackend::new();
+        let tiers = ResolvedTiers::resolve(&backend, KillSwitches::default());
+        let failure = arms(&tiers, &backend, &options_for(&[4], vec![FamilyChoice::Fast]), &mut Vec::new())
+            .expect_err("the mock has no fast family");
+        assert!(failure.contains("--family: the fast kernel family is not available"), "{failure}");
+        assert_eq!(parse_family("fast"), Ok(FamilyChoice::Fast));
+        assert!(parse_family("tensor").is_err());
     }
 
     #[test]
