@@ -47,12 +47,13 @@ head -n 12 "$out/info.log" | tee -a "$summary"
 #    fast (tensor-core) family on real tensor cores: its bound, and batch invariance bit for bit.
 GEMV_REQUIRE_CUDA=1 step conformance 300 "$here/cuda_conformance" --test-threads 1
 
-# 2. compute-sanitizer's four tools on small cases: memcheck (guards, bad input, special values),
+# 2. compute-sanitizer's four tools on small cases: memcheck (guards, bad input, special values,
+#    the fast family's invariance cases),
 #    racecheck and synccheck (shared memory and barriers: tier agreement, register-tiled),
 #    initcheck (reads of uninitialised device memory: guards).
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer "$here/sanitizer/bin/compute-sanitizer" 2>/dev/null | head -n 1)
 if [ -n "$sanitizer" ]; then
-  step memcheck 120 "$sanitizer" --tool memcheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 5 --gate 8 --gate 9
+  step memcheck 120 "$sanitizer" --tool memcheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 5 --gate 8 --gate 9 --gate 11
   step racecheck 90 "$sanitizer" --tool racecheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 2
   step synccheck 90 "$sanitizer" --tool synccheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 2
   step initcheck 90 "$sanitizer" --tool initcheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 5

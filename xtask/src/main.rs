@@ -21,6 +21,7 @@ mod kernels;
 mod mutants;
 mod provision;
 mod sass;
+mod sass_fast;
 mod skips;
 mod util;
 

@@ -14,11 +14,11 @@
 use crate::cuda_toolchain::Toolchain;
 use crate::kernels::{Nvrtc, PTX_DIR, compile, sources};
 use crate::util::root;
-use gemv_core::{KillSwitches, TIERS, TierMask, dispatch_plan, kernel_spec};
+use gemv_core::{Family, KillSwitches, TIERS, TierMask, dispatch_plan, kernel_spec};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-const ARCHS: [&str; 7] = ["sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "sm_121"];
+pub const ARCHS: [&str; 7] = ["sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "sm_121"];
 const REPORT: &str = "docs/sass.md";
 /// The define that selects the common path (see the kernel source).
 const COMMON_PATH: &str = "GEMV_SASS_COMMON_PATH";
@@ -34,20 +34,20 @@ const PASSES_IN_FLIGHT: f64 = 2.0;
 /// Tokens staged per slice (`kSlice` in the kernel source): two barriers per slice and pass.
 const SLICE: usize = 4;
 /// One NVFP4 weight: half a byte of code plus a sixteenth of a scale byte.
-const BYTES_PER_WEIGHT: f64 = 0.5625;
+pub const BYTES_PER_WEIGHT: f64 = 0.5625;
 /// Shapes whose bytes in flight the report states.
-const MODEL_N: [usize; 3] = [1024, 5120, 17408];
+pub const MODEL_N: [usize; 3] = [1024, 5120, 17408];
 
 #[derive(Default, Clone)]
-struct KernelStats {
-    registers: u32,
+pub struct KernelStats {
+    pub registers: u32,
     /// Bytes of registers spilled to local memory (must be 0).
-    spill_bytes: u32,
+    pub spill_bytes: u32,
     /// Bytes loaded back from spills, or, with no spill stores, read through the call ABI (the
     /// plain fallback path is a called function).
     spill_loads: u32,
-    shared_bytes: u32,
-    instructions: usize,
+    pub shared_bytes: u32,
+    pub instructions: usize,
 }
 
 /// The pass loop of a kernel on the common path: its instructions outside the staging loops,
@@ -128,7 +128,7 @@ fn functions(sass: &str) -> Vec<(String, Vec<(u64, String)>)> {
 }
 
 /// Backward branches as (first address, last address) of the loop they close.
-fn loops(instructions: &[(u64, String)]) -> Vec<(u64, u64)> {
+pub fn loops(instructions: &[(u64, String)]) -> Vec<(u64, u64)> {
     instructions
         .iter()
         .filter(|(_, text)| text.contains("BRA"))
@@ -198,7 +198,7 @@ const SMS: [Sm; 7] = [
 
 /// Resident blocks per SM: the tightest of registers (65,536 per SM, allocated in units of 8 per
 /// thread), shared memory (1 KB reserved per block), warps and the block limit.
-fn occupancy(arch: &str, stats: &KernelStats) -> usize {
+pub fn occupancy(arch: &str, stats: &KernelStats) -> usize {
     let Some(sm) = SMS.iter().find(|sm| sm.arch == arch) else { return 0 };
     let threads = WARPS_PER_BLOCK * 32;
     let registers = (stats.registers as usize).div_ceil(8).max(1) * 8 * threads;
@@ -208,17 +208,17 @@ fn occupancy(arch: &str, stats: &KernelStats) -> usize {
     by_registers.min(by_shared).min(by_warps).min(sm.max_blocks)
 }
 
-struct Device {
-    name: &'static str,
-    arch: &'static str,
-    sms: f64,
-    clock_ghz: f64,
-    bandwidth_gbs: f64,
-    latency_ns: f64,
+pub struct Device {
+    pub name: &'static str,
+    pub arch: &'static str,
+    pub sms: f64,
+    pub clock_ghz: f64,
+    pub bandwidth_gbs: f64,
+    pub latency_ns: f64,
     source: &'static str,
 }
 
-const DEVICES: [Device; 3] = [
+pub const DEVICES: [Device; 3] = [
     Device {
         name: "H200",
         arch: "sm_90",
@@ -262,9 +262,14 @@ fn planned_kernels() -> Vec<(usize, &'static str)> {
     planned
 }
 
-type PerArch<T> = BTreeMap<&'static str, BTreeMap<String, T>>;
+pub type PerArch<T> = BTreeMap<&'static str, BTreeMap<String, T>>;
 
-fn render(stats: &PerArch<KernelStats>, loops: &PerArch<PassLoop>, ptx: &str) -> String {
+fn render(
+    stats: &PerArch<KernelStats>,
+    loops: &PerArch<PassLoop>,
+    fast_loops: &PerArch<crate::sass_fast::MmaLoop>,
+    ptx: &str,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# SASS report\n");
     let _ = writeln!(
@@ -289,8 +294,10 @@ fn render(stats: &PerArch<KernelStats>, loops: &PerArch<PassLoop>, ptx: &str) ->
             "| kernel | rows/warp | registers | spill stores | shared memory | SASS | blocks/SM | pass loop | per weight |"
         );
         let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
-        let mut ordered: Vec<(&String, &KernelStats)> =
-            arch_stats.iter().filter(|(name, _)| kernel_spec(name).is_some()).collect();
+        let mut ordered: Vec<(&String, &KernelStats)> = arch_stats
+            .iter()
+            .filter(|(name, _)| kernel_spec(name).is_some_and(|s| s.family == Family::Exact))
+            .collect();
         ordered.sort_by_key(|(name, _)| (max_m(name), rows(name)));
         for (name, s) in ordered {
             let pass = arch_loops.get(name.as_str()).copied().unwrap_or_default();
@@ -412,8 +419,9 @@ fn render(stats: &PerArch<KernelStats>, loops: &PerArch<PassLoop>, ptx: &str) ->
         "Reading: both models are upper bounds (no latency hiding limits in the first, no issue limit in the \
          second); the lesser of the two is the model's prediction. The exact contract costs one FFMA per weight per \
          token, so no exact kernel stays memory-bound on H200 beyond a few tokens: that is the tensor-core family's \
-         job. docs/benchmarks.md holds what a GPU measured."
+         job. docs/benchmarks.md holds what a GPU measured.\n"
     );
+    crate::sass_fast::render(&mut out, stats, fast_loops);
     out
 }
 
@@ -425,6 +433,7 @@ pub fn run(check: bool) -> Result<(), String> {
     std::fs::create_dir_all(&out_dir).map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
     let mut stats: PerArch<KernelStats> = BTreeMap::new();
     let mut loops: PerArch<PassLoop> = BTreeMap::new();
+    let mut fast_loops: PerArch<crate::sass_fast::MmaLoop> = BTreeMap::new();
     let mut ptx_names = Vec::new();
     for source in sources()? {
         if !crate::kernels::source_entry(&source)?.in_sass_report {
@@ -454,6 +463,12 @@ pub fn run(check: bool) -> Result<(), String> {
             )?;
             let (sass, _) = toolchain.output("cuobjdump", &["-sass", &common_cubin.to_string_lossy()])?;
             for (name, instructions) in functions(&sass) {
+                if kernel_spec(&name).is_some_and(|spec| spec.family == Family::Fast) {
+                    let hot = crate::sass_fast::mma_loop(&instructions)
+                        .ok_or(format!("{name} on {arch}: no mma loop found"))?;
+                    fast_loops.entry(arch).or_default().insert(name, hot);
+                    continue;
+                }
                 let pass = pass_loop(&instructions).ok_or(format!("{name} on {arch}: no pass loop found"))?;
                 loops.entry(arch).or_default().insert(name, pass);
             }
@@ -471,7 +486,7 @@ pub fn run(check: bool) -> Result<(), String> {
     if !spills.is_empty() {
         return Err(format!("register spills: {}", spills.join("; ")));
     }
-    let report = render(&stats, &loops, &ptx_names.join(", "));
+    let report = render(&stats, &loops, &fast_loops, &ptx_names.join(", "));
     let path = root().join(REPORT);
     if check {
         let committed = std::fs::read_to_string(&path).unwrap_or_default();

@@ -19,6 +19,7 @@
 // - Weights are decoded into bf16 pairs by bit placement (e2m1 * 2^-126; code 1 a bf16
 //   subnormal) and one bf16x2 multiply by the group's scale times 2^119: the product,
 //   e2m1 * e4m3 * 2^-7, has at most 6 significant bits and is exact.
+// - The next chunk is loaded while one computes, and the one after it is prefetched into L2.
 // - The block adds its 8 warps' partial tiles through shared memory in warp order 0..7, then
 //   scales and rounds each output once.
 //
@@ -211,6 +212,16 @@ __device__ __forceinline__ void compute_chunk(const Chunk<TILES>& c, float (&acc
     }
 }
 
+// Asks L2 for the packed weights of this lane's rows in the chunk whose lane k starts at `k0`
+// (the scale codes, 1/9 of the bytes, share lines with the current chunk's): with the next chunk
+// in registers, two chunks per warp are in flight while one computes. Past K it asks for the row's
+// first bytes instead, which exist: no branch in the loop.
+__device__ __forceinline__ void prefetch_chunk(const gemv_u8* const (&rows)[2], int k0, int k) {
+    const int offset = (k0 < k ? k0 : 0) / 2;
+    gemv_prefetch_l2(rows[0] + offset);
+    gemv_prefetch_l2(rows[1] + offset);
+}
+
 // One block: rows row0 .. row0 + 15 for tokens 0 .. m - 1 (m <= 8 * TILES).
 template <int TILES, int FAULT>
 __device__ __forceinline__ void fast_entry(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
@@ -256,11 +267,13 @@ __device__ __forceinline__ void fast_entry(const gemv_u16* x, const gemv_u8* pac
             const bool more = k0 - kLaneK * t + step < k;
             Chunk<TILES> b;
             if (more) b = load_chunk<TILES>(rows, codes, xs, k0 + step, k, loads);
+            prefetch_chunk(rows, k0 + 2 * step, k);
             compute_chunk<TILES, FAULT>(a, acc);
             if (!more) break;
             k0 += step;
             const bool again = k0 - kLaneK * t + step < k;
             if (again) a = load_chunk<TILES>(rows, codes, xs, k0 + step, k, loads);
+            prefetch_chunk(rows, k0 + 2 * step, k);
             compute_chunk<TILES, FAULT>(b, acc);
             if (!again) break;
             k0 += step;
