@@ -118,6 +118,8 @@ fn test() -> Result<(), String> {
             "emulator_conformance",
             "--test",
             "emulator_faults",
+            "--test",
+            "emulator_fast_family",
             "--",
             "--skip",
             "gate7",
