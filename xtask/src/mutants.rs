@@ -1,4 +1,5 @@
-//! `cargo xtask mutants [--kernels] [--limit N] [--from I]`: mutation testing (slow: not in CI).
+//! `cargo xtask mutants [--kernels [--source STEM] [--list]] [--limit N] [--from I]`: mutation
+//! testing (slow: not in CI).
 //!
 //! - Without `--kernels`: cargo-mutants (installed on first use) over gemv-core and gemv-backend:
 //!   the selector, the dispatch plan, the codecs and argument validation by default, every file
@@ -11,6 +12,9 @@
 //!   timeout; survivors get a second chance: the emulator's own tests (launch bounds), then the
 //!   gates with the emulator under ASan and UBSan. Report in target/kernel-mutants/report.txt:
 //!   every mutant with its line, change and outcome. `--only 6,41` re-judges chosen mutants.
+//!   `--source w4a16_fast` takes one source's mutants (numbered within it); `--list` prints the
+//!   mutants and judges none. The exact family's source is judged by gates 1-9, the fast
+//!   family's by gates 10 and 11 (the gates that run its kernels).
 //!   Everything is built from a checkout of HEAD (target/kernel-mutants/tree), so the working
 //!   tree may change while the pass runs.
 
@@ -40,7 +44,18 @@ pub fn run_command(args: &[String]) -> Result<(), String> {
                     .collect::<Result<Vec<_>, _>>()?,
             ),
         };
-        kernels(value("--from")?.unwrap_or(0), value("--limit")?.unwrap_or(usize::MAX), only)
+        let source = match args.iter().position(|a| a == "--source") {
+            None => None,
+            Some(i) => Some(args.get(i + 1).ok_or("--source needs a kernel source's stem, e.g. w4a16_gemv")?.clone()),
+        };
+        let selection = Selection {
+            from: value("--from")?.unwrap_or(0),
+            limit: value("--limit")?.unwrap_or(usize::MAX),
+            only,
+            source,
+            list: args.iter().any(|a| a == "--list"),
+        };
+        kernels(selection)
     } else {
         crates(args.iter().any(|a| a == "--all"))
     }
@@ -293,8 +308,32 @@ fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Gates in the order the judge runs them: fastest first, so most mutants die in seconds.
-const GATE_ORDER: [&str; 9] = ["8", "5", "2", "6", "3", "4", "9", "1", "7"];
+/// The gates that judge a source's mutants, in the order the judge runs them (fastest first, so
+/// most mutants die in seconds): quick ones, then the large ones (gate 7's shapes).
+struct Gates {
+    quick: &'static [&'static str],
+    large: &'static [&'static str],
+}
+
+/// The exact family's kernels run in gates 1-9; the fast family's only in 10 and 11.
+fn gates_for(source: &Path) -> Gates {
+    if source.file_stem().is_some_and(|stem| stem == "w4a16_fast") {
+        Gates { quick: &["10", "11"], large: &[] }
+    } else {
+        Gates { quick: &["8", "5", "2", "6", "3", "4", "9", "1"], large: &["7"] }
+    }
+}
+
+/// Which kernel mutants to judge.
+struct Selection {
+    from: usize,
+    limit: usize,
+    only: Option<Vec<usize>>,
+    /// One source's mutants (its file stem), numbered within it.
+    source: Option<String>,
+    /// Print the mutants, judge none.
+    list: bool,
+}
 
 /// Runs `command` to completion or `timeout`; `Some(success)`, or None when it timed out.
 fn run_with_timeout(command: &mut Command, timeout: Duration) -> Result<Option<bool>, String> {
@@ -331,9 +370,9 @@ impl Timeouts {
     }
 }
 
-/// Builds gemv against the kernels in `dir` and runs the gates with `--fail-fast`: the quick
-/// gates first, then gate 7. Also returns how long each stage ran.
-fn judge(tree: &Path, dir: &Path, timeouts: Timeouts) -> Result<(Outcome, [Duration; 2]), String> {
+/// Builds gemv against the kernels in `dir` and runs `gates` with `--fail-fast`: the quick
+/// gates first, then the large ones. Also returns how long each stage ran.
+fn judge(tree: &Path, dir: &Path, timeouts: Timeouts, gates: &Gates) -> Result<(Outcome, [Duration; 2]), String> {
     let target = root().join("target/kernel-mutants/target");
     let built = Command::new("cargo")
         .args(["build", "-q", "-p", "gemv-cli", "--bin", "gemv", "--target-dir"])
@@ -348,9 +387,11 @@ fn judge(tree: &Path, dir: &Path, timeouts: Timeouts) -> Result<(Outcome, [Durat
         return Ok((Outcome::Unviable, [Duration::ZERO; 2]));
     }
     let mut times = [Duration::ZERO; 2];
-    let stages: [(&[&str], Duration); 2] =
-        [(&GATE_ORDER[..GATE_ORDER.len() - 1], timeouts.quick), (&GATE_ORDER[GATE_ORDER.len() - 1..], timeouts.large)];
+    let stages: [(&[&str], Duration); 2] = [(gates.quick, timeouts.quick), (gates.large, timeouts.large)];
     for (stage, (gates, timeout)) in stages.into_iter().enumerate() {
+        if gates.is_empty() {
+            continue;
+        }
         let mut check = Command::new(target.join("debug/gemv"));
         check.args(["check", "--backend", "cuda-emu", "--fail-fast"]);
         for gate in gates {
@@ -374,7 +415,19 @@ fn judge(tree: &Path, dir: &Path, timeouts: Timeouts) -> Result<(Outcome, [Durat
 fn second_chance(tree: &Path, dir: &Path, timeout: Duration) -> Result<Outcome, String> {
     let mut faults = Command::new("cargo");
     faults
-        .args(["test", "-q", "-p", "gemv-cuda", "--features", "emulator", "--test", "emulator_faults", "--target-dir"])
+        .args([
+            "test",
+            "-q",
+            "-p",
+            "gemv-cuda",
+            "--features",
+            "emulator",
+            "--test",
+            "emulator_faults",
+            "--test",
+            "emulator_fast_family",
+            "--target-dir",
+        ])
         .arg(root().join("target/kernel-mutants/target"))
         .env("GEMV_KERNELS_DIR", dir)
         .current_dir(tree);
@@ -441,7 +494,7 @@ fn snapshot(work: &Path) -> Result<PathBuf, String> {
     Ok(tree)
 }
 
-fn kernels(from: usize, limit: usize, only: Option<Vec<usize>>) -> Result<(), String> {
+fn kernels(selection: Selection) -> Result<(), String> {
     let work = root().join("target/kernel-mutants");
     std::fs::create_dir_all(&work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
     let tree = snapshot(&work)?;
@@ -452,17 +505,35 @@ fn kernels(from: usize, limit: usize, only: Option<Vec<usize>>) -> Result<(), St
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|e| e == "cu"))
+        .filter(|p| selection.source.as_ref().is_none_or(|stem| p.file_stem().is_some_and(|s| s == stem.as_str())))
         .collect();
     sources.sort();
+    if sources.is_empty() {
+        return Err(format!("no kernel source {:?} in {}", selection.source, source_dir.display()));
+    }
     let mut mutants = Vec::new();
     for file in &sources {
         mutants.extend(mutants_of(file)?);
     }
     eprintln!("xtask: {} kernel mutants in {} source(s)", mutants.len(), sources.len());
+    if selection.list {
+        for (index, mutant) in mutants.iter().enumerate() {
+            let relative = mutant.file.strip_prefix(&source_dir).map_err(|e| e.to_string())?;
+            println!(
+                "#{index} {}:{} `{}` -> `{}`",
+                relative.display(),
+                mutant.line,
+                mutant.original,
+                mutant.replacement
+            );
+        }
+        return Ok(());
+    }
     // The unmutated sources must pass, or every mutant would look killed.
     let _ = std::fs::remove_dir_all(&scratch);
     copy_dir(&source_dir, &scratch)?;
-    let timeouts = match judge(&tree, &scratch, Timeouts::BASELINE)? {
+    let exact_gates = gates_for(Path::new("w4a16_gemv.cu"));
+    let timeouts = match judge(&tree, &scratch, Timeouts::BASELINE, &exact_gates)? {
         (Outcome::Missed, [quick, large]) => Timeouts::from_baseline(quick, large),
         (other, _) => return Err(format!("the unmutated kernels do not pass the gates ({other:?})")),
     };
@@ -475,13 +546,13 @@ fn kernels(from: usize, limit: usize, only: Option<Vec<usize>>) -> Result<(), St
     let second_chance_timeout = Duration::from_secs(600);
     let mut report = String::new();
     let mut counts = std::collections::BTreeMap::new();
-    let report_name = if only.is_some() { "report-rejudged.txt" } else { "report.txt" };
+    let report_name = if selection.only.is_some() { "report-rejudged.txt" } else { "report.txt" };
     let selected = mutants
         .iter()
         .enumerate()
-        .skip(from)
-        .take(limit)
-        .filter(|(index, _)| only.as_ref().is_none_or(|only| only.contains(index)));
+        .skip(selection.from)
+        .take(selection.limit)
+        .filter(|(index, _)| selection.only.as_ref().is_none_or(|only| only.contains(index)));
     for (index, mutant) in selected {
         let relative = mutant.file.strip_prefix(&source_dir).map_err(|e| e.to_string())?;
         let original = std::fs::read_to_string(&mutant.file).map_err(|e| e.to_string())?;
@@ -490,7 +561,7 @@ fn kernels(from: usize, limit: usize, only: Option<Vec<usize>>) -> Result<(), St
         copy_dir(&source_dir, &scratch)?;
         std::fs::write(scratch.join(relative), mutated).map_err(|e| e.to_string())?;
         let started = Instant::now();
-        let (mut outcome, _) = judge(&tree, &scratch, timeouts)?;
+        let (mut outcome, _) = judge(&tree, &scratch, timeouts, &gates_for(&mutant.file))?;
         if outcome == Outcome::Missed {
             outcome = second_chance(&tree, &scratch, second_chance_timeout)?;
         }
