@@ -599,12 +599,14 @@ mod tests {
     }
 
     #[test]
-    fn gate_7_runs_last_in_its_own_stage() {
-        assert_eq!(GATE_ORDER.last(), Some(&"7"));
-        assert_eq!(GATE_ORDER.iter().filter(|&&g| g == "7").count(), 1);
-        let mut sorted = GATE_ORDER.to_vec();
-        sorted.sort();
-        assert_eq!(sorted, ["1", "2", "3", "4", "5", "6", "7", "8", "9"], "every gate judges");
+    fn each_family_is_judged_by_the_gates_that_run_its_kernels() {
+        let exact = gates_for(Path::new("kernels/w4a16_gemv.cu"));
+        assert_eq!(exact.large, ["7"], "gate 7's large shapes run last, in their own stage");
+        let mut all: Vec<&str> = exact.quick.iter().chain(exact.large).copied().collect();
+        all.sort();
+        assert_eq!(all, ["1", "2", "3", "4", "5", "6", "7", "8", "9"], "every exact gate judges");
+        let fast = gates_for(Path::new("kernels/w4a16_fast.cu"));
+        assert_eq!((fast.quick, fast.large), (&["10", "11"][..], &[][..]), "the fast family's gates");
     }
 
     #[test]
