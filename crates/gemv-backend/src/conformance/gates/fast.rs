@@ -102,6 +102,29 @@ pub(super) fn fast_bound(backend: &dyn GpuBackend, cases: &mut Cases) {
             handle,
         );
     }
+    // One NaN scale code per row (0x7F and 0xFF alternating), in group r mod 40, every weight 1.0
+    // and every activation positive: each row's products in that group are all NaN, none of them
+    // cancel, so the row must be NaN whichever group and which code of a lane's pair it is.
+    let (n, k) = (80, 640);
+    let groups = k / 16;
+    let scales: Vec<u8> = (0..n * groups)
+        .map(|i| {
+            let (row, group) = (i / groups, i % groups);
+            if group == row % groups { [0x7F, 0xFF][row % 2] } else { 0x38 }
+        })
+        .collect();
+    let one_nan = Nvfp4Matrix::from_parts(vec![0x22; n * k / 2], scales, 1.0, n, k).expect("a valid shape");
+    for &(spec, handle) in &kernels {
+        let m = spec.max_m;
+        let x: Vec<u16> = activations(m, k, 55).into_iter().map(|b| b & 0x7FFF).collect();
+        check(
+            format!("N={n} K={k} {} m={m}: one NaN scale code per row, in every group position", spec.name),
+            &one_nan,
+            &x,
+            m,
+            handle,
+        );
+    }
     // Every class of global scale, K with a partial last chunk.
     let (n, k) = (67, 800);
     for (index, (name, global_scale)) in GLOBAL_SCALES.into_iter().enumerate() {
