@@ -413,52 +413,33 @@ fn judge(tree: &Path, dir: &Path, timeouts: Timeouts, gates: &Gates) -> Result<(
 /// then gates 1-6, 8 and 9 with kernels and emulator under ASan and UBSan (gate 7's large
 /// shapes are left out, as in CI). Whether either caught it.
 fn second_chance(tree: &Path, dir: &Path, timeout: Duration) -> Result<Outcome, String> {
-    let mut faults = Command::new("cargo");
-    faults
-        .args([
-            "test",
-            "-q",
-            "-p",
-            "gemv-cuda",
-            "--features",
-            "emulator",
-            "--test",
-            "emulator_faults",
-            "--test",
-            "emulator_fast_family",
-            "--target-dir",
-        ])
-        .arg(root().join("target/kernel-mutants/target"))
-        .env("GEMV_KERNELS_DIR", dir)
-        .current_dir(tree);
+    let mut faults =
+        emulator_tests(tree, dir, "target/kernel-mutants/target", &["emulator_faults", "emulator_fast_family"]);
     match run_with_timeout(&mut faults, timeout)? {
         Some(false) => return Ok(Outcome::KilledByEmulatorTests),
         None => return Ok(Outcome::Unjudged),
         Some(true) => {}
     }
-    let mut sanitized = Command::new("cargo");
+    let mut sanitized = emulator_tests(tree, dir, "target/kernel-mutants/target-sanitize", &["emulator_conformance"]);
     sanitized
-        .args([
-            "test",
-            "-q",
-            "-p",
-            "gemv-cuda",
-            "--features",
-            "emulator",
-            "--test",
-            "emulator_conformance",
-            "--target-dir",
-        ])
-        .arg(root().join("target/kernel-mutants/target-sanitize"))
         .args(["--", "--skip", "gate7", "--skip", "reversed_thread_order"])
-        .env("GEMV_KERNELS_DIR", dir)
-        .env("GEMV_EMU_SANITIZE", "address,undefined")
-        .current_dir(tree);
+        .env("GEMV_EMU_SANITIZE", "address,undefined");
     Ok(match run_with_timeout(&mut sanitized, timeout)? {
         Some(false) => Outcome::KilledBySanitizer,
         Some(true) => Outcome::Missed,
         None => Outcome::Unjudged,
     })
+}
+
+/// `cargo test` of gemv-cuda's emulator `tests` in `tree`, kernels from `dir`, into `target`.
+fn emulator_tests(tree: &Path, dir: &Path, target: &str, tests: &[&str]) -> Command {
+    let mut command = Command::new("cargo");
+    command.args(["test", "-q", "-p", "gemv-cuda", "--features", "emulator"]);
+    for test in tests {
+        command.args(["--test", test]);
+    }
+    command.arg("--target-dir").arg(root().join(target)).env("GEMV_KERNELS_DIR", dir).current_dir(tree);
+    command
 }
 
 /// Builds the second chance's test binaries once (unmutated), so a mutant's judgement only
