@@ -15,15 +15,15 @@ pub struct KernelSource {
     pub stem: &'static str,
     /// The lowest architecture its PTX targets.
     pub arch: &'static str,
-    /// Whether `cargo xtask sass` reports it.
-    pub in_sass_report: bool,
+    /// The kernel family it holds (which gates run its kernels).
+    pub family: gemv_core::Family,
 }
 
 /// Every kernel source: the exact family needs warp shuffles and __ldg (sm_75); the fast family
 /// needs bf16 mma.sync and bf16x2 arithmetic (sm_80). A .cu file not listed here is an error.
 pub const KERNEL_SOURCES: [KernelSource; 2] = [
-    KernelSource { stem: "w4a16_gemv", arch: "compute_75", in_sass_report: true },
-    KernelSource { stem: "w4a16_fast", arch: "compute_80", in_sass_report: true },
+    KernelSource { stem: "w4a16_gemv", arch: "compute_75", family: gemv_core::Family::Exact },
+    KernelSource { stem: "w4a16_fast", arch: "compute_80", family: gemv_core::Family::Fast },
 ];
 
 /// The build entry of a source file.

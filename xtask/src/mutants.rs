@@ -316,11 +316,12 @@ struct Gates {
 }
 
 /// The exact family's kernels run in gates 1-9; the fast family's only in 10 and 11.
+/// The family comes from the source's entry in `KERNEL_SOURCES`; an unlisted source is judged by
+/// the exact family's gates.
 fn gates_for(source: &Path) -> Gates {
-    if source.file_stem().is_some_and(|stem| stem == "w4a16_fast") {
-        Gates { quick: &["10", "11"], large: &[] }
-    } else {
-        Gates { quick: &["8", "5", "2", "6", "3", "4", "9", "1"], large: &["7"] }
+    match crate::kernels::source_entry(source).map(|entry| entry.family) {
+        Ok(gemv_core::Family::Fast) => Gates { quick: &["10", "11"], large: &[] },
+        _ => Gates { quick: &["8", "5", "2", "6", "3", "4", "9", "1"], large: &["7"] },
     }
 }
 

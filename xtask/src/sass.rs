@@ -436,9 +436,6 @@ pub fn run(check: bool) -> Result<(), String> {
     let mut fast_loops: PerArch<crate::sass_fast::MmaLoop> = BTreeMap::new();
     let mut ptx_names = Vec::new();
     for source in sources()? {
-        if !crate::kernels::source_entry(&source)?.in_sass_report {
-            continue;
-        }
         let stem = source.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         let ptx = format!("{PTX_DIR}/{stem}.ptx");
         ptx_names.push(ptx.clone());
