@@ -208,11 +208,6 @@ fn misaligned_launch(
     outcome
 }
 
-/// One launch of `handle` over `x` (`m` rows), or the error.
-fn run(matrix: &DeviceMatrix<&dyn GpuBackend>, handle: KernelHandle, x: &[u16], m: usize) -> Result<Vec<u16>> {
-    matrix.gemv_with(handle, x, m)
-}
-
 /// The first token whose row of `found` differs from `expected_rows[t]`.
 fn token_mismatch(
     found: &[u16],
@@ -276,7 +271,7 @@ pub(super) fn fast_invariance(backend: &dyn GpuBackend, cases: &mut Cases) {
         let other = activations(widest, k, 97 + k as u64);
         // Each token alone, on the narrowest kernel.
         let singles: Result<Vec<Vec<u16>>> =
-            (0..widest).map(|t| run(&uploaded, narrowest_handle, &x[t * k..(t + 1) * k], 1)).collect();
+            (0..widest).map(|t| uploaded.gemv_with(narrowest_handle, &x[t * k..(t + 1) * k], 1)).collect();
         let singles = match singles {
             Ok(singles) => singles,
             Err(error) => {
@@ -290,7 +285,7 @@ pub(super) fn fast_invariance(backend: &dyn GpuBackend, cases: &mut Cases) {
                 if failure.is_some() {
                     return Ok(failure);
                 }
-                let found = run(&uploaded, handle, &x[..m * k], m)?;
+                let found = uploaded.gemv_with(handle, &x[..m * k], m)?;
                 Ok(token_mismatch(&found, n, &singles, 0..m).map(|d| format!("M={m}: {d}")))
             });
             cases.record(format!("N={n} K={k} {}: each token inside M=1..={} = alone", spec.name, spec.max_m), inside);
@@ -300,12 +295,13 @@ pub(super) fn fast_invariance(backend: &dyn GpuBackend, cases: &mut Cases) {
                 .flat_map(|t| if t % 2 == 0 { &x[t * k..(t + 1) * k] } else { &other[t * k..(t + 1) * k] })
                 .copied()
                 .collect();
-            let neighbours =
-                run(&uploaded, handle, &mixed, m).map(|found| token_mismatch(&found, n, &singles, (0..m).step_by(2)));
+            let neighbours = uploaded
+                .gemv_with(handle, &mixed, m)
+                .map(|found| token_mismatch(&found, n, &singles, (0..m).step_by(2)));
             cases.record(format!("N={n} K={k} {}: other neighbours, M={m}", spec.name), neighbours);
             // The same launch twice: the same bits.
-            let repeat = run(&uploaded, handle, &x[..m * k], m).and_then(|first| {
-                let second = run(&uploaded, handle, &x[..m * k], m)?;
+            let repeat = uploaded.gemv_with(handle, &x[..m * k], m).and_then(|first| {
+                let second = uploaded.gemv_with(handle, &x[..m * k], m)?;
                 Ok((first != second).then(|| "two identical launches differ".to_string()))
             });
             cases.record(format!("N={n} K={k} {}: repeatable, M={m}", spec.name), repeat);
@@ -321,8 +317,8 @@ pub(super) fn fast_invariance(backend: &dyn GpuBackend, cases: &mut Cases) {
                 n,
                 k,
                 spec.max_m,
-                &mut |row| run(&matrix, narrowest_handle, row, 1),
-                &mut |rows, m| run(&matrix, handle, rows, m),
+                &mut |row| matrix.gemv_with(narrowest_handle, row, 1),
+                &mut |rows, m| matrix.gemv_with(handle, rows, m),
             )
         });
         cases.record(format!("N={n} K={k} {}: order-sensitive sums, each token inside M = alone", spec.name), outcome);
