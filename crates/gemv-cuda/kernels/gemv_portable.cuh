@@ -12,10 +12,10 @@
 //   refuses reads of elements not yet written in the block, and reports two threads touching
 //   the same byte (at least one writing) with no __syncthreads between them.
 // - Bit and half-precision primitives, with the PTX semantics the emulator reproduces exactly:
-//   gemv_prmt (prmt.b32, selector nibbles 0..7 only), gemv_hmul2 (mul.rn.f16x2: IEEE binary16,
-//   round to nearest even, subnormals kept, NaN results canonical), gemv_half_lo/hi (cvt.f32.f16,
-//   exact), gemv_prefetch_l2 (prefetch.global.L2; the emulator checks the address like a read),
-//   and __syncthreads_or.
+//   gemv_prmt (prmt.b32 in its default mode, sign replication included), gemv_hmul2
+//   (mul.rn.f16x2: IEEE binary16, round to nearest even, subnormals kept, NaN results canonical),
+//   gemv_half_lo/hi (cvt.f32.f16, exact), gemv_prefetch_l2 (prefetch.global.L2; the emulator
+//   checks the address like a read), and __syncthreads_or.
 // - Tensor-core primitives (sm_80 and newer; only the fast family's module uses them):
 //   gemv_bf16x2_mul (fma.rn.bf16x2 with a -0.0 addend: two bf16 products, each rounded once) and
 //   gemv_mma_bf16_16816 (mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32). The emulator runs

@@ -14,11 +14,12 @@
 // - Lane (g, t) = (lane / 4, lane % 4) loads 16 bytes of row g and of row g + 8 per chunk (k
 //   32t .. 32t + 31 of the chunk: two whole groups) and its token's 32 activations. The mma's k
 //   slots are a permutation of those k, the same for A and B, so no weight or activation moves
-//   between lanes: slot pair (2t, 2t+1) of step j is k (p, p + 4) of word j / 2 (p = 2 (j % 2)),
-//   slot pair (2t + 8, 2t + 9) is k (p + 1, p + 5).
+//   between lanes: slot pair (2t, 2t+1) of step j is the lane's k (4j, 4j + 1), slot pair
+//   (2t + 8, 2t + 9) its k (4j + 2, 4j + 3). The activations' registers are B as loaded.
 // - Weights are decoded into bf16 pairs by bit placement (e2m1 * 2^-126; code 1 a bf16
 //   subnormal) and one bf16x2 multiply by the group's scale times 2^119: the product,
-//   e2m1 * e4m3 * 2^-7, has at most 6 significant bits and is exact.
+//   e2m1 * e4m3 * 2^-7, has at most 6 significant bits and is exact. The scales come from a
+//   table of all 256 codes each block fills once in shared memory.
 // - The next chunk is loaded while one computes, and the one after it is prefetched into L2.
 // - The block adds its 8 warps' partial tiles through shared memory in warp order 0..7, then
 //   scales and rounds each output once.
@@ -45,7 +46,8 @@ static_assert(kTileRows == 2 * kWarps, "the launcher's rows per warp (2) times i
 // aligned buffers, whole chunks, every token live.
 
 // Two E4M3 codes (c0 | c1 << 8) as a bf16 pair of value e4m3 * 2^119 (exact: at most 4
-// significant bits, at most 448 * 2^119; the NaN codes 0x7F / 0xFF give NaN).
+// significant bits, at most 448 * 2^119; the NaN codes 0x7F / 0xFF give NaN). Each block runs it
+// once per code to fill its scale table; the loop looks codes up there.
 __device__ __forceinline__ gemv_u32 scale_pair(gemv_u32 codes) {
     const gemv_u32 v = gemv_prmt(codes, 0u, 0x4140u);  // c0 in bits 0..7, c1 in bits 16..23
     const gemv_u32 magnitude = v & 0x007F007Fu;
@@ -58,23 +60,15 @@ __device__ __forceinline__ gemv_u32 scale_pair(gemv_u32 codes) {
 }
 
 // The 8 nibbles of a word (element i in bits 4i..4i+3) as bf16 pairs of value e2m1 * 2^-126:
-// p[j] = (n_j, n_{j+4}), low half first. A nibble times 0x1040 puts its magnitude at bits 6..8
-// and a copy of its sign at bit 15; the mask keeps exactly those.
+// p[b] = (n_2b, n_2b+1), low half first: byte b's two k, the order the activations come in. A
+// byte permute puts n_2b at bits 0..3 and n_2b+1 at bits 16..19 of a word that is zero elsewhere
+// (selector nibble 8: the sign of a byte of `low`, always 0); times 0x1040 that puts each
+// magnitude at bits 6..8 of its half and a copy of its sign at bit 15, and the mask keeps those.
 __device__ __forceinline__ void e2m1_pairs(gemv_u32 q, gemv_u32 (&p)[4]) {
-    const gemv_u32 high = q >> 8;  // nibbles 2, 3, 6, 7 where 0, 1, 4, 5 were
-    p[0] = ((q & 0x000F000Fu) * 0x1040u) & 0x81C081C0u;
-    p[1] = ((q & 0x00F000F0u) * 0x0104u) & 0x81C081C0u;
-    p[2] = ((high & 0x000F000Fu) * 0x1040u) & 0x81C081C0u;
-    p[3] = ((high & 0x00F000F0u) * 0x0104u) & 0x81C081C0u;
-}
-
-// The activations of one word's 8 k (x0..x7 as four bf16 pairs) in the weights' pair order:
-// b[p] = (x_p, x_{p+4}).
-__device__ __forceinline__ void activation_pairs(const uint4& v, gemv_u32 (&b)[4]) {
-    b[0] = gemv_prmt(v.x, v.z, 0x5410u);
-    b[1] = gemv_prmt(v.x, v.z, 0x7632u);
-    b[2] = gemv_prmt(v.y, v.w, 0x5410u);
-    b[3] = gemv_prmt(v.y, v.w, 0x7632u);
+    const gemv_u32 low = q & 0x0F0F0F0Fu;          // n_2b in byte b
+    const gemv_u32 high = (q >> 4) & 0x0F0F0F0Fu;  // n_2b+1 in byte b
+#pragma unroll
+    for (int b = 0; b < 4; ++b) p[b] = (gemv_prmt(low, high, 0x8480u + 0x101u * b) * 0x1040u) & 0x81C081C0u;
 }
 
 // How a block loads, chosen once from the buffers' alignment and K.
@@ -113,37 +107,45 @@ __device__ __forceinline__ uint4 load_x8(const gemv_u16* p, const Loads& loads) 
 // Loads this lane's share of the chunk whose lane k starts at `k0` (k0 + 32 <= K: whole; k0 + 16
 // == K: the first group only; k0 >= K: nothing). `rows[r]` are the lane's two rows' packed
 // bytes at k 0, `codes[r]` their scale codes; `xs[i]` its tokens' activations at k 0, or null
-// for a token past M.
+// for a token past M. On the common path every address is one base plus the lane's 32-k unit
+// times a vector size (one IMAD.WIDE each).
 template <int TILES>
 __device__ __forceinline__ Chunk<TILES> load_chunk(const gemv_u8* const (&rows)[2], const gemv_u8* const (&codes)[2],
-                                                   const gemv_u16* const (&xs)[TILES], int k0, int k,
+                                                   const gemv_u16* const (&xs)[TILES], gemv_u32 k0, int k,
                                                    const Loads& loads) {
     Chunk<TILES> c;
-    const int valid = k - k0;
+    const int valid = k - (int)k0;
+    const gemv_u32 unit = k0 / kLaneK;  // 16 packed bytes, 2 codes and 32 activations per unit
     if (GEMV_ON_COMMON_PATH(valid >= kLaneK, true)) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            const gemv_u8* p = rows[r] + k0 / 2;
             if (GEMV_ON_COMMON_PATH(loads.packed16, true)) {
-                c.packed[r] = __ldg(reinterpret_cast<const uint4*>(p));
+                c.packed[r] = __ldg(reinterpret_cast<const uint4*>(rows[r]) + unit);
             } else {
+                const gemv_u8* p = rows[r] + k0 / 2;
                 const uint2 a = load8(p, loads);
                 const uint2 b = load8(p + 8, loads);
                 c.packed[r] = uint4{a.x, a.y, b.x, b.y};
             }
-            const gemv_u8* s = codes[r] + k0 / 16;
             if (GEMV_ON_COMMON_PATH(loads.scales2, true)) {
-                c.codes[r] = __ldg(reinterpret_cast<const gemv_u16*>(s));
+                c.codes[r] = __ldg(reinterpret_cast<const gemv_u16*>(codes[r]) + unit);
             } else {
+                const gemv_u8* s = codes[r] + k0 / 16;
                 c.codes[r] = (gemv_u32)__ldg(s) | ((gemv_u32)__ldg(s + 1) << 8);
             }
         }
 #pragma unroll
         for (int i = 0; i < TILES; ++i) {
+            if (GEMV_ON_COMMON_PATH(xs[i] == nullptr, false)) {
 #pragma unroll
-            for (int w = 0; w < 4; ++w) {
-                c.x[i][w] = GEMV_ON_COMMON_PATH(xs[i] != nullptr, true) ? load_x8(xs[i] + k0 + 8 * w, loads)
-                                                                      : uint4{0u, 0u, 0u, 0u};
+                for (int w = 0; w < 4; ++w) c.x[i][w] = uint4{0u, 0u, 0u, 0u};
+            } else if (GEMV_ON_COMMON_PATH(loads.x16, true)) {
+                const uint4* p = reinterpret_cast<const uint4*>(xs[i]) + 4 * unit;
+#pragma unroll
+                for (int w = 0; w < 4; ++w) c.x[i][w] = __ldg(p + w);
+            } else {
+#pragma unroll
+                for (int w = 0; w < 4; ++w) c.x[i][w] = load_x8(xs[i] + k0 + 8 * w, loads);
             }
         }
     } else {
@@ -178,12 +180,12 @@ enum Fault {
 };
 
 // The chunk's 8 mma steps into every tile's accumulators.
-template <int TILES, int FAULT>
-__device__ __forceinline__ void compute_chunk(const Chunk<TILES>& c, float (&acc)[TILES][4]) {
-    const gemv_u32 scale0 = scale_pair(c.codes[0]);  // row g: groups 2t, 2t+1 of the chunk
-    const gemv_u32 scale1 = scale_pair(c.codes[1]);  // row g + 8
-    const gemv_u32 scales[2][2] = {{gemv_prmt(scale0, 0u, 0x1010u), gemv_prmt(scale0, 0u, 0x3232u)},
-                                   {gemv_prmt(scale1, 0u, 0x1010u), gemv_prmt(scale1, 0u, 0x3232u)}};
+// `table[c]` is code c's scale as a bf16 pair (both halves equal, scale_pair).
+template <int TILES, int FAULT, class Table>
+__device__ __forceinline__ void compute_chunk(const Chunk<TILES>& c, const Table& table, float (&acc)[TILES][4]) {
+    // scales[r][h]: row g + 8r, group 2t + h of the chunk.
+    const gemv_u32 scales[2][2] = {{table[c.codes[0] & 0xFFu], table[c.codes[0] >> 8]},
+                                   {table[c.codes[1] & 0xFFu], table[c.codes[1] >> 8]}};
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
         gemv_u32 weights[2][4];
@@ -194,9 +196,6 @@ __device__ __forceinline__ void compute_chunk(const Chunk<TILES>& c, float (&acc
 #pragma unroll
             for (int p = 0; p < 4; ++p) weights[r][p] = gemv_bf16x2_mul(weights[r][p], scales[r][w / 2]);
         }
-        gemv_u32 activations[TILES][4];
-#pragma unroll
-        for (int i = 0; i < TILES; ++i) activation_pairs(c.x[i][w], activations[i]);
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
             const int p = 2 * half;
@@ -205,7 +204,8 @@ __device__ __forceinline__ void compute_chunk(const Chunk<TILES>& c, float (&acc
                                    swap ? weights[1][p] : weights[0][p + 1], weights[1][p + 1]};
 #pragma unroll
             for (int i = 0; i < TILES; ++i) {
-                const gemv_u32 b[2] = {activations[i][p], activations[i][p + 1]};
+                const uint4& v = c.x[i][w];
+                const gemv_u32 b[2] = {half == 0 ? v.x : v.z, half == 0 ? v.y : v.w};
                 gemv_mma_bf16_16816(acc[i], a, b, acc[i]);
             }
         }
@@ -216,8 +216,8 @@ __device__ __forceinline__ void compute_chunk(const Chunk<TILES>& c, float (&acc
 // (the scale codes, 1/9 of the bytes, share lines with the current chunk's): with the next chunk
 // in registers, two chunks per warp are in flight while one computes. Past K it asks for the row's
 // first bytes instead, which exist: no branch in the loop.
-__device__ __forceinline__ void prefetch_chunk(const gemv_u8* const (&rows)[2], int k0, int k) {
-    const int offset = (k0 < k ? k0 : 0) / 2;
+__device__ __forceinline__ void prefetch_chunk(const gemv_u8* const (&rows)[2], gemv_u32 k0, int k) {
+    const gemv_u32 offset = ((int)k0 < k ? k0 : 0u) / 2u;
     gemv_prefetch_l2(rows[0] + offset);
     gemv_prefetch_l2(rows[1] + offset);
 }
@@ -253,28 +253,35 @@ __device__ __forceinline__ void fast_entry(const gemv_u16* x, const gemv_u8* pac
         const int token = g + kTileTokens * i;
         xs[i] = token < m ? x + (gemv_u64)token * (gemv_u64)k : nullptr;
     }
+    // Every E4M3 code's scale pair, decoded once per block (a lookup in the loop costs one
+    // shared load where the decode costs about seven instructions per code).
+    GEMV_SHARED(gemv_u32, scale_table, 256);
+    scale_table[tid] = scale_pair((gemv_u32)tid | ((gemv_u32)tid << 8));
+    static_assert(kThreadsPerBlock == 256, "one thread per E4M3 code fills the scale table");
+    __syncthreads();
     float acc[TILES][4];
 #pragma unroll
     for (int i = 0; i < TILES; ++i)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[i][e] = 0.0f;
     // Chunks warp, warp + 8, ...; the next chunk's loads are in flight while one computes.
-    const int step = kWarps * kChunkK;
-    int k0 = warp * kChunkK + kLaneK * t;
+    const gemv_u32 step = kWarps * kChunkK;
+    gemv_u32 k0 = (gemv_u32)(warp * kChunkK + kLaneK * t);  // this lane's first k of the chunk
+    const int k_lane = k + kLaneK * t;  // k0 + step < k_lane: the warp's next chunk starts before K
     if (warp * kChunkK < k) {
         Chunk<TILES> a = load_chunk<TILES>(rows, codes, xs, k0, k, loads);
         for (;;) {
-            const bool more = k0 - kLaneK * t + step < k;
+            const bool more = (int)(k0 + step) < k_lane;
             Chunk<TILES> b;
             if (more) b = load_chunk<TILES>(rows, codes, xs, k0 + step, k, loads);
             prefetch_chunk(rows, k0 + 2 * step, k);
-            compute_chunk<TILES, FAULT>(a, acc);
+            compute_chunk<TILES, FAULT>(a, scale_table, acc);
             if (!more) break;
             k0 += step;
-            const bool again = k0 - kLaneK * t + step < k;
+            const bool again = (int)(k0 + step) < k_lane;
             if (again) a = load_chunk<TILES>(rows, codes, xs, k0 + step, k, loads);
             prefetch_chunk(rows, k0 + 2 * step, k);
-            compute_chunk<TILES, FAULT>(b, acc);
+            compute_chunk<TILES, FAULT>(b, scale_table, acc);
             if (!again) break;
             k0 += step;
         }

@@ -133,15 +133,16 @@ inline int __syncthreads_or(int predicate) {
 
 // ---- Bit and half-precision primitives (PTX semantics) --------------------------------------
 
-// prmt.b32 in its default mode; selector nibbles with bit 3 set (sign replication) are not used
-// by the kernels and are refused.
+// prmt.b32 in its default mode: result byte i is byte (nibble i & 7) of {a, b}, or, where the
+// selector nibble has bit 3 set, that byte's sign bit replicated (0x00 or 0xFF).
 inline gemv_u32 gemv_prmt(gemv_u32 a, gemv_u32 b, gemv_u32 selector) {
     const gemv_u64 bytes = (gemv_u64)a | ((gemv_u64)b << 32);
     gemv_u32 d = 0;
     for (int i = 0; i < 4; ++i) {
         const gemv_u32 nibble = (selector >> (4 * i)) & 0xFu;
-        if (nibble & 8u) emu::unsupported("prmt selector with sign replication");
-        d |= (gemv_u32)((bytes >> (8 * nibble)) & 0xFFu) << (8 * i);
+        gemv_u32 byte = (gemv_u32)((bytes >> (8 * (nibble & 7u))) & 0xFFu);
+        if (nibble & 8u) byte = (byte & 0x80u) ? 0xFFu : 0x00u;
+        d |= byte << (8 * i);
     }
     return d;
 }
