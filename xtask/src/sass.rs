@@ -6,10 +6,11 @@
 //! The common path (16-byte aligned weights, whole passes, every token of a slice live,
 //! |x| < 2^121) is counted on the same source compiled with `GEMV_SASS_COMMON_PATH`, which turns
 //! the conditions that select the other paths into constants, so the pass loop holds only the
-//! instructions that path executes. Each staging loop (one per 4-token slice) runs
+//! instructions that path executes. Each staging loop (one per slice of staged tokens) runs
 //! `tokens * 128 / 256` times per warp and pass (8-k chunks of X spread over the block), the rest
 //! of the loop once per pass (the compiler may unroll the loop over several passes: two barriers
-//! per pass and slice tell how many).
+//! per pass and slice tell how many). A kernel's tokens per slice are read from its shared
+//! memory (one staged token's bytes each, plus the scale table).
 
 use crate::cuda_toolchain::Toolchain;
 use crate::kernels::{Nvrtc, PTX_DIR, compile, sources};
@@ -31,8 +32,11 @@ const PASS_BYTES_PER_ROW: f64 = 576.0;
 /// Passes of weights in flight per warp while one computes: the next one in registers, the one
 /// after it as an L2 prefetch.
 const PASSES_IN_FLIGHT: f64 = 2.0;
-/// Tokens staged per slice (`kSlice` in the kernel source): two barriers per slice and pass.
-const SLICE: usize = 4;
+/// Shared memory of one staged token (32 lanes x 36 floats, `kTokenStride` in the kernel source)
+/// and of the scale table (256 codes x 4 bytes): a kernel's static shared memory is the table
+/// plus one staged token per token of its slice.
+const STAGED_TOKEN_BYTES: u32 = 4608;
+const SCALE_TABLE_BYTES: u32 = 1024;
 /// One NVFP4 weight: half a byte of code plus a sixteenth of a scale byte.
 pub const BYTES_PER_WEIGHT: f64 = 0.5625;
 /// Shapes whose bytes in flight the report states.
@@ -58,6 +62,8 @@ struct PassLoop {
     body: usize,
     staging: usize,
     barriers: usize,
+    /// Tokens staged per slice (two barriers per slice and pass).
+    slice: usize,
 }
 
 impl PassLoop {
@@ -65,7 +71,7 @@ impl PassLoop {
     /// the staging loop runs `tokens * 128 / 256` times per slice (one 8-k chunk of a token per
     /// thread), everything else once per pass.
     fn per_pass(self, m: usize) -> f64 {
-        let slices = m.div_ceil(SLICE);
+        let slices = m.div_ceil(self.slice.max(1));
         let passes = (self.barriers as f64 / (2 * slices) as f64).max(1.0);
         let staging_per_slice = self.staging as f64 / slices as f64;
         (self.body as f64 + staging_per_slice * (m * 128) as f64 / 256.0) / passes
@@ -165,7 +171,16 @@ fn pass_loop(instructions: &[(u64, String)]) -> Option<PassLoop> {
         .sum();
     let whole = body((start, end));
     let barriers = whole.iter().filter(|t| t.starts_with("BAR")).count();
-    Some(PassLoop { body: whole.len() - staging, staging, barriers })
+    Some(PassLoop { body: whole.len() - staging, staging, barriers, slice: 0 })
+}
+
+/// Tokens per slice from a kernel's static shared memory (see `STAGED_TOKEN_BYTES`).
+fn slice_tokens(name: &str, shared_bytes: u32) -> Result<usize, String> {
+    let staged = shared_bytes.checked_sub(SCALE_TABLE_BYTES).filter(|b| *b > 0 && b % STAGED_TOKEN_BYTES == 0);
+    staged.map(|b| (b / STAGED_TOKEN_BYTES) as usize).ok_or(format!(
+        "{name}: {shared_bytes} B of shared memory is not the scale table plus whole staged tokens \
+         ({SCALE_TABLE_BYTES} + n x {STAGED_TOKEN_BYTES} B): update xtask/src/sass.rs with the kernel's layout"
+    ))
 }
 
 /// Least-squares slope of y over x.
@@ -466,7 +481,8 @@ pub fn run(check: bool) -> Result<(), String> {
                     fast_loops.entry(arch).or_default().insert(name, hot);
                     continue;
                 }
-                let pass = pass_loop(&instructions).ok_or(format!("{name} on {arch}: no pass loop found"))?;
+                let mut pass = pass_loop(&instructions).ok_or(format!("{name} on {arch}: no pass loop found"))?;
+                pass.slice = slice_tokens(&name, arch_stats.get(&name).map_or(0, |s| s.shared_bytes))?;
                 loops.entry(arch).or_default().insert(name, pass);
             }
         }

@@ -39,7 +39,13 @@ constexpr int kTokenStride = kWarp * kLaneStride;
 // quarter-warp's eight float4 reads hit distinct banks only when the stride is an odd number
 // of float4s.
 static_assert(kLaneStride % 8 == 4, "lane stride: a whole, odd number of float4s");
-constexpr int kSlice = 4;  // tokens staged at once (18 KB of shared memory): bounds the registers a slice needs
+// Tokens staged at once: a slice's weights are decoded once per slice, so fewer slices mean fewer
+// decodes; its registers and shared memory (4.5 KB a token) grow with it. Tiers that keep two
+// blocks per SM (128 registers) stage 4 tokens, those that trade them for 255 registers stage 8.
+template <int MIN_BLOCKS>
+struct SliceTokens {
+    static constexpr int value = MIN_BLOCKS == 1 ? 8 : 4;
+};
 constexpr int kChunks = kPassK / 8;  // 8-k chunks of a pass
 constexpr float kXScale = 128.0f;             // 2^7
 constexpr gemv_u32 kHalfPairTwoTo7 = 0x58005800u;   // binary16 (2^7, 2^7)
@@ -61,7 +67,8 @@ __device__ __forceinline__ void e2m1_pairs(gemv_u32 q, gemv_u32 (&p)[4]) {
 }
 
 // The lane's two E4M3 scale codes (c0 | c1 << 8) as binary16 pairs (s, s) with value e4m3 * 2^7
-// (exact, at most 57344; the NaN codes 0x7F/0xFF give NaN).
+// (exact, at most 57344; the NaN codes 0x7F/0xFF give NaN). Each block runs it once per code to
+// fill its scale table (ScaleTable); the passes look codes up there.
 __device__ __forceinline__ void scale_pairs(gemv_u32 codes, gemv_u32& s0, gemv_u32& s1) {
     const gemv_u32 v = gemv_prmt(codes, 0u, 0x4140u);  // c0 in bits 0..7, c1 in bits 16..23
     const gemv_u32 magnitude = v & 0x007F007Fu;
@@ -73,6 +80,10 @@ __device__ __forceinline__ void scale_pairs(gemv_u32 codes, gemv_u32& s0, gemv_u
     s0 = gemv_prmt(h, 0u, 0x1010u);
     s1 = gemv_prmt(h, 0u, 0x3232u);
 }
+
+// Every E4M3 code's binary16 pair (scale_pairs), in shared memory: a lookup is one shared load
+// where decoding a code costs about five instructions, for each row of every pass.
+typedef GemvShared<gemv_u32, 256> ScaleTable;
 
 // A row's share of one pass for this lane: its two groups' 32 nibbles and two scale codes.
 struct PassWeights {
@@ -241,12 +252,15 @@ __device__ __forceinline__ gemv_u32 word_of(const PassWeights& w, int h, int wor
 // the other is streamed; elements run in order j = 0..15 within a group, as the contract's
 // chain requires.
 template <int MAX_M, int ROWS, int SLICE_TOKENS, bool SCALED, bool FULL>
-__device__ __forceinline__ void compute_slice(const PassWeights (&w)[ROWS],
+__device__ __forceinline__ void compute_slice(const PassWeights (&w)[ROWS], const ScaleTable& table,
                                               const GemvShared<float, SLICE_TOKENS * kTokenStride>& xs, int t0,
                                               int m, int lane, float (&acc)[ROWS][2][MAX_M]) {
     gemv_u32 scales[ROWS][2];
 #pragma unroll
-    for (int r = 0; r < ROWS; ++r) scale_pairs(w[r].codes, scales[r][0], scales[r][1]);
+    for (int r = 0; r < ROWS; ++r) {
+        scales[r][0] = table[w[r].codes & 0xFFu];
+        scales[r][1] = table[w[r].codes >> 8];
+    }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         gemv_u32 scale[ROWS];
@@ -299,11 +313,12 @@ __device__ __forceinline__ void compute_slice(const PassWeights (&w)[ROWS],
 }
 
 // One pass: stage every slice of X (times 2^7 when SCALED) and fuse it.
-template <int MAX_M, int ROWS, bool SCALED>
-__device__ __forceinline__ void run_pass(const PassWeights (&w)[ROWS], const gemv_u16* x_chunk, bool x_aligned,
+template <int MAX_M, int ROWS, int SLICE, bool SCALED>
+__device__ __forceinline__ void run_pass(const PassWeights (&w)[ROWS], const ScaleTable& table, const gemv_u16* x_chunk,
+                                         bool x_aligned,
                                          bool chunk_in_k, int tid, int m, int k, int lane,
                                          float (&acc)[ROWS][2][MAX_M]) {
-    constexpr int kSliceTokens = MAX_M < kSlice ? MAX_M : kSlice;
+    constexpr int kSliceTokens = MAX_M < SLICE ? MAX_M : SLICE;
     GEMV_SHARED(float, xs, kSliceTokens * kTokenStride);
 #pragma unroll
     for (int t0 = 0; t0 < MAX_M; t0 += kSliceTokens) {
@@ -313,9 +328,9 @@ __device__ __forceinline__ void run_pass(const PassWeights (&w)[ROWS], const gem
         __syncthreads();
         // Every token of the slice live (the plan's usual case) compiles without token guards.
         if (GEMV_ON_COMMON_PATH(t0 + kSliceTokens <= m, true)) {
-            compute_slice<MAX_M, ROWS, kSliceTokens, SCALED, true>(w, xs, t0, m, lane, acc);
+            compute_slice<MAX_M, ROWS, kSliceTokens, SCALED, true>(w, table, xs, t0, m, lane, acc);
         } else {
-            compute_slice<MAX_M, ROWS, kSliceTokens, SCALED, false>(w, xs, t0, m, lane, acc);
+            compute_slice<MAX_M, ROWS, kSliceTokens, SCALED, false>(w, table, xs, t0, m, lane, acc);
         }
     }
 }
@@ -391,8 +406,8 @@ __device__ __forceinline__ void store(float total, gemv_u16* y, float global_sca
 // One warp computes ROWS consecutive weight rows from row0 for every t < m (m <= MAX_M) and returns
 // the total of the output this lane holds (see reduce). Every warp of the block runs every pass
 // (the staging barriers are block-wide), rows past N included: they reload row N - 1 and are never
-// stored.
-template <int MAX_M, int ROWS>
+// stored. SLICE: tokens staged at once (SliceTokens).
+template <int MAX_M, int ROWS, int SLICE>
 __device__ __forceinline__ float gemv_rows(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, int m,
                                            int n, int k, bool x_aligned, const Loads& loads, int tid, int lane,
                                            int row0) {
@@ -419,6 +434,15 @@ __device__ __forceinline__ float gemv_rows(const gemv_u16* x, const gemv_u8* pac
     // This thread's staging chunk of token 0, advanced one pass at a time.
     const int chunk = tid % kChunks;
     const gemv_u16* x_chunk = x + (gemv_u64)8 * chunk;
+    // The scale table, one code per thread; the first pass's staging barrier orders it before
+    // any lookup.
+    GEMV_SHARED(gemv_u32, scale_table, 256);
+    static_assert(kThreadsPerBlock == 256, "one thread per E4M3 code fills the scale table");
+    {
+        gemv_u32 pair, unused;
+        scale_pairs((gemv_u32)tid, pair, unused);
+        scale_table[tid] = pair;
+    }
     // Two weight buffers alternate: the next pass's loads are in flight while the current pass
     // computes, and nothing is copied between them.
     PassWeights a[ROWS], b[ROWS];
@@ -426,12 +450,12 @@ __device__ __forceinline__ float gemv_rows(const gemv_u16* x, const gemv_u8* pac
     for (int pass = 0; pass < passes; pass += 2) {
         const bool second = pass + 1 < passes;
         if (second) load_all(rows, groups, loads, b);
-        run_pass<MAX_M, ROWS, true>(a, x_chunk, x_aligned, pass * kPassK + 8 * chunk < k, tid, m, k, lane, acc);
+        run_pass<MAX_M, ROWS, SLICE, true>(a, scale_table, x_chunk, x_aligned, pass * kPassK + 8 * chunk < k, tid, m, k, lane, acc);
         x_chunk += kPassK;
         if (!second) break;
         if (pass + 2 < passes) load_all(rows, groups, loads, a);
-        run_pass<MAX_M, ROWS, true>(b, x_chunk, x_aligned, (pass + 1) * kPassK + 8 * chunk < k, tid, m, k, lane,
-                                      acc);
+        run_pass<MAX_M, ROWS, SLICE, true>(b, scale_table, x_chunk, x_aligned, (pass + 1) * kPassK + 8 * chunk < k, tid, m, k,
+                                             lane, acc);
         x_chunk += kPassK;
     }
     return reduce<MAX_M, ROWS>(acc, lane);
@@ -498,7 +522,7 @@ __device__ __noinline__ float gemv_rows_plain(const gemv_u16* x, const gemv_u8* 
 }
 
 // Entry: reads the alignments once; the passes then branch on them uniformly.
-template <int MAX_M, int ROWS>
+template <int MAX_M, int ROWS, int SLICE>
 __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
                                            float global_scale, int m, int n, int k) {
     const int tid = (int)threadIdx.x;
@@ -514,7 +538,7 @@ __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* pac
     // block is infinite or NaN (the overflowed x meets a weight in every output that reads it).
     // Only then does the block run again on the plain path: the same bits, slower, on inputs no
     // model produces. Outputs that are infinite or NaN anyway take the same detour.
-    float total = gemv_rows<MAX_M, ROWS>(x, packed, scales, m, n, k, x_aligned, loads, tid, lane, row0);
+    float total = gemv_rows<MAX_M, ROWS, SLICE>(x, packed, scales, m, n, k, x_aligned, loads, tid, lane, row0);
     const bool mine = stores<MAX_M, ROWS>(lane, m, n, row0);
     const bool finite = (__float_as_uint(total) & 0x7F800000u) != 0x7F800000u;
     const int suspect = __syncthreads_or(mine && !finite);
@@ -547,7 +571,8 @@ __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* pac
     GEMV_KERNEL(name, gemv::kThreadsPerBlock, min_blocks)                                                        \
     (const gemv_u16* __restrict__ x, const gemv_u8* __restrict__ packed, const gemv_u8* __restrict__ scales,     \
      gemv_u16* __restrict__ y, float global_scale, int m, int n, int k) {                                        \
-        gemv::gemv_entry<max_m, rows>(x, packed, scales, y, global_scale, m, n, k);                              \
+        gemv::gemv_entry<max_m, rows, gemv::SliceTokens<min_blocks>::value>(x, packed, scales, y, global_scale, m, n, \
+                                                                               k);                               \
     }
 
 GEMV_KERNELS(GEMV_DEFINE_ENTRY)
