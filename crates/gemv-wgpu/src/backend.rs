@@ -1,28 +1,35 @@
-//! [`WgpuBackend`]: buffers, cached per-tier pipelines, launches, timestamp timing.
+//! [`WgpuBackend`]: the device, its buffers, and the `GpuBackend` implementation. Launches are
+//! recorded by `dispatch` (pipelines, parameters, bind groups), arguments bound as windows of
+//! their buffers by `binding`, and buffers read back by `readback`.
 //!
 //! Limits: the device is created with the adapter's own limits (not WebGPU's defaults), so the
 //! storage-binding limit is as large as the adapter allows. Each argument is bound as a window
 //! of its buffer (start aligned down to the adapter's storage offset alignment); a window over
-//! the limit is refused with [`Error::LimitExceeded`] naming the limit. wgpu validation and
+//! the limit is refused with [`gemv_backend::Error::LimitExceeded`] naming the limit. wgpu validation and
 //! allocation errors are captured with error scopes and returned, never left to the default
 //! handler (which would panic).
 
 use crate::adapter::{AdapterChoice, choose};
-use crate::error::WgpuError;
-use crate::shader::{rows_per_workgroup, shader_source};
+use crate::error::{WgpuError, device_error, scope_error};
+use binding::{round_up4, word_window};
+use dispatch::PARAMS_BYTES;
 use gemv_backend::{
-    BufferRange, BufferTable, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, KernelHandle, Result,
-    TimerKind, resolved_spec,
+    BufferRange, BufferTable, DeviceBuffer, DeviceInfo, DeviceKind, GemvArgs, GpuBackend, KernelHandle, Result,
+    TimerKind,
 };
-use gemv_core::{KernelSpec, MODULE_NAME};
+use gemv_core::MODULE_NAME;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod binding;
+mod dispatch;
+mod readback;
+
+pub(crate) use binding::Binding;
+
 const NAME: &str = "wgpu";
-/// `Params` in the template: 12 u32 words.
-const PARAMS_BYTES: u64 = 48;
 
 /// The gemv kernels on a wgpu adapter.
 pub struct WgpuBackend {
@@ -48,48 +55,13 @@ impl std::fmt::Debug for WgpuBackend {
     }
 }
 
-/// One argument bound as a window of its buffer.
-pub(crate) struct Binding {
-    buffer: wgpu::Buffer,
-    start: u64,
-    size: u64,
-    /// Bytes from the window's start to the argument's first byte.
-    inner: u64,
-}
-
-/// A failed wgpu operation as the public error.
-fn device_error(operation: impl Into<String>, message: impl std::fmt::Display) -> Error {
-    WgpuError::Operation { operation: operation.into(), message: message.to_string() }.into()
-}
-
-/// An error wgpu reported in an error scope, out of memory as its own kind.
-fn scope_error(operation: impl Into<String>, error: &wgpu::Error) -> Error {
-    let (operation, message) = (operation.into(), error.to_string());
-    match error {
-        wgpu::Error::OutOfMemory { .. } => WgpuError::OutOfMemory { operation, message }.into(),
-        _ => WgpuError::Operation { operation, message }.into(),
-    }
-}
-
-fn round_up4(value: u64) -> u64 {
-    value.div_ceil(4) * 4
-}
-
-/// The whole 4-byte words around `len` bytes at `offset` (copies and writes need word
-/// alignment): (window start, window size, the bytes' offset inside the window).
-fn word_window(offset: usize, len: usize) -> (u64, u64, usize) {
-    let offset = offset as u64;
-    let start = offset - offset % 4;
-    (start, round_up4(offset + len as u64) - start, (offset - start) as usize)
-}
-
 impl WgpuBackend {
     /// Opens the adapter chosen by `GEMV_WGPU_ADAPTER`, else the best one found.
     pub fn new() -> Result<Self> {
         Self::with_adapter(AdapterChoice::FromEnvironment)
     }
 
-    /// Opens the adapter `choice` selects. No adapter is [`Error::Unavailable`].
+    /// Opens the adapter `choice` selects. No adapter is [`gemv_backend::Error::Unavailable`].
     pub fn with_adapter(choice: AdapterChoice) -> Result<Self> {
         let descriptor = wgpu::InstanceDescriptor {
             backends: wgpu::Backends::PRIMARY,
@@ -213,192 +185,6 @@ impl WgpuBackend {
         }
     }
 
-    fn pipeline(&self, spec: &'static KernelSpec) -> Result<wgpu::ComputePipeline> {
-        let mut pipelines = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(pipeline) = pipelines.get(spec.name) {
-            return Ok(pipeline.clone());
-        }
-        let source = shader_source(spec, self.immediates);
-        let pipeline = self.scoped(wgpu::ErrorFilter::Validation, &format!("compiling {}", spec.name), || {
-            let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some(spec.name),
-                source: wgpu::ShaderSource::Wgsl(source.into()),
-            });
-            self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(spec.name),
-                layout: Some(&self.pipeline_layout),
-                module: &module,
-                entry_point: Some(spec.name),
-                compilation_options: Default::default(),
-                cache: None,
-            })
-        })?;
-        tracing::debug!(kernel = spec.name, "pipeline compiled");
-        pipelines.insert(spec.name, pipeline.clone());
-        Ok(pipeline)
-    }
-
-    /// The wgpu buffer behind `range`, after checking its id and the range's bounds.
-    fn checked_range(&self, what: &'static str, range: BufferRange) -> Result<wgpu::Buffer> {
-        self.buffers.lock().get(what, range).cloned()
-    }
-
-    /// The window of `range` that is bound: start aligned down to the storage offset alignment,
-    /// end rounded up to 4 bytes (buffers are allocated in whole words).
-    fn binding(&self, what: &'static str, range: BufferRange) -> Result<Binding> {
-        let buffer = self.checked_range(what, range)?;
-        self.window(what, buffer, range.offset as u64, range.len as u64)
-    }
-
-    /// The bound window of `len` bytes at `offset` of `buffer` (see [`Self::binding`]).
-    pub(crate) fn window(&self, what: &str, buffer: wgpu::Buffer, offset: u64, len: u64) -> Result<Binding> {
-        let align = u64::from(self.limits.min_storage_buffer_offset_alignment.max(4));
-        let start = offset - offset % align;
-        let end = round_up4(offset + len);
-        let size = end - start;
-        if size > self.limits.max_storage_buffer_binding_size {
-            return Err(WgpuError::Limit {
-                what: format!("binding {what} (max_storage_buffer_binding_size of {})", self.info.name),
-                requested: size,
-                limit: self.limits.max_storage_buffer_binding_size,
-            }
-            .into());
-        }
-        Ok(Binding { buffer, start, size, inner: offset - start })
-    }
-
-    /// A copy of `binding`'s window in a fresh buffer (for an input sharing Y's buffer, which
-    /// cannot be bound read-only and read-write in one dispatch).
-    fn detached(&self, binding: Binding, encoder: &mut wgpu::CommandEncoder) -> Binding {
-        let copy = self.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("gemv input copy"),
-            size: binding.size,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        encoder.copy_buffer_to_buffer(&binding.buffer, binding.start, &copy, 0, binding.size);
-        Binding { buffer: copy, start: 0, size: binding.size, inner: binding.inner }
-    }
-
-    /// Validates `args` and records one dispatch into `encoder`.
-    fn encode(
-        &self,
-        encoder: &mut wgpu::CommandEncoder,
-        kernel: KernelHandle,
-        args: &GemvArgs,
-        timestamp_writes: Option<wgpu::ComputePassTimestampWrites<'_>>,
-    ) -> Result<()> {
-        let spec = resolved_spec(NAME, kernel)?;
-        let shape = args.validate(spec)?;
-        let (m, n, k) = (shape.m, shape.n, shape.k);
-        let too_big = |what: &str, v: usize| WgpuError::Limit {
-            what: format!("{what} index range (shader indices are 32-bit)"),
-            requested: v as u64,
-            limit: u64::from(u32::MAX),
-        };
-        for (what, len) in [("x", args.x.len), ("packed", args.packed.len), ("y", args.y.len)] {
-            if len >= u32::MAX as usize / 2 {
-                return Err(too_big(what, len).into());
-            }
-        }
-        let y = self.binding("y", args.y.buffer.range(args.y.offset, 2 * m * n))?;
-        let mut inputs = [
-            self.binding("x", args.x.buffer.range(args.x.offset, 2 * m * k))?,
-            self.binding("packed", args.packed.buffer.range(args.packed.offset, n * k / 2))?,
-            self.binding("scales", args.scales.buffer.range(args.scales.offset, n * k / 16))?,
-        ];
-        let sources = [args.x.buffer.id(), args.packed.buffer.id(), args.scales.buffer.id()];
-        for (binding, source) in inputs.iter_mut().zip(sources) {
-            if source == args.y.buffer.id() {
-                let shared = Binding { buffer: binding.buffer.clone(), ..*binding };
-                *binding = self.detached(shared, encoder);
-            }
-        }
-        let [x, packed, scales] = &inputs;
-        self.dispatch(encoder, spec, [x, packed, scales, &y], (m, n, k), args.global_scale, timestamp_writes)
-    }
-
-    /// Records one dispatch of `spec` over bound windows of X, the packed weights, the scales
-    /// and Y (in that order): parameters as immediate data where the device has it (nothing
-    /// created), else in a small uniform buffer.
-    pub(crate) fn dispatch(
-        &self,
-        encoder: &mut wgpu::CommandEncoder,
-        spec: &'static KernelSpec,
-        [x, packed, scales, y]: [&Binding; 4],
-        (m, n, k): (usize, usize, usize),
-        global_scale: f32,
-        timestamp_writes: Option<wgpu::ComputePassTimestampWrites<'_>>,
-    ) -> Result<()> {
-        let workgroups = (n as u64).div_ceil(u64::from(rows_per_workgroup(spec)));
-        let max = u64::from(self.limits.max_compute_workgroups_per_dimension);
-        let width = workgroups.min(max);
-        let height = workgroups.div_ceil(width);
-        if height > max {
-            return Err(WgpuError::Limit {
-                what: format!("dispatch of {workgroups} workgroups (max_compute_workgroups_per_dimension squared)"),
-                requested: workgroups,
-                limit: max * max,
-            }
-            .into());
-        }
-        let params: [u32; 12] = [
-            m as u32,
-            n as u32,
-            k as u32,
-            global_scale.to_bits(),
-            (x.inner / 2) as u32,
-            packed.inner as u32,
-            scales.inner as u32,
-            (y.inner / 2) as u32,
-            width as u32,
-            0,
-            0,
-            0,
-        ];
-        let pipeline = self.pipeline(spec)?;
-        self.scoped(wgpu::ErrorFilter::Validation, &format!("launching {}", spec.name), || {
-            let params_buffer = (!self.immediates).then(|| {
-                let buffer = self.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("gemv params"),
-                    size: PARAMS_BYTES,
-                    usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                });
-                self.queue.write_buffer(&buffer, 0, bytemuck::cast_slice(&params));
-                buffer
-            });
-            fn entry(binding: u32, b: &Binding) -> wgpu::BindGroupEntry<'_> {
-                wgpu::BindGroupEntry {
-                    binding,
-                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer: &b.buffer,
-                        offset: b.start,
-                        size: wgpu::BufferSize::new(b.size),
-                    }),
-                }
-            }
-            let mut entries = vec![entry(0, x), entry(1, packed), entry(2, scales), entry(3, y)];
-            if let Some(buffer) = &params_buffer {
-                entries.push(wgpu::BindGroupEntry { binding: 4, resource: buffer.as_entire_binding() });
-            }
-            let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some(spec.name),
-                layout: &self.layout,
-                entries: &entries,
-            });
-            let mut pass =
-                encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(spec.name), timestamp_writes });
-            pass.set_pipeline(&pipeline);
-            pass.set_bind_group(0, &bind_group, &[]);
-            if params_buffer.is_none() {
-                pass.set_immediates(0, bytemuck::cast_slice(&params));
-            }
-            pass.dispatch_workgroups(width as u32, height as u32, 1);
-        })?;
-        Ok(())
-    }
-
     fn submit(&self, encoder: wgpu::CommandEncoder, what: &str) -> Result<()> {
         self.scoped(wgpu::ErrorFilter::Validation, what, || {
             self.queue.submit([encoder.finish()]);
@@ -407,38 +193,6 @@ impl WgpuBackend {
 
     fn encoder(&self) -> wgpu::CommandEncoder {
         self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gemv") })
-    }
-
-    /// Reads `[start, start + size)` (4-byte aligned) of a buffer through a staging copy.
-    fn read_window(&self, buffer: &wgpu::Buffer, start: u64, size: u64) -> Result<Vec<u8>> {
-        let staging = self.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("gemv readback"),
-            size,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let mut encoder = self.encoder();
-        encoder.copy_buffer_to_buffer(buffer, start, &staging, 0, size);
-        self.submit(encoder, "download")?;
-        // The callback may run on whichever thread polls the device: wait for it on a channel,
-        // polling again until it arrives (another thread may be in the middle of running it).
-        let (sender, receiver) = std::sync::mpsc::channel();
-        staging.map_async(wgpu::MapMode::Read, .., move |result| {
-            let _ = sender.send(result);
-        });
-        let deadline = std::time::Instant::now() + Duration::from_secs(120);
-        let mapped = loop {
-            self.synchronize()?;
-            match receiver.recv_timeout(Duration::from_millis(5)) {
-                Ok(result) => break result,
-                Err(_) if std::time::Instant::now() < deadline => continue,
-                Err(_) => return Err(device_error("reading back", "the buffer was not mapped within 120 s")),
-            }
-        };
-        mapped.map_err(|error| device_error("mapping a readback buffer", error))?;
-        let bytes = staging.get_mapped_range(..).map_err(|e| device_error("reading a mapped buffer", e))?.to_vec();
-        staging.unmap();
-        Ok(bytes)
     }
 }
 

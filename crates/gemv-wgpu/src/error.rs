@@ -64,3 +64,17 @@ impl From<WgpuError> for gemv_backend::Error {
         }
     }
 }
+
+/// A failed wgpu operation as the public error.
+pub(crate) fn device_error(operation: impl Into<String>, message: impl std::fmt::Display) -> gemv_backend::Error {
+    WgpuError::Operation { operation: operation.into(), message: message.to_string() }.into()
+}
+
+/// An error wgpu reported in an error scope, out of memory as its own kind.
+pub(crate) fn scope_error(operation: impl Into<String>, error: &wgpu::Error) -> gemv_backend::Error {
+    let (operation, message) = (operation.into(), error.to_string());
+    match error {
+        wgpu::Error::OutOfMemory { .. } => WgpuError::OutOfMemory { operation, message }.into(),
+        _ => WgpuError::Operation { operation, message }.into(),
+    }
+}

@@ -1,0 +1,157 @@
+//! Recording a launch: the cached pipeline of a tier, the argument windows, the parameters
+//! (immediate data where the device has it, else a small uniform buffer) and the dispatch.
+
+use super::{Binding, NAME, WgpuBackend};
+use crate::error::WgpuError;
+use crate::shader::{rows_per_workgroup, shader_source};
+use gemv_backend::{GemvArgs, KernelHandle, Result, resolved_spec};
+use gemv_core::KernelSpec;
+
+/// `Params` in the template: 12 u32 words.
+pub(super) const PARAMS_BYTES: u64 = 48;
+
+impl WgpuBackend {
+    pub(super) fn pipeline(&self, spec: &'static KernelSpec) -> Result<wgpu::ComputePipeline> {
+        let mut pipelines = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(pipeline) = pipelines.get(spec.name) {
+            return Ok(pipeline.clone());
+        }
+        let source = shader_source(spec, self.immediates);
+        let pipeline = self.scoped(wgpu::ErrorFilter::Validation, &format!("compiling {}", spec.name), || {
+            let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(spec.name),
+                source: wgpu::ShaderSource::Wgsl(source.into()),
+            });
+            self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(spec.name),
+                layout: Some(&self.pipeline_layout),
+                module: &module,
+                entry_point: Some(spec.name),
+                compilation_options: Default::default(),
+                cache: None,
+            })
+        })?;
+        tracing::debug!(kernel = spec.name, "pipeline compiled");
+        pipelines.insert(spec.name, pipeline.clone());
+        Ok(pipeline)
+    }
+
+    /// Validates `args` and records one dispatch into `encoder`.
+    pub(super) fn encode(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        kernel: KernelHandle,
+        args: &GemvArgs,
+        timestamp_writes: Option<wgpu::ComputePassTimestampWrites<'_>>,
+    ) -> Result<()> {
+        let spec = resolved_spec(NAME, kernel)?;
+        let shape = args.validate(spec)?;
+        let (m, n, k) = (shape.m, shape.n, shape.k);
+        let too_big = |what: &str, v: usize| WgpuError::Limit {
+            what: format!("{what} index range (shader indices are 32-bit)"),
+            requested: v as u64,
+            limit: u64::from(u32::MAX),
+        };
+        for (what, len) in [("x", args.x.len), ("packed", args.packed.len), ("y", args.y.len)] {
+            if len >= u32::MAX as usize / 2 {
+                return Err(too_big(what, len).into());
+            }
+        }
+        let y = self.binding("y", args.y.buffer.range(args.y.offset, 2 * m * n))?;
+        let mut inputs = [
+            self.binding("x", args.x.buffer.range(args.x.offset, 2 * m * k))?,
+            self.binding("packed", args.packed.buffer.range(args.packed.offset, n * k / 2))?,
+            self.binding("scales", args.scales.buffer.range(args.scales.offset, n * k / 16))?,
+        ];
+        let sources = [args.x.buffer.id(), args.packed.buffer.id(), args.scales.buffer.id()];
+        for (binding, source) in inputs.iter_mut().zip(sources) {
+            if source == args.y.buffer.id() {
+                let shared = Binding { buffer: binding.buffer.clone(), ..*binding };
+                *binding = self.detached(shared, encoder);
+            }
+        }
+        let [x, packed, scales] = &inputs;
+        self.dispatch(encoder, spec, [x, packed, scales, &y], (m, n, k), args.global_scale, timestamp_writes)
+    }
+
+    /// Records one dispatch of `spec` over bound windows of X, the packed weights, the scales
+    /// and Y (in that order): parameters as immediate data where the device has it (nothing
+    /// created), else in a small uniform buffer.
+    pub(crate) fn dispatch(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        spec: &'static KernelSpec,
+        [x, packed, scales, y]: [&Binding; 4],
+        (m, n, k): (usize, usize, usize),
+        global_scale: f32,
+        timestamp_writes: Option<wgpu::ComputePassTimestampWrites<'_>>,
+    ) -> Result<()> {
+        let workgroups = (n as u64).div_ceil(u64::from(rows_per_workgroup(spec)));
+        let max = u64::from(self.limits.max_compute_workgroups_per_dimension);
+        let width = workgroups.min(max);
+        let height = workgroups.div_ceil(width);
+        if height > max {
+            return Err(WgpuError::Limit {
+                what: format!("dispatch of {workgroups} workgroups (max_compute_workgroups_per_dimension squared)"),
+                requested: workgroups,
+                limit: max * max,
+            }
+            .into());
+        }
+        let params: [u32; 12] = [
+            m as u32,
+            n as u32,
+            k as u32,
+            global_scale.to_bits(),
+            (x.inner / 2) as u32,
+            packed.inner as u32,
+            scales.inner as u32,
+            (y.inner / 2) as u32,
+            width as u32,
+            0,
+            0,
+            0,
+        ];
+        let pipeline = self.pipeline(spec)?;
+        self.scoped(wgpu::ErrorFilter::Validation, &format!("launching {}", spec.name), || {
+            let params_buffer = (!self.immediates).then(|| {
+                let buffer = self.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("gemv params"),
+                    size: PARAMS_BYTES,
+                    usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                self.queue.write_buffer(&buffer, 0, bytemuck::cast_slice(&params));
+                buffer
+            });
+            fn entry(binding: u32, b: &Binding) -> wgpu::BindGroupEntry<'_> {
+                wgpu::BindGroupEntry {
+                    binding,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: &b.buffer,
+                        offset: b.start,
+                        size: wgpu::BufferSize::new(b.size),
+                    }),
+                }
+            }
+            let mut entries = vec![entry(0, x), entry(1, packed), entry(2, scales), entry(3, y)];
+            if let Some(buffer) = &params_buffer {
+                entries.push(wgpu::BindGroupEntry { binding: 4, resource: buffer.as_entire_binding() });
+            }
+            let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some(spec.name),
+                layout: &self.layout,
+                entries: &entries,
+            });
+            let mut pass =
+                encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(spec.name), timestamp_writes });
+            pass.set_pipeline(&pipeline);
+            pass.set_bind_group(0, &bind_group, &[]);
+            if params_buffer.is_none() {
+                pass.set_immediates(0, bytemuck::cast_slice(&params));
+            }
+            pass.dispatch_workgroups(width as u32, height as u32, 1);
+        })?;
+        Ok(())
+    }
+}
