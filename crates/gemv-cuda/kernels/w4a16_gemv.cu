@@ -559,9 +559,9 @@ __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* pac
     X(w4a16_gemv_batch2, 2, 3, 2)       \
     X(w4a16_gemv_batch3, 3, 2, 2)       \
     X(w4a16_gemv_batch4, 4, 2, 2)       \
-    X(w4a16_gemv_batch5, 5, 2, 1)       \
-    X(w4a16_gemv_batch6, 6, 2, 1)       \
-    X(w4a16_gemv_batch7, 7, 2, 1)       \
+    X(w4a16_gemv_batch5, 5, 4, 1)       \
+    X(w4a16_gemv_batch6, 6, 4, 1)       \
+    X(w4a16_gemv_batch7, 7, 4, 1)       \
     X(w4a16_gemv_batch8, 8, 2, 1)       \
     X(w4a16_gemv_batch8_rt2, 8, 4, 1)   \
     X(w4a16_gemv_batch16, 16, 1, 2)     \
