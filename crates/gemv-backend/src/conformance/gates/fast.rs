@@ -5,6 +5,7 @@
 //! token's output does not depend on M, on the tier or on the other tokens, and a launch repeated
 //! gives the same bits; rows past M stay untouched and M past the width is a typed error.
 
+use super::guards::{Offsets, guarded_launch};
 use super::values::GLOBAL_SCALES;
 use super::{Cases, clone_error};
 use crate::conformance::data::{
@@ -143,69 +144,23 @@ pub(super) fn fast_bound(backend: &dyn GpuBackend, cases: &mut Cases) {
         }
     }
     // Misaligned arguments (X off a 16-byte boundary, the packed weights off an 8-byte one, odd
-    // scales), each alone and all at once: the kernels' narrow-load paths.
-    for (name, offsets) in [
-        ("all misaligned", [2, 4, 1]),
-        ("x alone", [2, 0, 0]),
-        ("packed alone", [0, 4, 0]),
-        ("scales alone", [0, 0, 1]),
+    // scales), each alone and all at once: the kernels' narrow-load paths (gate 5's launch).
+    let layout = |name, x, packed, scales| Offsets { name, x, packed, scales, y: 256 };
+    for layout in [
+        layout("all misaligned", 258, 260, 257),
+        layout("x alone", 258, 256, 256),
+        layout("packed alone", 256, 260, 256),
+        layout("scales alone", 256, 256, 257),
     ] {
         for &(spec, handle) in &kernels {
             let (n, k, m) = (37, 1024, spec.max_m);
             let w = matrix(n, k, 61);
             let x = activations(m, k, 62);
-            let outcome = misaligned_launch(backend, handle, &w, &x, m, offsets)
-                .map(|found| fast_bound_failure(&w, &x, m, &found));
-            cases.record(format!("N={n} K={k} {} m={m}: {name}", spec.name), outcome);
+            let outcome = guarded_launch(backend, handle, &w, &x, m, m, layout)
+                .map(|buffers| fast_bound_failure(&w, &x, m, &buffers.y_rows(layout, m * n)));
+            cases.record(format!("N={n} K={k} {} m={m}: {}", spec.name, layout.name), outcome);
         }
     }
-}
-
-/// One launch with X, the packed weights and the scales at byte `offsets` past a 256-byte
-/// boundary of their buffers; Y as computed.
-fn misaligned_launch(
-    backend: &dyn GpuBackend,
-    handle: KernelHandle,
-    w: &Nvfp4Matrix,
-    x: &[u16],
-    m: usize,
-    offsets: [usize; 3],
-) -> Result<Vec<u16>> {
-    let (n, k) = (w.n(), w.k());
-    let view = w.view();
-    let bodies: [&[u8]; 3] = [bytemuck::cast_slice(x), view.packed(), view.scales()];
-    let mut buffers = Vec::new();
-    let outcome = (|| {
-        let mut ranges = Vec::new();
-        for (body, offset) in bodies.iter().zip(offsets) {
-            let buffer = backend.alloc(256 + offset + body.len())?;
-            buffers.push(buffer);
-            let range = crate::BufferRange { buffer, offset: 256 + offset, len: body.len() };
-            backend.upload(range, body)?;
-            ranges.push(range);
-        }
-        let y = backend.alloc(2 * m * n)?;
-        buffers.push(y);
-        let args = crate::GemvArgs {
-            x: ranges[0],
-            packed: ranges[1],
-            scales: ranges[2],
-            y: y.whole(),
-            global_scale: w.global_scale(),
-            m,
-            n,
-            k,
-        };
-        backend.launch_gemv(handle, &args)?;
-        backend.synchronize()?;
-        let mut found = vec![0u16; m * n];
-        backend.download(y.whole(), bytemuck::cast_slice_mut(&mut found))?;
-        Ok(found)
-    })();
-    for buffer in buffers {
-        let _ = backend.free(buffer);
-    }
-    outcome
 }
 
 /// The first token whose row of `found` differs from `expected_rows[t]`.

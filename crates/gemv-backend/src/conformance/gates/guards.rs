@@ -6,7 +6,7 @@
 
 use super::{Cases, diff, host, lookup};
 use crate::conformance::data::{activations, matrix};
-use crate::{GemvArgs, GpuBackend, Result};
+use crate::{GemvArgs, GpuBackend, KernelHandle, Result};
 use gemv_core::{Family, Nvfp4Matrix, family_kernels};
 
 const GUARD_BYTE: u8 = 0xA5;
@@ -14,12 +14,12 @@ const DEAD_ROW: u16 = 0x5A5A;
 
 /// The guard before each argument, which is also its offset in its buffer: (x, packed, scales, y).
 #[derive(Debug, Clone, Copy)]
-struct Offsets {
-    name: &'static str,
-    x: usize,
-    packed: usize,
-    scales: usize,
-    y: usize,
+pub(super) struct Offsets {
+    pub(super) name: &'static str,
+    pub(super) x: usize,
+    pub(super) packed: usize,
+    pub(super) scales: usize,
+    pub(super) y: usize,
 }
 
 /// 256 keeps an argument 256-byte aligned; 258 puts X 2 bytes past a 16-byte boundary (no
@@ -39,7 +39,8 @@ pub(super) fn guards(backend: &dyn GpuBackend, cases: &mut Cases) {
             let m = spec.max_m.saturating_sub(1).max(1);
             let x = activations(spec.max_m, k, 8);
             let expected = host(&w, &x[..m * k], m);
-            let outcome = guarded_launch(backend, spec.name, &w, &x, m, spec.max_m, layout).map(|buffers| {
+            let handle = lookup(backend, spec.name);
+            let outcome = guarded_launch(backend, handle, &w, &x, m, spec.max_m, layout).map(|buffers| {
                 let mut problems = Vec::new();
                 for (what, guard, bytes, body) in [
                     ("x", layout.x, &buffers.x, bytemuck::cast_slice::<u16, u8>(&x).to_vec()),
@@ -56,10 +57,7 @@ pub(super) fn guards(backend: &dyn GpuBackend, cases: &mut Cases) {
                 if let Some(at) = changed_guard(&buffers.y, layout.y) {
                     problems.push(format!("y guard byte {at} changed"));
                 }
-                let y: Vec<u16> = buffers.y[layout.y..layout.y + 2 * spec.max_m * n]
-                    .chunks_exact(2)
-                    .map(|b| u16::from_le_bytes([b[0], b[1]]))
-                    .collect();
+                let y = buffers.y_rows(layout, spec.max_m * n);
                 if let Some(d) = diff(&expected, &y[..m * n], n) {
                     problems.push(format!("live rows: {d}"));
                 }
@@ -130,11 +128,19 @@ pub(super) fn shared_buffer(backend: &dyn GpuBackend, cases: &mut Cases) {
     cases.record(format!("N={n} K={k} w4a16_gemv_batch3 m={m}, all arguments in one buffer"), outcome);
 }
 
-struct GuardedBytes {
+/// Every buffer of a guarded launch after it, guards included.
+pub(super) struct GuardedBytes {
     x: Vec<u8>,
     packed: Vec<u8>,
     scales: Vec<u8>,
     y: Vec<u8>,
+}
+
+impl GuardedBytes {
+    /// The first `len` elements of Y (its rows, without the guard before them).
+    pub(super) fn y_rows(&self, layout: Offsets, len: usize) -> Vec<u16> {
+        self.y[layout.y..layout.y + 2 * len].chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect()
+    }
 }
 
 /// The first changed byte of the guards: `guard` bytes before the body and as many after it.
@@ -143,9 +149,11 @@ fn changed_guard(bytes: &[u8], guard: usize) -> Option<usize> {
     (0..guard).chain(len - guard..len).find(|&i| bytes[i] != GUARD_BYTE)
 }
 
-fn guarded_launch(
+/// One launch of `handle` with each argument `layout`'s guard bytes into its own buffer, Y's
+/// `rows` rows filled with a marker first.
+pub(super) fn guarded_launch(
     backend: &dyn GpuBackend,
-    kernel: &str,
+    handle: KernelHandle,
     w: &Nvfp4Matrix,
     x: &[u16],
     m: usize,
@@ -153,7 +161,6 @@ fn guarded_launch(
     layout: Offsets,
 ) -> Result<GuardedBytes> {
     let (n, k) = (w.n(), w.k());
-    let handle = lookup(backend, kernel);
     let dead_rows: Vec<u16> = vec![DEAD_ROW; rows * n];
     let bodies: [(usize, Vec<u8>); 4] = [
         (layout.x, bytemuck::cast_slice(x).to_vec()),
