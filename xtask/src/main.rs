@@ -168,29 +168,27 @@ fn test() -> Result<(), String> {
     skips::finish()
 }
 
-/// The crates `cargo package` checks: every workspace crate but the CLI and xtask.
-const LIBRARY_CRATES: [&str; 6] = ["gemv-core", "gemv-backend", "gemv-mock", "gemv-cpu", "gemv-cuda", "gemv-wgpu"];
-
-/// `cargo package` of the library crates, each tarball verified by building it against the
-/// others' tarballs. Cargo serves those through a local registry overlay under the workspace's
-/// version, and treats a registry crate of a known version as immutable: a source it extracted
-/// into `$CARGO_HOME/registry/src` or built into the target directory on an earlier run would be
-/// reused although the workspace has changed since. So both start from nothing: our crates' old
-/// extractions (they come only from this overlay: the crates are not published) and a target
-/// directory of its own.
+/// `cargo package` of the library crates (every workspace crate but the CLI and xtask), each
+/// tarball verified by building it against the others' tarballs. Cargo serves those through a
+/// local registry overlay under the workspace's version, and treats a registry crate of a known
+/// version as immutable: a source it extracted into `$CARGO_HOME/registry/src` or built into the
+/// target directory on an earlier run would be reused although the workspace has changed since.
+/// So both start from nothing: old extractions of `gemv-*` at this version (ours come only from
+/// this overlay: the crates are not published; anything else is extracted again on demand) and a
+/// target directory of its own.
 fn package_library_crates() -> Result<(), String> {
     let version = env!("CARGO_PKG_VERSION");
     let cargo_home = std::env::var_os("CARGO_HOME")
         .map(std::path::PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|home| std::path::Path::new(&home).join(".cargo")));
-    if let Some(Ok(sources)) = cargo_home.map(|home| std::fs::read_dir(home.join("registry").join("src"))) {
-        for registry in sources.flatten() {
-            for name in LIBRARY_CRATES {
-                let extracted = registry.path().join(format!("{name}-{version}"));
-                if extracted.exists() {
-                    std::fs::remove_dir_all(&extracted)
-                        .map_err(|e| format!("removing the stale package source {}: {e}", extracted.display()))?;
-                }
+    if let Some(Ok(registries)) = cargo_home.map(|home| std::fs::read_dir(home.join("registry").join("src"))) {
+        for source in
+            registries.flatten().filter_map(|registry| std::fs::read_dir(registry.path()).ok()).flatten().flatten()
+        {
+            let name = source.file_name().to_string_lossy().into_owned();
+            if name.starts_with("gemv-") && name.ends_with(&format!("-{version}")) {
+                std::fs::remove_dir_all(source.path())
+                    .map_err(|e| format!("removing the stale package source {}: {e}", source.path().display()))?;
             }
         }
     }
@@ -199,9 +197,19 @@ fn package_library_crates() -> Result<(), String> {
         std::fs::remove_dir_all(&target).map_err(|e| format!("removing {}: {e}", target.display()))?;
     }
     let target = target.to_string_lossy().into_owned();
-    let mut args = vec!["package", "--allow-dirty", "--quiet", "--target-dir", &target];
-    for name in LIBRARY_CRATES {
-        args.extend(["--package", name]);
-    }
-    util::run("cargo", &args)
+    util::run(
+        "cargo",
+        &[
+            "package",
+            "--workspace",
+            "--exclude",
+            "gemv-cli",
+            "--exclude",
+            "xtask",
+            "--allow-dirty",
+            "--quiet",
+            "--target-dir",
+            &target,
+        ],
+    )
 }
