@@ -136,20 +136,27 @@ fn decode_half(words: __m256i, table: __m256i, scaled: __m256, out: &mut [__m256
     out[7] = weights::<3, 1>(&doubled, scaled);
 }
 
-/// Rows decoded together (a tile).
-pub(crate) const ROWS: usize = 2;
-/// Tokens whose accumulators are held at once: ROWS x TOKENS = 8 vectors, plus the tokens'
+/// Rows of a tile: two groups of three rows at M = 1, three pairs otherwise.
+pub(crate) const ROWS: usize = 6;
+/// Rows streamed together at M = 1: three chains of fused multiply-adds in flight (each waits on
+/// its previous one) where two left the loop latency-bound (cache-resident, 512 x 5120: about a
+/// fifth faster), with every decoded vector still in registers.
+const M1_ROWS: usize = 3;
+/// Rows whose accumulators are held at once at M >= 2.
+const PAIR: usize = 2;
+/// Tokens whose accumulators are held at once: PAIR x TOKENS = 8 vectors, plus the tokens'
 /// activations and one weight vector, within the 16 registers.
 const TOKENS: usize = 4;
 
-/// Accumulates tokens `t0 .. t0 + T` of every row of the tile over one superblock (see the
-/// AVX-512 kernel): the ROWS x T accumulators of one partial vector stay in registers.
+/// Accumulates tokens `t0 .. t0 + T` of rows `first, first + 1` over one superblock (see the
+/// AVX-512 kernel): the PAIR x T accumulators of one partial vector stay in registers.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 fn accumulate<const T: usize>(
-    ws: &[[[__m256; GROUP_SIZE]; Q]; ROWS],
+    ws: &[[[__m256; GROUP_SIZE]; Q]; PAIR],
     xt: &TransposedX,
     superblock: usize,
+    first: usize,
     t0: usize,
     partials: &mut [f32],
 ) {
@@ -161,13 +168,13 @@ fn accumulate<const T: usize>(
         x[t] = xt.blocks_from(t0 + t, Q * superblock, Q);
     }
     for q in 0..Q {
-        let mut acc = [[_mm256_setzero_ps(); T]; ROWS];
-        // SAFETY: partial vector q of row r, token t0 + t lies inside `partials` (ROWS * m * 64
-        // values); unaligned loads.
+        let mut acc = [[_mm256_setzero_ps(); T]; PAIR];
+        // SAFETY: partial vector q of row first + r, token t0 + t lies inside `partials`
+        // (ROWS * m * 64 values); unaligned loads.
         unsafe {
             for (r, row_acc) in acc.iter_mut().enumerate() {
                 for (t, sum) in row_acc.iter_mut().enumerate() {
-                    *sum = _mm256_loadu_ps(partials.as_ptr().add((r * m + t0 + t) * PARTIALS + q * W));
+                    *sum = _mm256_loadu_ps(partials.as_ptr().add(((first + r) * m + t0 + t) * PARTIALS + q * W));
                 }
             }
         }
@@ -180,7 +187,7 @@ fn accumulate<const T: usize>(
                 // SAFETY: each token's slice holds Q blocks of 16 vectors of 8 f32.
                 xs[t] = unsafe { _mm256_loadu_ps(x[t].as_ptr().add(offset)) };
             }
-            for r in 0..ROWS {
+            for r in 0..PAIR {
                 let w = ws[r][q][j];
                 for t in 0..T {
                     acc[r][t] = _mm256_fmadd_ps(w, xs[t], acc[r][t]);
@@ -191,7 +198,7 @@ fn accumulate<const T: usize>(
         unsafe {
             for (r, row_acc) in acc.iter().enumerate() {
                 for (t, &sum) in row_acc.iter().enumerate() {
-                    _mm256_storeu_ps(partials.as_mut_ptr().add((r * m + t0 + t) * PARTIALS + q * W), sum);
+                    _mm256_storeu_ps(partials.as_mut_ptr().add(((first + r) * m + t0 + t) * PARTIALS + q * W), sum);
                 }
             }
         }
@@ -203,16 +210,16 @@ fn accumulate<const T: usize>(
 /// M <= 2 weights never go through memory (see the AVX-512 kernel).
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-fn stream_block<const T: usize>(
-    words: &[[__m256i; 2]; ROWS],
-    scale: &[__m256; ROWS],
+fn stream_block<const R: usize, const T: usize>(
+    words: &[[__m256i; 2]; R],
+    scale: &[__m256; R],
     table: __m256i,
     x: [&[f32]; T],
-    acc: &mut [[__m256; T]; ROWS],
+    acc: &mut [[__m256; T]; R],
 ) {
     for half in 0..2 {
-        let mut doubled = [[_mm256_setzero_si256(); 2]; ROWS];
-        for r in 0..ROWS {
+        let mut doubled = [[_mm256_setzero_si256(); 2]; R];
+        for r in 0..R {
             doubled[r] = doubled_nibbles(words[r][half], table);
         }
         macro_rules! element {
@@ -223,7 +230,7 @@ fn stream_block<const T: usize>(
                     // SAFETY: each token's block holds 16 vectors of 8 f32.
                     xs[t] = unsafe { _mm256_loadu_ps(x[t].as_ptr().add(j * W)) };
                 }
-                for r in 0..ROWS {
+                for r in 0..R {
                     let w = weights::<$k, $high>(&doubled[r], scale[r]);
                     for t in 0..T {
                         acc[r][t] = _mm256_fmadd_ps(w, xs[t], acc[r][t]);
@@ -242,18 +249,19 @@ fn stream_block<const T: usize>(
     }
 }
 
-/// Loads the accumulators of partial vector `q` for tokens 0..T of every row, streams block `b`
-/// through them, and stores them back.
+/// Loads the accumulators of partial vector `q` for tokens 0..T of rows `first .. first + R`,
+/// streams block `b` through them, and stores them back.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-fn stream_tokens<const T: usize>(
-    words: &[[__m256i; 2]; ROWS],
-    scale: &[__m256; ROWS],
+fn stream_tokens<const R: usize, const T: usize>(
+    words: &[[__m256i; 2]; R],
+    scale: &[__m256; R],
     table: __m256i,
     xt: &TransposedX,
     b: usize,
     q: usize,
+    first: usize,
     partials: &mut [f32],
 ) {
     let m = xt.m();
@@ -261,55 +269,55 @@ fn stream_tokens<const T: usize>(
     for t in 0..T {
         x[t] = xt.block(t, b);
     }
-    let mut acc = [[_mm256_setzero_ps(); T]; ROWS];
-    // SAFETY: partial vector q of row r, token t lies inside `partials` (ROWS * m * 64 values);
-    // unaligned loads and stores.
+    let at = |r: usize, t: usize| ((first + r) * m + t) * PARTIALS + q * W;
+    let mut acc = [[_mm256_setzero_ps(); T]; R];
+    // SAFETY: partial vector q of row first + r, token t lies inside `partials` (ROWS * m * 64
+    // values); unaligned loads and stores.
     unsafe {
         for (r, row_acc) in acc.iter_mut().enumerate() {
             for (t, sum) in row_acc.iter_mut().enumerate() {
-                *sum = _mm256_loadu_ps(partials.as_ptr().add((r * m + t) * PARTIALS + q * W));
+                *sum = _mm256_loadu_ps(partials.as_ptr().add(at(r, t)));
             }
         }
     }
-    stream_block::<T>(words, scale, table, x, &mut acc);
+    stream_block::<R, T>(words, scale, table, x, &mut acc);
     // SAFETY: as above.
     unsafe {
         for (r, row_acc) in acc.iter().enumerate() {
             for (t, &sum) in row_acc.iter().enumerate() {
-                _mm256_storeu_ps(partials.as_mut_ptr().add((r * m + t) * PARTIALS + q * W), sum);
+                _mm256_storeu_ps(partials.as_mut_ptr().add(at(r, t)), sum);
             }
         }
     }
 }
 
-/// Prefetches what the next tile will read where this one reads now: the same superblock of the
-/// same row one tile further on. A row of a 5120-wide matrix is only five superblocks, so
+/// Prefetches what the rows after this pair will read where it reads now: the same superblock of
+/// row `row` (a pair further on). A row of a 5120-wide matrix is only five superblocks, so
 /// looking ahead within the row would leave every tile's start cold; rows are consecutive in
 /// memory, so one tile ahead is the stream's true frontier. The address may lie past the slice
 /// (or the matrix): it is only prefetched, never read, and a prefetch does not fault.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-fn prefetch_next_tile(packed: &[u8], scales: &[u8], rows: usize, r: usize, superblock: usize) {
+fn prefetch_next_tile(packed: &[u8], scales: &[u8], rows: usize, row: usize, superblock: usize) {
     let (row_bytes, groups) = (packed.len() / rows, scales.len() / rows);
-    let bytes = packed.as_ptr().wrapping_add((rows + r) * row_bytes + superblock * 512);
+    let bytes = packed.as_ptr().wrapping_add(row * row_bytes + superblock * 512);
     for line in 0..8 {
         _mm_prefetch::<_MM_HINT_T0>(bytes.wrapping_add(64 * line).cast());
     }
-    _mm_prefetch::<_MM_HINT_T0>(scales.as_ptr().wrapping_add((rows + r) * groups + superblock * 64).cast());
+    _mm_prefetch::<_MM_HINT_T0>(scales.as_ptr().wrapping_add(row * groups + superblock * 64).cast());
 }
 
-/// At M <= 2, block by block: prefetches block `b` of row `r` two tiles further on (one line of
-/// packed bytes; at the superblock's first block also its line of scale codes). Spread over the
+/// At M <= 2, block by block: prefetches block `b` of row `row` (two groups of streamed rows
+/// further on; one line of packed bytes; at the superblock's first block also its line of scale
+/// codes). Spread over the
 /// blocks, the prefetches keep pace with the stream where one burst per superblock did not
 /// (measured with a C model of this loop, 16384 x 5120 weights (46 MB) from DRAM: 0.185-0.205
 /// ns per weight without, 0.153-0.155 with). Like [`prefetch_next_tile`], it may point past the matrix: only
 /// prefetched, never read.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-fn prefetch_block_ahead(packed: &[u8], scales: &[u8], rows: usize, r: usize, b: usize) {
-    const TILES_AHEAD: usize = 2;
+fn prefetch_block_ahead(packed: &[u8], scales: &[u8], rows: usize, row: usize, b: usize) {
     let (row_bytes, groups) = (packed.len() / rows, scales.len() / rows);
-    let row = TILES_AHEAD * rows + r;
     _mm_prefetch::<_MM_HINT_T0>(packed.as_ptr().wrapping_add(row * row_bytes + b * 64).cast());
     if b.is_multiple_of(Q) {
         _mm_prefetch::<_MM_HINT_T0>(scales.as_ptr().wrapping_add(row * groups + b * W).cast());
@@ -342,51 +350,99 @@ fn load_block(bytes: &[u8], codes: &[u8]) -> ([__m256i; 2], __m256) {
 pub(crate) unsafe fn row_tile(packed: &[u8], scales: &[u8], rows: usize, xt: &TransposedX, partials: &mut [f32]) {
     debug_assert!(rows <= ROWS && ROWS <= TILE_ROWS);
     let table = doubled_e2m1_table();
-    let (row_bytes, groups, m) = (packed.len() / rows, scales.len() / rows, xt.m());
-    let mut tail = ([0u8; 128], [0u8; 16]);
-    let row = |r: usize| (&packed[r * row_bytes..(r + 1) * row_bytes], &scales[r * groups..(r + 1) * groups]);
-    if m <= 2 {
-        for superblock in 0..xt.blocks() / Q {
-            let mut words = [[_mm256_setzero_si256(); 2]; ROWS];
-            let mut scale = [_mm256_setzero_ps(); ROWS];
-            for q in 0..Q {
-                let b = Q * superblock + q;
-                for r in 0..rows {
-                    prefetch_block_ahead(packed, scales, rows, r, b);
-                    let (row_packed, row_scales) = row(r);
-                    let (bytes, codes) = block_bytes::<W>(row_packed, row_scales, b, &mut tail);
-                    (words[r], scale[r]) = load_block(bytes, codes);
-                }
-                if m == 1 {
-                    stream_tokens::<1>(&words, &scale, table, xt, b, q, partials);
-                } else {
-                    stream_tokens::<2>(&words, &scale, table, xt, b, q, partials);
-                }
+    match xt.m() {
+        1 => {
+            for first in (0..rows).step_by(M1_ROWS) {
+                stream_rows::<M1_ROWS, 1>(packed, scales, rows, first, table, xt, partials);
             }
         }
-        return;
+        2 => {
+            for first in (0..rows).step_by(PAIR) {
+                stream_rows::<PAIR, 2>(packed, scales, rows, first, table, xt, partials);
+            }
+        }
+        _ => {
+            for first in (0..rows).step_by(PAIR) {
+                decode_and_accumulate(packed, scales, rows, first, table, xt, partials);
+            }
+        }
     }
-    // Rows of the tile past `rows` keep zero weights: their partials are scratch.
-    let mut ws = [[[_mm256_setzero_ps(); GROUP_SIZE]; Q]; ROWS];
+}
+
+/// At M <= 2: rows `first .. first + R` (those below `rows`; the others are zero weights into
+/// scratch partials), block by block, decoded in registers and fused straight into the tokens'
+/// accumulators.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn stream_rows<const R: usize, const T: usize>(
+    packed: &[u8],
+    scales: &[u8],
+    rows: usize,
+    first: usize,
+    table: __m256i,
+    xt: &TransposedX,
+    partials: &mut [f32],
+) {
+    let (row_bytes, groups) = (packed.len() / rows, scales.len() / rows);
+    let mut tail = ([0u8; 128], [0u8; 16]);
+    for b in 0..xt.blocks() {
+        let mut words = [[_mm256_setzero_si256(); 2]; R];
+        let mut scale = [_mm256_setzero_ps(); R];
+        for i in 0..R {
+            let r = first + i;
+            prefetch_block_ahead(packed, scales, rows, r + 2 * R, b);
+            if r < rows {
+                let row_packed = &packed[r * row_bytes..(r + 1) * row_bytes];
+                let row_scales = &scales[r * groups..(r + 1) * groups];
+                let (bytes, codes) = block_bytes::<W>(row_packed, row_scales, b, &mut tail);
+                (words[i], scale[i]) = load_block(bytes, codes);
+            }
+        }
+        stream_tokens::<R, T>(&words, &scale, table, xt, b, b % Q, first, partials);
+    }
+}
+
+/// At M > 2: rows `first, first + 1` (a row at or past `rows` keeps zero weights: its partials
+/// are scratch), superblock by superblock: both rows' 2 x 8 x 16 weight vectors decoded once, then
+/// every token runs through them.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn decode_and_accumulate(
+    packed: &[u8],
+    scales: &[u8],
+    rows: usize,
+    first: usize,
+    table: __m256i,
+    xt: &TransposedX,
+    partials: &mut [f32],
+) {
+    let (row_bytes, groups, m) = (packed.len() / rows, scales.len() / rows, xt.m());
+    let mut tail = ([0u8; 128], [0u8; 16]);
+    let mut ws = [[[_mm256_setzero_ps(); GROUP_SIZE]; Q]; PAIR];
     for superblock in 0..xt.blocks() / Q {
-        for (r, row_ws) in ws.iter_mut().enumerate().take(rows) {
-            let (row_packed, row_scales) = row(r);
-            prefetch_next_tile(packed, scales, rows, r, superblock);
+        for (i, row_ws) in ws.iter_mut().enumerate() {
+            let r = first + i;
+            prefetch_next_tile(packed, scales, rows, r + PAIR, superblock);
+            if r >= rows {
+                continue;
+            }
+            let row_packed = &packed[r * row_bytes..(r + 1) * row_bytes];
+            let row_scales = &scales[r * groups..(r + 1) * groups];
             for (q, block_ws) in row_ws.iter_mut().enumerate() {
                 let (bytes, codes) = block_bytes::<W>(row_packed, row_scales, Q * superblock + q, &mut tail);
                 let ([even, odd], scale) = load_block(bytes, codes);
-                let (first, second) = block_ws.split_at_mut(GROUP_SIZE / 2);
-                decode_half(even, table, scale, first);
-                decode_half(odd, table, scale, second);
+                let (low, high) = block_ws.split_at_mut(GROUP_SIZE / 2);
+                decode_half(even, table, scale, low);
+                decode_half(odd, table, scale, high);
             }
         }
         let mut t0 = 0;
         while t0 < m {
             match m - t0 {
-                1 => accumulate::<1>(&ws, xt, superblock, t0, partials),
-                2 => accumulate::<2>(&ws, xt, superblock, t0, partials),
-                3 => accumulate::<3>(&ws, xt, superblock, t0, partials),
-                _ => accumulate::<TOKENS>(&ws, xt, superblock, t0, partials),
+                1 => accumulate::<1>(&ws, xt, superblock, first, t0, partials),
+                2 => accumulate::<2>(&ws, xt, superblock, first, t0, partials),
+                3 => accumulate::<3>(&ws, xt, superblock, first, t0, partials),
+                _ => accumulate::<TOKENS>(&ws, xt, superblock, first, t0, partials),
             }
             t0 += TOKENS;
         }

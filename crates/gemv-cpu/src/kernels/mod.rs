@@ -29,7 +29,7 @@ pub(crate) fn e4m3_table() -> &'static [f32; 256] {
 /// The most rows a kernel decodes together (a tile): per superblock, the tile's weight vectors
 /// and a few tokens' accumulators are held at once, so each activation load feeds every row of
 /// the tile and each weight load every token of a chunk.
-pub(crate) const TILE_ROWS: usize = 4;
+pub(crate) const TILE_ROWS: usize = 6;
 
 /// The rows of a tile on `path` (at most [`TILE_ROWS`]).
 pub(crate) fn tile_rows(path: SimdPath) -> usize {
