@@ -1,9 +1,9 @@
-//! One launch on the CPU: transpose X once, split the rows over threads in tiles, run the row
-//! kernel and the shared tree for each tile, write Y.
+//! One launch on the CPU: transpose X once, split the rows over the pool's threads in tiles, run
+//! the row kernel and the shared tree for each tile, write Y.
 
 use crate::activations::TransposedX;
 use crate::kernels::{TILE_ROWS, finish, row_tile, tile_rows};
-use crate::simd::{SimdPath, exact_float_mode};
+use crate::simd::SimdPath;
 use gemv_core::{GROUP_SIZE, PARTIALS};
 
 /// The weights and activations of one launch, borrowed in place.
@@ -20,21 +20,20 @@ pub(crate) struct Launch<'a> {
 /// Rows below which one thread does the whole launch (thread start-up would dominate).
 const ROWS_PER_THREAD_MIN: usize = 4 * TILE_ROWS;
 
-/// Computes `Y [m][n]` bf16 bits.
-pub(crate) fn gemv(path: SimdPath, threads: usize, launch: &Launch<'_>) -> Vec<u16> {
+/// Computes `Y [m][n]` bf16 bits on `pool` (whose workers run with exact float modes).
+pub(crate) fn gemv(path: SimdPath, pool: &rayon::ThreadPool, launch: &Launch<'_>) -> Vec<u16> {
     let (m, n, k) = (launch.m, launch.n, launch.k);
     let xt = TransposedX::new(launch.x, m, k, path.width());
-    let threads = threads.clamp(1, n.div_ceil(ROWS_PER_THREAD_MIN).max(1));
+    let threads = pool.current_num_threads().clamp(1, n.div_ceil(ROWS_PER_THREAD_MIN).max(1));
     let tile = tile_rows(path);
     let rows_per_thread = n.div_ceil(threads);
     let (row_bytes, row_groups) = (k / 2, k / GROUP_SIZE);
     // [n][m]: each thread owns a contiguous run of rows.
     let mut by_row = vec![0u16; n * m];
-    std::thread::scope(|scope| {
+    pool.scope(|scope| {
         for (chunk, out) in by_row.chunks_mut(rows_per_thread * m).enumerate() {
             let xt = &xt;
-            scope.spawn(move || {
-                exact_float_mode();
+            scope.spawn(move |_| {
                 let mut partials = vec![0f32; tile * m * PARTIALS];
                 let first_row = chunk * rows_per_thread;
                 for (index, out) in out.chunks_mut(tile * m).enumerate() {

@@ -19,7 +19,11 @@ fn contract(w: &Nvfp4Matrix, x: &[u16], m: usize) -> Vec<u16> {
 
 /// Runs `x` through every supported path at 1, 2 and 3 threads and compares with the contract.
 fn all_paths_match(case: &str, w: &Nvfp4Matrix, x: &[u16], m: usize) {
-    let expected = contract(w, x, m);
+    all_paths_give(case, w, x, m, &contract(w, x, m));
+}
+
+/// Runs `x` through every supported path at 1, 2 and 3 threads and compares with `expected`.
+fn all_paths_give(case: &str, w: &Nvfp4Matrix, x: &[u16], m: usize, expected: &[u16]) {
     for path in SimdPath::ALL {
         if !path.is_supported() {
             skip(Requirement::CpuFeature, &format!("{case}: no {} on this CPU", path.name()));
@@ -85,4 +89,38 @@ fn an_overflowing_product_inside_a_finite_fused_chain() {
     let y = contract(&w, &x, 1);
     assert!(bf16_to_f32(y[0]).is_finite(), "the fused chain must stay finite: {:#06x}", y[0]);
     all_paths_match("overflowing product", &w, &x, 1);
+}
+
+/// Sets (or clears) the flush-to-zero and denormals-are-zero bits of this thread's SSE control
+/// register; returns the previous register.
+#[cfg(target_arch = "x86_64")]
+fn set_flush_modes(control: Option<u32>) -> u32 {
+    const FLUSH_MODES: u32 = (1 << 15) | (1 << 6);
+    let mut previous: u32 = 0;
+    // SAFETY: `stmxcsr` stores the control register to a valid, writable local; `ldmxcsr` loads a
+    // value that differs from it only in the two flush-mode bits (or the saved register itself),
+    // which change how this thread treats subnormals and unmask no exception.
+    unsafe {
+        std::arch::asm!("stmxcsr [{}]", in(reg) &mut previous, options(nostack, preserves_flags));
+        let next = control.unwrap_or(previous | FLUSH_MODES);
+        std::arch::asm!("ldmxcsr [{}]", in(reg) &next, options(nostack, preserves_flags, readonly));
+    }
+    previous
+}
+
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn a_caller_in_flush_to_zero_mode_still_gets_the_contract() {
+    // The worker pool starts from this thread, so its threads inherit the flush modes unless they
+    // clear them; subnormal activations and a subnormal global scale then change the bits.
+    let (k, m) = (1552, 3);
+    let w = matrix_with_scales(33, k, 12, -1.0e-40, |_, g, rng| (g as u32 ^ rng.next_u32()) as u8);
+    let x = extreme_activations(m, k, 13);
+    let expected = contract(&w, &x, m);
+    let saved = set_flush_modes(None);
+    let outcome = std::panic::catch_unwind(|| all_paths_give("caller with FTZ and DAZ set", &w, &x, m, &expected));
+    set_flush_modes(Some(saved));
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
 }
