@@ -139,8 +139,9 @@ fn decode_half(words: __m256i, table: __m256i, scaled: __m256, out: &mut [__m256
 /// Rows of a tile: two groups of three rows at M = 1, three pairs otherwise.
 pub(crate) const ROWS: usize = 6;
 /// Rows streamed together at M = 1: three chains of fused multiply-adds in flight (each waits on
-/// its previous one) where two left the loop latency-bound (cache-resident, 512 x 5120: about a
-/// fifth faster), with every decoded vector still in registers.
+/// its previous one) where two left the loop latency-bound (cache-resident 512 x 5120, one
+/// thread: 388-417 us against 442-518 us), with every decoded vector still in registers; four
+/// spill.
 const M1_ROWS: usize = 3;
 /// Rows whose accumulators are held at once at M >= 2.
 const PAIR: usize = 2;
