@@ -3,7 +3,8 @@
 use crate::compute::{Launch, gemv};
 use crate::simd::{SIMD_VARIABLE, SimdPath, exact_float_mode};
 use gemv_backend::{
-    DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, HostMemory, KernelHandle, Result, TimerKind, resolved_spec,
+    AlignedBytes, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, HostMemory, KernelHandle, Result, TimerKind,
+    resolved_spec,
 };
 use gemv_core::{MODULE_NAME, host_threads};
 use std::sync::OnceLock;
@@ -136,14 +137,19 @@ impl GpuBackend for CpuBackend {
         Ok(())
     }
 
-    /// A host memory copy on the backend's threads, through buffers of at least 256 MB so the
+    /// A host memory copy on the backend's threads, through buffers of at least 128 MB so the
     /// copy streams memory rather than cache (the reference `gemv bench`'s "% copy" is read
-    /// against); the time is scaled to `bytes * repeats`.
+    /// against); the median of at least five timed passes, scaled to `bytes * repeats`. (One
+    /// average over all passes moved by tens of percent between runs on a shared machine.)
     fn time_device_copy(&self, bytes: usize, repeats: usize) -> Result<Option<Duration>> {
         const COLD_BYTES: usize = 256 << 20;
+        const PASSES_MIN: usize = 5;
         let size = bytes.max(COLD_BYTES / 2);
-        let source = vec![1u8; size];
-        let mut target = vec![0u8; size];
+        // Allocated like the weights (huge pages where the system offers them), so the two
+        // streams meet the same page-table costs.
+        let mut source = AlignedBytes::zeroed(size);
+        source.fill(1);
+        let mut target = AlignedBytes::zeroed(size);
         let chunk = size.div_ceil(self.threads);
         let copy = |target: &mut [u8]| {
             std::thread::scope(|scope| {
@@ -153,12 +159,16 @@ impl GpuBackend for CpuBackend {
             })
         };
         copy(&mut target);
-        let passes = (bytes * repeats.max(1)).div_ceil(size).max(2);
-        let start = Instant::now();
-        for _ in 0..passes {
-            copy(&mut target);
-        }
-        let per_byte = start.elapsed().as_secs_f64() / (passes * size) as f64;
+        let passes = (bytes * repeats.max(1)).div_ceil(size).max(PASSES_MIN);
+        let mut times: Vec<f64> = (0..passes)
+            .map(|_| {
+                let start = Instant::now();
+                copy(&mut target);
+                start.elapsed().as_secs_f64()
+            })
+            .collect();
+        times.sort_by(f64::total_cmp);
+        let per_byte = times[passes / 2] / size as f64;
         std::hint::black_box(&target);
         Ok(Some(Duration::from_secs_f64(per_byte * (bytes * repeats) as f64)))
     }

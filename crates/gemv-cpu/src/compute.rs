@@ -20,13 +20,18 @@ pub(crate) struct Launch<'a> {
 /// Rows below which one thread does the whole launch (thread start-up would dominate).
 const ROWS_PER_THREAD_MIN: usize = 4 * TILE_ROWS;
 
+/// Runs of rows per thread: the pool hands them out as threads come free, so a thread slowed by
+/// the rest of the machine does not hold up the launch.
+const CHUNKS_PER_THREAD: usize = 8;
+
 /// Computes `Y [m][n]` bf16 bits on `pool` (whose workers run with exact float modes).
 pub(crate) fn gemv(path: SimdPath, pool: &rayon::ThreadPool, launch: &Launch<'_>) -> Vec<u16> {
     let (m, n, k) = (launch.m, launch.n, launch.k);
     let xt = TransposedX::new(launch.x, m, k, path.width());
     let threads = pool.current_num_threads().clamp(1, n.div_ceil(ROWS_PER_THREAD_MIN).max(1));
     let tile = tile_rows(path);
-    let rows_per_thread = n.div_ceil(threads);
+    let chunks = if threads == 1 { 1 } else { threads * CHUNKS_PER_THREAD };
+    let rows_per_thread = n.div_ceil(chunks).max(ROWS_PER_THREAD_MIN).next_multiple_of(tile);
     let (row_bytes, row_groups) = (k / 2, k / GROUP_SIZE);
     // [n][m]: each thread owns a contiguous run of rows.
     let mut by_row = vec![0u16; n * m];
