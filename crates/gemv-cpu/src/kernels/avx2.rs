@@ -136,25 +136,28 @@ fn decode_half(words: __m256i, table: __m256i, scaled: __m256, out: &mut [__m256
     out[7] = weights::<3, 1>(&doubled, scaled);
 }
 
-/// Rows of a tile: two groups of three rows at M = 1, three pairs otherwise.
+/// Rows of a tile: two groups of three rows at M = 1 and M > 2, three pairs at M = 2.
 pub(crate) const ROWS: usize = 6;
 /// Rows streamed together at M = 1: three chains of fused multiply-adds in flight (each waits on
 /// its previous one) where two left the loop latency-bound (cache-resident 512 x 5120, one
 /// thread: 388-417 us against 442-518 us), with every decoded vector still in registers; four
 /// spill.
 const M1_ROWS: usize = 3;
-/// Rows whose accumulators are held at once at M >= 2.
+/// Rows streamed together at M = 2 (2 x 2 chains).
 const PAIR: usize = 2;
-/// Tokens whose accumulators are held at once: PAIR x TOKENS = 8 vectors, plus the tokens'
-/// activations and one weight vector, within the 16 registers.
-const TOKENS: usize = 4;
+/// At M > 2, rows whose decoded weights meet each activation load, and tokens whose accumulators
+/// are held at once: 3 x 3 = 9 chains, three weight and three activation loads per 9 FMAs,
+/// within the 16 registers. Measured against 2 x 4 (cache-resident 512 x 5120, one thread, M = 8):
+/// 1113-1399 us against 1430-1545 us; 3 x 4 spills (1386-1923 us).
+const ACC_ROWS: usize = 3;
+const TOKENS: usize = 3;
 
-/// Accumulates tokens `t0 .. t0 + T` of rows `first, first + 1` over one superblock (see the
-/// AVX-512 kernel): the PAIR x T accumulators of one partial vector stay in registers.
+/// Accumulates tokens `t0 .. t0 + T` of rows `first .. first + ACC_ROWS` over one superblock (see
+/// the AVX-512 kernel): the ACC_ROWS x T accumulators of one partial vector stay in registers.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 fn accumulate<const T: usize>(
-    ws: &[[[__m256; GROUP_SIZE]; Q]; PAIR],
+    ws: &[[[__m256; GROUP_SIZE]; Q]; ACC_ROWS],
     xt: &TransposedX,
     superblock: usize,
     first: usize,
@@ -169,7 +172,7 @@ fn accumulate<const T: usize>(
         x[t] = xt.blocks_from(t0 + t, Q * superblock, Q);
     }
     for q in 0..Q {
-        let mut acc = [[_mm256_setzero_ps(); T]; PAIR];
+        let mut acc = [[_mm256_setzero_ps(); T]; ACC_ROWS];
         // SAFETY: partial vector q of row first + r, token t0 + t lies inside `partials`
         // (ROWS * m * 64 values); unaligned loads.
         unsafe {
@@ -188,7 +191,7 @@ fn accumulate<const T: usize>(
                 // SAFETY: each token's slice holds Q blocks of 16 vectors of 8 f32.
                 xs[t] = unsafe { _mm256_loadu_ps(x[t].as_ptr().add(offset)) };
             }
-            for r in 0..PAIR {
+            for r in 0..ACC_ROWS {
                 let w = ws[r][q][j];
                 for t in 0..T {
                     acc[r][t] = _mm256_fmadd_ps(w, xs[t], acc[r][t]);
@@ -363,7 +366,7 @@ pub(crate) unsafe fn row_tile(packed: &[u8], scales: &[u8], rows: usize, xt: &Tr
             }
         }
         _ => {
-            for first in (0..rows).step_by(PAIR) {
+            for first in (0..rows).step_by(ACC_ROWS) {
                 decode_and_accumulate(packed, scales, rows, first, table, xt, partials);
             }
         }
@@ -403,9 +406,9 @@ fn stream_rows<const R: usize, const T: usize>(
     }
 }
 
-/// At M > 2: rows `first, first + 1` (a row at or past `rows` keeps zero weights: its partials
-/// are scratch), superblock by superblock: both rows' 2 x 8 x 16 weight vectors decoded once, then
-/// every token runs through them.
+/// At M > 2: rows `first .. first + ACC_ROWS` (a row at or past `rows` keeps zero weights: its
+/// partials are scratch), superblock by superblock: each row's 8 x 16 weight vectors decoded once,
+/// then every token runs through them.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 fn decode_and_accumulate(
@@ -419,11 +422,11 @@ fn decode_and_accumulate(
 ) {
     let (row_bytes, groups, m) = (packed.len() / rows, scales.len() / rows, xt.m());
     let mut tail = ([0u8; 128], [0u8; 16]);
-    let mut ws = [[[_mm256_setzero_ps(); GROUP_SIZE]; Q]; PAIR];
+    let mut ws = [[[_mm256_setzero_ps(); GROUP_SIZE]; Q]; ACC_ROWS];
     for superblock in 0..xt.blocks() / Q {
         for (i, row_ws) in ws.iter_mut().enumerate() {
             let r = first + i;
-            prefetch_next_tile(packed, scales, rows, r + PAIR, superblock);
+            prefetch_next_tile(packed, scales, rows, r + ACC_ROWS, superblock);
             if r >= rows {
                 continue;
             }
