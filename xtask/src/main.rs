@@ -11,10 +11,13 @@
 //! - `kernels [--check]`: CUDA sources to committed PTX with the pinned nvcc.
 //! - `sass [--check]`: the static SASS report docs/sass.md.
 //! - `package`: `cargo package` of the library crates, verified (the last step of `test`).
+//! - `candle [--full]`: fmt and clippy of `examples/candle` against candle-core's `cuda` feature,
+//!   candle's own CUDA kernels built by a stand-in nvcc (or, with `--full`, the real one: 20 min).
 //! - `device-pack`: release binaries and run.sh for a GPU machine without Rust.
 //! - `mutants [--kernels]`: mutation testing of gemv-core and gemv-backend (cargo-mutants), or of
 //!   the CUDA kernels under the emulator. Slow; not part of `test`.
 
+mod candle;
 mod cuda_toolchain;
 mod device_pack;
 mod fixtures;
@@ -48,6 +51,9 @@ commands:
                     spills, SASS counts, hot loop, per-row slope, issue model); fails on spills
   package           cargo package of the library crates, each tarball built against the
                     others' tarballs (the last step of `test`)
+  candle [--full]   fmt + clippy of examples/candle (an NVFP4 linear layer as a candle custom op)
+                    with candle-core's cuda feature; candle's CUDA kernels are built by a
+                    stand-in nvcc (part of `test`), or with --full by the pinned one (20 min)
   device-pack       build target/device-pack/ (release gemv, CUDA conformance tests, run.sh)
                     for a GPU machine without Rust: there, `bash target/device-pack/run.sh`
   mutants [--all]   cargo-mutants (installed on first use) over the selector, dispatch plan,
@@ -69,6 +75,7 @@ fn main() -> ExitCode {
         Some("kernels") => kernels::run(args.iter().any(|a| a == "--check")),
         Some("sass") => sass::run(args.iter().any(|a| a == "--check")),
         Some("package") => package_library_crates(),
+        Some("candle") => candle::run_check(args.iter().any(|a| a == "--full")),
         Some("device-pack") => device_pack::run(),
         Some("mutants") => mutants::run_command(&args[1..]),
         Some("-h" | "--help" | "help") => {
@@ -162,6 +169,9 @@ fn test() -> Result<(), String> {
             "target/cudarc-linked",
         ],
     )?;
+    // The candle example: gemv-cuda in one graph with candle-core's `cuda` feature, the custom op
+    // checked against candle's real API (candle's own kernels built by a stand-in nvcc).
+    candle::run_check(false)?;
     // Every library crate packages on its own (nothing it builds from lies outside it) and
     // builds from its package, as a registry would.
     package_library_crates()?;
