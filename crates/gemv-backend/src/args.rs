@@ -4,15 +4,22 @@ use crate::{BufferRange, Error, Result};
 use gemv_core::{GROUP_SIZE, GemvShape, KernelSpec};
 
 /// `Y[0..m) = contract(W, X[0..m))` for one kernel launch.
+///
+/// X and Y are row-major with row strides in elements (`x_row_stride >= K`,
+/// `y_row_stride >= N`): an engine's activations are often rows of a wider buffer. Contiguous
+/// rows have strides K and N ([`GemvArgs::contiguous`]). Elements between rows are neither read
+/// (X) nor written (Y).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GemvArgs {
-    /// X `[m][K]` bf16, at least `2 m K` bytes, 2-byte aligned.
+    /// X: row t at element `t * x_row_stride`, K bf16 each; at least
+    /// `2 ((m - 1) x_row_stride + K)` bytes, 2-byte aligned.
     pub x: BufferRange,
     /// Packed E2M1 weights `[N][K/2]`.
     pub packed: BufferRange,
     /// E4M3 block scales `[N][K/16]`.
     pub scales: BufferRange,
-    /// Y `[m][N]` bf16, at least `2 m N` bytes, 2-byte aligned; bytes past row m are untouched.
+    /// Y: row t at element `t * y_row_stride`, N bf16 each; at least
+    /// `2 ((m - 1) y_row_stride + N)` bytes, 2-byte aligned; nothing else is written.
     pub y: BufferRange,
     /// The FP32 global scale.
     pub global_scale: f32,
@@ -22,17 +29,55 @@ pub struct GemvArgs {
     pub n: usize,
     /// Weight columns.
     pub k: usize,
+    /// Elements from one row of X to the next (at least K).
+    pub x_row_stride: usize,
+    /// Elements from one row of Y to the next (at least N).
+    pub y_row_stride: usize,
+}
+
+/// Elements a strided `[rows][width]` operand spans: `(rows - 1) * stride + width` (0 rows: 0),
+/// saturating (a span past `usize::MAX` fits no buffer, and validation says so).
+pub fn strided_span(rows: usize, width: usize, stride: usize) -> usize {
+    if rows == 0 { 0 } else { (rows - 1).saturating_mul(stride).saturating_add(width) }
+}
+
+/// Checks that X's and Y's row strides cover their rows (`x_row_stride >= k`,
+/// `y_row_stride >= n`): [`Error::RowStrideTooSmall`] otherwise. Every launch path calls it.
+pub fn check_row_strides(k: usize, n: usize, x_row_stride: usize, y_row_stride: usize) -> Result<()> {
+    for (what, stride, width) in [("x", x_row_stride, k), ("y", y_row_stride, n)] {
+        if stride < width {
+            return Err(Error::RowStrideTooSmall { what, stride, width });
+        }
+    }
+    Ok(())
 }
 
 impl GemvArgs {
-    /// The bytes of Y a launch writes: its first `m` rows.
-    pub fn y_written(&self) -> BufferRange {
-        self.y.buffer.range(self.y.offset, 2 * self.m * self.n)
+    /// Arguments with contiguous X `[m][K]` and Y `[m][N]` (row strides K and N).
+    #[allow(clippy::too_many_arguments)]
+    pub fn contiguous(
+        x: BufferRange,
+        packed: BufferRange,
+        scales: BufferRange,
+        y: BufferRange,
+        global_scale: f32,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Self {
+        Self { x, packed, scales, y, global_scale, m, n, k, x_row_stride: k, y_row_stride: n }
     }
 
-    /// The bytes of X a launch reads: its first `m` rows.
+    /// The bytes of Y a launch may write: from its first row's first element to its last row's
+    /// last (elements between rows inside this span are not written).
+    pub fn y_written(&self) -> BufferRange {
+        self.y.buffer.range(self.y.offset, strided_span(self.m, self.n, self.y_row_stride).saturating_mul(2))
+    }
+
+    /// The bytes of X a launch may read: from its first row's first element to its last row's
+    /// last (elements between rows are not read).
     pub fn x_read(&self) -> BufferRange {
-        self.x.buffer.range(self.x.offset, 2 * self.m * self.k)
+        self.x.buffer.range(self.x.offset, strided_span(self.m, self.k, self.x_row_stride).saturating_mul(2))
     }
 
     /// The bytes of the packed weights a launch reads.
@@ -53,11 +98,12 @@ impl GemvArgs {
             return Err(Error::MExceedsWidth { kernel: kernel.name, m: self.m, width: kernel.max_m });
         }
         let (m, n, k) = (self.m, self.n, self.k);
+        check_row_strides(k, n, self.x_row_stride, self.y_row_stride)?;
         let needs = [
-            ("x", self.x, 2 * m * k, 2),
+            ("x", self.x, strided_span(m, k, self.x_row_stride).saturating_mul(2), 2),
             ("packed", self.packed, n * k / 2, 1),
             ("scales", self.scales, n * k / GROUP_SIZE, 1),
-            ("y", self.y, 2 * m * n, 2),
+            ("y", self.y, strided_span(m, n, self.y_row_stride).saturating_mul(2), 2),
         ];
         for (what, range, needed, align) in needs {
             range.check_bounds(what)?;

@@ -105,16 +105,16 @@ impl<B: BackendRef> DeviceMatrix<B> {
     /// out `[M][K]` and `[M][N]`.
     pub fn args(&self, x: DeviceBuffer, y: DeviceBuffer, row_offset: usize, rows: usize) -> GemvArgs {
         let (n, k) = (self.n, self.k);
-        GemvArgs {
-            x: BufferRange { buffer: x, offset: 2 * row_offset * k, len: 2 * rows * k },
-            packed: self.packed.whole(),
-            scales: self.scales.whole(),
-            y: BufferRange { buffer: y, offset: 2 * row_offset * n, len: 2 * rows * n },
-            global_scale: self.global_scale,
-            m: rows,
+        GemvArgs::contiguous(
+            BufferRange { buffer: x, offset: 2 * row_offset * k, len: 2 * rows * k },
+            self.packed.whole(),
+            self.scales.whole(),
+            BufferRange { buffer: y, offset: 2 * row_offset * n, len: 2 * rows * n },
+            self.global_scale,
+            rows,
             n,
             k,
-        }
+        )
     }
 
     /// Enqueues every launch of `plan` over device X and Y.

@@ -39,6 +39,16 @@ pub enum Error {
         /// The buffer's size.
         buffer_len: usize,
     },
+    /// A row stride smaller than the row it steps over.
+    #[error("{what}: row stride {stride} is smaller than a row ({width} elements)")]
+    RowStrideTooSmall {
+        /// Which argument.
+        what: &'static str,
+        /// The stride given, in elements.
+        stride: usize,
+        /// Elements per row (K for X, N for Y).
+        width: usize,
+    },
     /// A range smaller than the shape needs.
     #[error("{what}: range holds {len} bytes but M = {m}, N = {n}, K = {k} needs {needed}")]
     RangeTooSmall {

@@ -17,20 +17,22 @@ pub struct HostMemory {
 /// [`HostMemory::with_launch_addresses`], which holds the memory locked meanwhile.
 #[derive(Debug, Clone, Copy)]
 pub struct HostLaunchAddresses {
-    /// X's first byte (`2 m K` bytes readable).
+    /// X's first byte (its rows `x_row_stride` elements apart: `GemvArgs::x_read` is readable).
     pub x: *const u8,
     /// The packed weights' first byte (`N K / 2` bytes readable).
     pub packed: *const u8,
     /// The scales' first byte (`N K / 16` bytes readable).
     pub scales: *const u8,
-    /// Y's first byte (`2 m N` bytes writable; nothing else is).
+    /// Y's first byte (its m rows of N elements, `y_row_stride` apart, are writable; nothing
+    /// else is).
     pub y: *mut u8,
 }
 
 /// What a validated launch reads, borrowed from host memory.
 #[derive(Debug)]
 pub struct HostLaunchInputs<'a> {
-    /// X `[m][K]` bf16 bits (copied: small, and bytes in memory need not be 2-byte aligned).
+    /// X `[m][K]` bf16 bits, its rows gathered from their strides (copied: small, and bytes in
+    /// memory need not be 2-byte aligned).
     pub x: Vec<u16>,
     /// Packed weights `[N][K/2]`.
     pub packed: &'a [u8],
@@ -74,6 +76,17 @@ impl HostMemory {
         Ok(f(&mut table.get_mut(what, range)?[range.offset..range.offset + range.len]))
     }
 
+    /// Writes a validated launch's Y, `y` as `[m][N]`, each row at its stride; the elements
+    /// between rows are left as they are.
+    pub fn write_y_rows(&self, args: &GemvArgs, y: &[u16]) -> Result<()> {
+        let (n, stride) = (args.n, args.y_row_stride);
+        self.write_with("y", args.y_written(), |out| {
+            for (t, row) in y.chunks_exact(n).take(args.m).enumerate() {
+                out[2 * t * stride..][..2 * n].copy_from_slice(bytemuck::cast_slice(row));
+            }
+        })
+    }
+
     /// Runs `f` on the inputs of a validated launch, borrowed in place (the memory stays locked
     /// while `f` runs), and returns what it computed.
     pub fn with_launch_inputs<T>(&self, args: &GemvArgs, f: impl FnOnce(HostLaunchInputs<'_>) -> T) -> Result<T> {
@@ -82,8 +95,12 @@ impl HostMemory {
             Ok(&table.get(what, range)?[range.offset..range.offset + range.len])
         };
         let x = bytes("x", args.x_read())?;
+        let row_bytes = 2 * args.k;
         let inputs = HostLaunchInputs {
-            x: x.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect(),
+            x: (0..args.m)
+                .flat_map(|t| x[2 * t * args.x_row_stride..][..row_bytes].chunks_exact(2))
+                .map(|b| u16::from_le_bytes([b[0], b[1]]))
+                .collect(),
             packed: bytes("packed", args.packed_read())?,
             scales: bytes("scales", args.scales_read())?,
         };

@@ -128,7 +128,7 @@ impl GpuBackend for CpuBackend {
             };
             gemv(self.path, pool, &launch)
         })?;
-        self.memory.write_with("y", args.y_written(), |out| out.copy_from_slice(bytemuck::cast_slice(&y)))?;
+        self.memory.write_y_rows(args, &y)?;
         tracing::trace!(kernel = spec.name, m, n, k, path = self.path.name(), "cpu launch");
         Ok(())
     }

@@ -225,7 +225,7 @@ __device__ __forceinline__ void prefetch_chunk(const gemv_u8* const (&rows)[2], 
 // One block: rows row0 .. row0 + 15 for tokens 0 .. m - 1 (m <= 8 * TILES).
 template <int TILES, int FAULT>
 __device__ __forceinline__ void fast_entry(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
-                                           float global_scale, int m, int n, int k) {
+                                           float global_scale, int m, int n, int k, int x_stride, int y_stride) {
     const int tid = (int)threadIdx.x;
     const int warp = tid / kWarp;
     const int lane = tid % kWarp;
@@ -236,7 +236,7 @@ __device__ __forceinline__ void fast_entry(const gemv_u16* x, const gemv_u8* pac
     loads.packed16 = (((gemv_u64)packed) & 15u) == 0u && (k / 2) % 16 == 0;
     loads.packed8 = (((gemv_u64)packed) & 7u) == 0u;
     loads.scales2 = (((gemv_u64)scales) & 1u) == 0u && (k / 16) % 2 == 0;
-    loads.x16 = (((gemv_u64)x) & 15u) == 0u;
+    loads.x16 = (((gemv_u64)x) & 15u) == 0u && x_stride % 8 == 0;  // every token row 16-byte aligned
     const int groups = k / 16;
     // The lane's rows (past N: row N - 1, loaded and never stored) and tokens (past M: none).
     const gemv_u8* rows[2];
@@ -251,7 +251,7 @@ __device__ __forceinline__ void fast_entry(const gemv_u16* x, const gemv_u8* pac
 #pragma unroll
     for (int i = 0; i < TILES; ++i) {
         const int token = g + kTileTokens * i;
-        xs[i] = token < m ? x + (gemv_u64)token * (gemv_u64)k : nullptr;
+        xs[i] = token < m ? x + (gemv_u64)token * (gemv_u64)x_stride : nullptr;
     }
     // Every E4M3 code's scale pair, decoded once per block (a lookup in the loop costs one
     // shared load where the decode costs about seven instructions per code).
@@ -309,7 +309,7 @@ __device__ __forceinline__ void fast_entry(const gemv_u16* x, const gemv_u8* pac
         total += partials[((w * TILES + tile) * 4 + element) * kWarp + source_lane];
     }
     if (token < m && row0 + r < n) {
-        store_global(y + (gemv_u64)token * (gemv_u64)n + (gemv_u64)(row0 + r),
+        store_global(y + (gemv_u64)token * (gemv_u64)y_stride + (gemv_u64)(row0 + r),
                      gemv_f32_to_bf16((total * kOutputScale) * global_scale));
     }
 }
@@ -325,8 +325,8 @@ __device__ __forceinline__ void fast_entry(const gemv_u16* x, const gemv_u8* pac
 #define GEMV_DEFINE_FAST_ENTRY(name, tiles, rows, min_blocks)                                                    \
     GEMV_KERNEL(name, gemv_fast::kThreadsPerBlock, min_blocks)                                                   \
     (const gemv_u16* __restrict__ x, const gemv_u8* __restrict__ packed, const gemv_u8* __restrict__ scales,     \
-     gemv_u16* __restrict__ y, float global_scale, int m, int n, int k) {                                        \
-        gemv_fast::fast_entry<tiles, gemv_fast::kNone>(x, packed, scales, y, global_scale, m, n, k);                        \
+     gemv_u16* __restrict__ y, float global_scale, int m, int n, int k, int x_stride, int y_stride) {            \
+        gemv_fast::fast_entry<tiles, gemv_fast::kNone>(x, packed, scales, y, global_scale, m, n, k, x_stride, y_stride);    \
     }
 
 GEMV_FAST_KERNELS(GEMV_DEFINE_FAST_ENTRY)

@@ -173,10 +173,11 @@ __device__ __forceinline__ void load_all(RowCursor<ROWS>& rows, int groups, cons
 // Stages tokens t0 .. min(t0 + SLICE_TOKENS, m) of one pass into `xs` as f32 times `scale`, in
 // the pair order of e2m1_pairs: each 8-k chunk [x0..x7] is stored as [x0 x4 x1 x5 x2 x6 x3 x7].
 // Thread `tid` stages chunk tid % 128 of tokens tid / 128, tid / 128 + 2, ...; `x_chunk` points at
-// that chunk of token 0 in this pass. k past K (a partial pass) is zero.
+// that chunk of token 0 in this pass; token rows are `x_stride` elements apart. k past K (a partial
+// pass) is zero.
 template <int SLICE_TOKENS>
 __device__ __forceinline__ void stage_slice(GemvShared<float, SLICE_TOKENS * kTokenStride>& xs, const gemv_u16* x_chunk,
-                                            bool x_aligned, bool chunk_in_k, int tid, int t0, int m, int k,
+                                            bool x_aligned, bool chunk_in_k, int tid, int t0, int m, int x_stride,
                                             float scale) {
     constexpr int kTokensPerStep = kThreadsPerBlock / kChunks;
     const int chunk = tid % kChunks;
@@ -186,7 +187,7 @@ __device__ __forceinline__ void stage_slice(GemvShared<float, SLICE_TOKENS * kTo
     for (int t = tid / kChunks; t < tokens; t += kTokensPerStep) {
         gemv_u32 w[4] = {0u, 0u, 0u, 0u};
         if (GEMV_ON_COMMON_PATH(chunk_in_k, true)) {
-            const gemv_u16* p = x_chunk + (gemv_u64)(t0 + t) * (gemv_u64)k;
+            const gemv_u16* p = x_chunk + (gemv_u64)(t0 + t) * (gemv_u64)x_stride;
             if (GEMV_ON_COMMON_PATH(x_aligned, true)) {
                 const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
                 w[0] = v.x;
@@ -316,7 +317,7 @@ __device__ __forceinline__ void compute_slice(const PassWeights (&w)[ROWS], cons
 template <int MAX_M, int ROWS, int SLICE, bool SCALED>
 __device__ __forceinline__ void run_pass(const PassWeights (&w)[ROWS], const ScaleTable& table, const gemv_u16* x_chunk,
                                          bool x_aligned,
-                                         bool chunk_in_k, int tid, int m, int k, int lane,
+                                         bool chunk_in_k, int tid, int m, int x_stride, int lane,
                                          float (&acc)[ROWS][2][MAX_M]) {
     constexpr int kSliceTokens = MAX_M < SLICE ? MAX_M : SLICE;
     GEMV_SHARED(float, xs, kSliceTokens * kTokenStride);
@@ -324,7 +325,7 @@ __device__ __forceinline__ void run_pass(const PassWeights (&w)[ROWS], const Sca
     for (int t0 = 0; t0 < MAX_M; t0 += kSliceTokens) {
         if (t0 >= m) break;
         __syncthreads();  // the previous slice's readers are done
-        stage_slice<kSliceTokens>(xs, x_chunk, x_aligned, chunk_in_k, tid, t0, m, k, SCALED ? kXScale : 1.0f);
+        stage_slice<kSliceTokens>(xs, x_chunk, x_aligned, chunk_in_k, tid, t0, m, x_stride, SCALED ? kXScale : 1.0f);
         __syncthreads();
         // Every token of the slice live (the plan's usual case) compiles without token guards.
         if (GEMV_ON_COMMON_PATH(t0 + kSliceTokens <= m, true)) {
@@ -398,9 +399,10 @@ __device__ __forceinline__ bool stores(int lane, int m, int n, int row0) {
 }
 
 template <int MAX_M, int ROWS>
-__device__ __forceinline__ void store(float total, gemv_u16* y, float global_scale, int n, int lane, int row0) {
+__device__ __forceinline__ void store(float total, gemv_u16* y, float global_scale, int y_stride, int lane, int row0) {
     const int o = lane / Tree<MAX_M, ROWS>::kLanesPerOutput;
-    store_global(y + (gemv_u64)(o % MAX_M) * (gemv_u64)n + (row0 + o / MAX_M), gemv_f32_to_bf16(total * global_scale));
+    store_global(y + (gemv_u64)(o % MAX_M) * (gemv_u64)y_stride + (row0 + o / MAX_M),
+                 gemv_f32_to_bf16(total * global_scale));
 }
 
 // One warp computes ROWS consecutive weight rows from row0 for every t < m (m <= MAX_M) and returns
@@ -409,8 +411,8 @@ __device__ __forceinline__ void store(float total, gemv_u16* y, float global_sca
 // stored. SLICE: tokens staged at once (SliceTokens).
 template <int MAX_M, int ROWS, int SLICE>
 __device__ __forceinline__ float gemv_rows(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, int m,
-                                           int n, int k, bool x_aligned, const Loads& loads, int tid, int lane,
-                                           int row0) {
+                                           int n, int k, int x_stride, bool x_aligned, const Loads& loads, int tid,
+                                           int lane, int row0) {
     const int groups = k / kGroup;
     const int passes = (groups + kPartials - 1) / kPartials;
     float acc[ROWS][2][MAX_M];
@@ -450,12 +452,13 @@ __device__ __forceinline__ float gemv_rows(const gemv_u16* x, const gemv_u8* pac
     for (int pass = 0; pass < passes; pass += 2) {
         const bool second = pass + 1 < passes;
         if (second) load_all(rows, groups, loads, b);
-        run_pass<MAX_M, ROWS, SLICE, true>(a, scale_table, x_chunk, x_aligned, pass * kPassK + 8 * chunk < k, tid, m, k, lane, acc);
+        run_pass<MAX_M, ROWS, SLICE, true>(a, scale_table, x_chunk, x_aligned, pass * kPassK + 8 * chunk < k, tid, m, x_stride,
+                                             lane, acc);
         x_chunk += kPassK;
         if (!second) break;
         if (pass + 2 < passes) load_all(rows, groups, loads, a);
-        run_pass<MAX_M, ROWS, SLICE, true>(b, scale_table, x_chunk, x_aligned, (pass + 1) * kPassK + 8 * chunk < k, tid, m, k,
-                                             lane, acc);
+        run_pass<MAX_M, ROWS, SLICE, true>(b, scale_table, x_chunk, x_aligned, (pass + 1) * kPassK + 8 * chunk < k, tid, m,
+                                             x_stride, lane, acc);
         x_chunk += kPassK;
     }
     return reduce<MAX_M, ROWS>(acc, lane);
@@ -481,7 +484,7 @@ __device__ __forceinline__ float e4m3_f32(gemv_u32 code) {
 // from global memory. No shared memory, no barrier; small in registers and code.
 template <int MAX_M, int ROWS>
 __device__ __noinline__ float gemv_rows_plain(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, int m,
-                                              int n, int k, int lane, int row0) {
+                                              int n, int k, int x_stride, int lane, int row0) {
     const int groups = k / kGroup;
     float acc[ROWS][2][MAX_M];
 #pragma unroll
@@ -502,7 +505,7 @@ __device__ __noinline__ float gemv_rows_plain(const gemv_u16* x, const gemv_u8* 
                 const float scale = e4m3_f32(__ldg(scales + row * (gemv_u64)groups + g));
 #pragma unroll 1
                 for (int t = 0; t < m && t < MAX_M; ++t) {
-                    const gemv_u16* xs = x + (gemv_u64)t * (gemv_u64)k + kGroup * (gemv_u64)g;
+                    const gemv_u16* xs = x + (gemv_u64)t * (gemv_u64)x_stride + kGroup * (gemv_u64)g;
                     float sum = 0.0f;
 #pragma unroll
                     for (int tt = 0; tt < MAX_M; ++tt) sum = tt == t ? acc[r][h][tt] : sum;
@@ -524,7 +527,7 @@ __device__ __noinline__ float gemv_rows_plain(const gemv_u16* x, const gemv_u8* 
 // Entry: reads the alignments once; the passes then branch on them uniformly.
 template <int MAX_M, int ROWS, int SLICE>
 __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
-                                           float global_scale, int m, int n, int k) {
+                                           float global_scale, int m, int n, int k, int x_stride, int y_stride) {
     const int tid = (int)threadIdx.x;
     const int lane = tid % kWarp;
     const int row0 = ((int)blockIdx.x * (kThreadsPerBlock / kWarp) + tid / kWarp) * ROWS;
@@ -533,19 +536,20 @@ __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* pac
     loads.vector16 = (packed_address & 15u) == 0u && (k / 2) % 16 == 0;
     loads.vector8 = (packed_address & 7u) == 0u;
     loads.scales16 = (((gemv_u64)scales) & 1u) == 0u && (k / kGroup) % 2 == 0;
-    const bool x_aligned = (((gemv_u64)x) & 15u) == 0u;
+    // Every token row 16-byte aligned: the base, and a stride of whole 8-element vectors.
+    const bool x_aligned = (((gemv_u64)x) & 15u) == 0u && x_stride % 8 == 0;
     // X staged times 2^7 is exact unless some |x| >= 2^121 overflows it; then an output of the
     // block is infinite or NaN (the overflowed x meets a weight in every output that reads it).
     // Only then does the block run again on the plain path: the same bits, slower, on inputs no
     // model produces. Outputs that are infinite or NaN anyway take the same detour.
-    float total = gemv_rows<MAX_M, ROWS, SLICE>(x, packed, scales, m, n, k, x_aligned, loads, tid, lane, row0);
+    float total = gemv_rows<MAX_M, ROWS, SLICE>(x, packed, scales, m, n, k, x_stride, x_aligned, loads, tid, lane, row0);
     const bool mine = stores<MAX_M, ROWS>(lane, m, n, row0);
     const bool finite = (__float_as_uint(total) & 0x7F800000u) != 0x7F800000u;
     const int suspect = __syncthreads_or(mine && !finite);
     if (GEMV_ON_COMMON_PATH(suspect, 0)) {
-        total = gemv_rows_plain<MAX_M, ROWS>(x, packed, scales, m, n, k, lane, row0);
+        total = gemv_rows_plain<MAX_M, ROWS>(x, packed, scales, m, n, k, x_stride, lane, row0);
     }
-    if (mine) store<MAX_M, ROWS>(total, y, global_scale, n, lane, row0);
+    if (mine) store<MAX_M, ROWS>(total, y, global_scale, y_stride, lane, row0);
 }
 
 }  // namespace gemv
@@ -570,9 +574,9 @@ __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* pac
 #define GEMV_DEFINE_ENTRY(name, max_m, rows, min_blocks)                                                         \
     GEMV_KERNEL(name, gemv::kThreadsPerBlock, min_blocks)                                                        \
     (const gemv_u16* __restrict__ x, const gemv_u8* __restrict__ packed, const gemv_u8* __restrict__ scales,     \
-     gemv_u16* __restrict__ y, float global_scale, int m, int n, int k) {                                        \
+     gemv_u16* __restrict__ y, float global_scale, int m, int n, int k, int x_stride, int y_stride) {            \
         gemv::gemv_entry<max_m, rows, gemv::SliceTokens<min_blocks>::value>(x, packed, scales, y, global_scale, m, n, \
-                                                                               k);                               \
+                                                                               k, x_stride, y_stride);           \
     }
 
 GEMV_KERNELS(GEMV_DEFINE_ENTRY)

@@ -59,7 +59,7 @@ fn the_engine_path_without_a_driver_is_a_typed_error() {
 /// An engine's decode step on its own stream and memory: weights a row range (shard) of a bigger
 /// device matrix, X and Y device buffers it owns, every M through the dispatch plan bit-exact
 /// against the host contract; then the same launches captured into a CUDA graph and replayed,
-/// bit-exact again.
+/// bit-exact again; then X and Y as rows of wider buffers (row strides).
 #[test]
 fn an_engine_launches_on_its_own_stream_and_memory_and_replays_a_captured_graph() {
     if cuda().is_none() {
@@ -112,5 +112,34 @@ fn an_engine_launches_on_its_own_stream_and_memory_and_replays_a_captured_graph(
         assert_eq!(stream.clone_dtoh(&y).expect("y back"), vec![0u16; m * n], "capture must not run the kernels");
         graph.launch().expect("replay");
         assert_eq!(stream.clone_dtoh(&y).expect("y back"), expected, "M = {m}: graph replay");
+
+        // X and Y as rows of wider buffers (strides K + 24 and N + 3): the rows bit-exact, the
+        // elements between Y's rows untouched.
+        let (x_stride, y_stride) = (k + 24, n + 3);
+        let mut x_wide = vec![0x4479u16; (m - 1) * x_stride + k];
+        for t in 0..m {
+            x_wide[t * x_stride..t * x_stride + k].copy_from_slice(&x_host[t * k..(t + 1) * k]);
+        }
+        let x_wide = stream.clone_htod(&x_wide).expect("strided x");
+        let marker = vec![0x5A5Au16; (m - 1) * y_stride + n];
+        let mut y_wide = stream.clone_htod(&marker).expect("strided y");
+        kernels
+            .launch_m_strided(
+                &stream,
+                &weights,
+                &x_wide.slice(..),
+                x_stride,
+                &mut y_wide.slice_mut(..),
+                y_stride,
+                m,
+                WIDEST_TIER,
+            )
+            .expect("strided launches");
+        let found = stream.clone_dtoh(&y_wide).expect("strided y back");
+        for (i, (&value, &before)) in found.iter().zip(&marker).enumerate() {
+            let (t, column) = (i / y_stride, i % y_stride);
+            let wanted = if column < n { expected[t * n + column] } else { before };
+            assert_eq!(value, wanted, "M = {m}: strided Y element {i} (row {t}, column {column})");
+        }
     }
 }

@@ -160,7 +160,7 @@ impl MockBackend {
             gemv_contract(&weights, &inputs.x, m, &mut y, self.threads)?;
             Ok(y)
         })??;
-        self.memory.write_with("y", args.y_written(), |out| out.copy_from_slice(bytemuck::cast_slice(&y)))?;
+        self.memory.write_y_rows(args, &y)?;
         self.log.lock().unwrap_or_else(|p| p.into_inner()).push(LaunchRecord { kernel: spec.name, m });
         tracing::trace!(kernel = spec.name, m, n, k, "host launch");
         Ok(())

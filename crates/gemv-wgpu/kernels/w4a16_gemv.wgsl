@@ -23,8 +23,8 @@ struct Params {
     scales_offset: u32,  // bytes from the start of the scales binding
     y_offset: u32,       // bf16 elements from the start of the y binding
     dispatch_width: u32, // workgroups along x (large N is dispatched in two dimensions)
-    pad0: u32,
-    pad1: u32,
+    x_stride: u32,       // bf16 elements from one row of x to the next (at least k)
+    y_stride: u32,       // bf16 elements from one row of y to the next (at least n)
     pad2: u32,
 }
 
@@ -136,7 +136,7 @@ fn {{NAME}}(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) w
         }
         for (var t = 0u; t < MAX_M; t = t + 1u) {
             if (t >= m) { break; }
-            let xb = params.x_offset + t * k + GROUP * g;
+            let xb = params.x_offset + t * params.x_stride + GROUP * g;
             var xs: array<f32, 16>;
             for (var j = 0u; j < GROUP; j = j + 1u) { xs[j] = x_value(xb + j); }
             for (var r = 0u; r < ROWS; r = r + 1u) {
@@ -161,7 +161,8 @@ fn {{NAME}}(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) w
         let r = lane / MAX_M;
         let t = lane % MAX_M;
         if (t < m && row0 + r < n) {
-            store_y(params.y_offset + t * n + row0 + r, f32_to_bf16(sums[lane * PARTIALS] * params.global_scale));
+            store_y(params.y_offset + t * params.y_stride + row0 + r,
+                    f32_to_bf16(sums[lane * PARTIALS] * params.global_scale));
         }
     }
 }

@@ -9,7 +9,7 @@
 //! writes a 48-byte uniform buffer.)
 
 use crate::backend::WgpuBackend;
-use gemv_backend::{Error, KernelHandle, Result, resolved_spec};
+use gemv_backend::{Error, KernelHandle, Result, check_row_strides, resolved_spec, strided_span};
 use gemv_core::GemvShape;
 
 /// `len` bytes at `offset` of an engine's buffer (which needs `STORAGE` usage).
@@ -27,14 +27,15 @@ pub struct EngineRange<'a> {
 /// ranges (a whole matrix, or a row range of a bigger one: the rows are contiguous).
 #[derive(Debug, Clone, Copy)]
 pub struct EngineGemv<'a> {
-    /// `[m][k]` bf16, 2-byte aligned.
+    /// m rows of k bf16, `x_row_stride` elements apart, 2-byte aligned.
     pub x: EngineRange<'a>,
     /// `[n][k/2]` packed E2M1 codes.
     pub packed: EngineRange<'a>,
     /// `[n][k/16]` E4M3 scale codes.
     pub scales: EngineRange<'a>,
-    /// `[m][n]` bf16, 2-byte aligned, in a different buffer from the inputs (wgpu cannot bind one
-    /// buffer read-only and read-write in the same dispatch).
+    /// m rows of n bf16, `y_row_stride` elements apart, 2-byte aligned, in a different buffer
+    /// from the inputs (wgpu cannot bind one buffer read-only and read-write in the same
+    /// dispatch); elements between rows are not written.
     pub y: EngineRange<'a>,
     /// The matrix's global scale.
     pub global_scale: f32,
@@ -44,6 +45,10 @@ pub struct EngineGemv<'a> {
     pub n: usize,
     /// Weight columns (a multiple of 16).
     pub k: usize,
+    /// Elements from one row of X to the next (k for contiguous rows).
+    pub x_row_stride: usize,
+    /// Elements from one row of Y to the next (n for contiguous rows).
+    pub y_row_stride: usize,
 }
 
 impl WgpuBackend {
@@ -53,8 +58,8 @@ impl WgpuBackend {
         Self::from_parts(device, queue, adapter)
     }
 
-    /// Validates `launch` (shape, width, every range inside its buffer and large enough, bf16
-    /// ranges 2-byte aligned, Y in its own buffer) and records one dispatch of `kernel` into the
+    /// Validates `launch` (shape, width, row strides, every range inside its buffer and large
+    /// enough, bf16 ranges 2-byte aligned, Y in its own buffer) and records one dispatch of `kernel` into the
     /// engine's `encoder`. Nothing is submitted.
     pub fn record_gemv(
         &self,
@@ -68,11 +73,14 @@ impl WgpuBackend {
         if m > spec.max_m {
             return Err(Error::MExceedsWidth { kernel: spec.name, m, width: spec.max_m });
         }
+        check_row_strides(k, n, launch.x_row_stride, launch.y_row_stride)?;
+        let x_bytes = strided_span(m, k, launch.x_row_stride).saturating_mul(2);
+        let y_bytes = strided_span(m, n, launch.y_row_stride).saturating_mul(2);
         let needed = [
-            ("x", launch.x, 2 * m * k, 2),
+            ("x", launch.x, x_bytes, 2),
             ("packed", launch.packed, n * k / 2, 1),
             ("scales", launch.scales, n * k / 16, 1),
-            ("y", launch.y, 2 * m * n, 2),
+            ("y", launch.y, y_bytes, 2),
         ];
         for (what, range, needed, align) in needed {
             let end = range.offset.checked_add(range.len).filter(|&end| end <= range.buffer.size());
@@ -92,7 +100,7 @@ impl WgpuBackend {
             }
         }
         // Shader indices are 32-bit words.
-        for (what, bytes) in [("x", 2 * m * k), ("packed", n * k / 2), ("y", 2 * m * n)] {
+        for (what, bytes) in [("x", x_bytes), ("packed", n * k / 2), ("y", y_bytes)] {
             if bytes >= u32::MAX as usize / 2 {
                 return Err(Error::LimitExceeded {
                     backend: "wgpu",
@@ -110,10 +118,11 @@ impl WgpuBackend {
         let window = |what, range: EngineRange<'_>, len: usize| {
             self.window(what, range.buffer.clone(), range.offset, len as u64)
         };
-        let x = window("x", launch.x, 2 * m * k)?;
+        let x = window("x", launch.x, x_bytes)?;
         let packed = window("packed", launch.packed, n * k / 2)?;
         let scales = window("scales", launch.scales, n * k / 16)?;
-        let y = window("y", launch.y, 2 * m * n)?;
-        self.dispatch(encoder, spec, [&x, &packed, &scales, &y], (m, n, k), launch.global_scale, None)
+        let y = window("y", launch.y, y_bytes)?;
+        let strides = (launch.x_row_stride, launch.y_row_stride);
+        self.dispatch(encoder, spec, [&x, &packed, &scales, &y], (m, n, k), strides, launch.global_scale, None)
     }
 }

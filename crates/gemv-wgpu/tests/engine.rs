@@ -127,6 +127,8 @@ fn engine_launches(features: wgpu::Features) {
                 m: rows,
                 n,
                 k,
+                x_row_stride: k,
+                y_row_stride: n,
             };
             backend.record_gemv(encoder, tiers.handle(launch.tier), &args).expect("recorded");
         }
@@ -186,16 +188,20 @@ fn engine_launches_are_validated_before_anything_is_recorded() {
         m: 1,
         n: 1,
         k: 16,
+        x_row_stride: 16,
+        y_row_stride: 1,
     };
     let mut encoder = device.create_command_encoder(&Default::default());
     backend.record_gemv(&mut encoder, kernel, &good).expect("a good launch records");
     type Expect = fn(&Error) -> bool;
-    let cases: [(EngineGemv<'_>, Expect); 5] = [
+    let cases: [(EngineGemv<'_>, Expect); 7] = [
         (EngineGemv { m: 2, ..good }, |e| matches!(e, Error::MExceedsWidth { .. })),
         (EngineGemv { x: range(&x, 40, 32), ..good }, |e| matches!(e, Error::RangeOutOfBounds { what: "x", .. })),
         (EngineGemv { x: range(&x, 0, 30), ..good }, |e| matches!(e, Error::RangeTooSmall { what: "x", .. })),
         (EngineGemv { y: range(&y, 1, 2), ..good }, |e| matches!(e, Error::Misaligned { what: "y", .. })),
         (EngineGemv { y: range(&x, 34, 2), ..good }, |e| matches!(e, Error::OutputOverlaps { what: "x", .. })),
+        (EngineGemv { x_row_stride: 15, ..good }, |e| matches!(e, Error::RowStrideTooSmall { what: "x", .. })),
+        (EngineGemv { y_row_stride: 0, ..good }, |e| matches!(e, Error::RowStrideTooSmall { what: "y", .. })),
     ];
     for (index, (launch, expected)) in cases.iter().enumerate() {
         match backend.record_gemv(&mut encoder, kernel, launch) {

@@ -9,7 +9,7 @@ extern "C" {
 
 // The gemv kernel signature every registered entry point has.
 typedef void (*EmuEntry)(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
-                         float global_scale, int m, int n, int k);
+                         float global_scale, int m, int n, int k, int x_stride, int y_stride);
 
 struct EmuKernel {
     const char* name;
@@ -24,6 +24,7 @@ struct EmuArgs {
     gemv_u16* y;
     float global_scale;
     int m, n, k;
+    int x_stride, y_stride;  // elements between rows of X and of Y
 };
 
 // A buffer the launch may touch; anything else is out of bounds.

@@ -201,7 +201,7 @@ void fiber_main() {
     for (;;) {
         BlockRun* run = t_block;
         const EmuArgs& a = run->launch->args;
-        run->launch->kernel->entry(a.x, a.packed, a.scales, a.y, a.global_scale, a.m, a.n, a.k);
+        run->launch->kernel->entry(a.x, a.packed, a.scales, a.y, a.global_scale, a.m, a.n, a.k, a.x_stride, a.y_stride);
         run = t_block;
         run->current->state = FiberState::Done;
         run->done++;

@@ -5,7 +5,7 @@
 
 #define EMU_ARGS                                                                                                   \
     const gemv_u16 *x, const gemv_u8 *packed, const gemv_u8 *scales, gemv_u16 *y, float global_scale, int m, int n, \
-        int k
+        int k, int x_stride, int y_stride
 
 namespace emu_test {
 constexpr unsigned kFull = 0xFFFFFFFFu;
@@ -79,13 +79,13 @@ GEMV_KERNEL(emu_test_mma_divergent, 1024, 1)(EMU_ARGS) {
 // The fast family's m16 kernel with a planted wrong fragment index (rows g + 8 and k 2t + 8
 // swapped in A): the fast gates must fail it.
 GEMV_KERNEL(emu_test_fast_wrong_fragment, gemv_fast::kThreadsPerBlock, 1)(EMU_ARGS) {
-    gemv_fast::fast_entry<2, gemv_fast::kWrongFragment>(x, packed, scales, y, global_scale, m, n, k);
+    gemv_fast::fast_entry<2, gemv_fast::kWrongFragment>(x, packed, scales, y, global_scale, m, n, k, x_stride, y_stride);
 }
 
 // The m16 kernel whose warp partials are added in reverse order when M > 8: a token's bits then
 // depend on M, which gate 11's batch invariance must catch.
 GEMV_KERNEL(emu_test_fast_order_depends_on_m, gemv_fast::kThreadsPerBlock, 1)(EMU_ARGS) {
-    gemv_fast::fast_entry<2, gemv_fast::kOrderDependsOnM>(x, packed, scales, y, global_scale, m, n, k);
+    gemv_fast::fast_entry<2, gemv_fast::kOrderDependsOnM>(x, packed, scales, y, global_scale, m, n, k, x_stride, y_stride);
 }
 
 // ---- Global memory --------------------------------------------------------------------------

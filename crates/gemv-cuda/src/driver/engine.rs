@@ -7,8 +7,9 @@
 //! matrix, or a row range of a bigger one, a tensor-parallel shard, as views). Each step,
 //! [`CudaKernels::launch`] validates the lengths once and enqueues one kernel;
 //! [`CudaKernels::launch_m`] enqueues the dispatch plan for any M. X is `[m][k]` and Y `[m][n]`,
-//! each contiguous (the kernels take no row stride: a slice of a bigger activation buffer works
-//! when its rows are the buffer's rows).
+//! contiguous; the `_strided` forms take row strides instead (X's and Y's rows as rows of wider
+//! buffers, e.g. one head's slice of a fused activation: elements between rows are neither read
+//! nor written).
 
 use super::driver_error;
 use crate::error::CudaError;
@@ -17,7 +18,7 @@ use crate::ptx;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
 };
-use gemv_backend::{Error, Result};
+use gemv_backend::{Error, Result, check_row_strides, strided_span};
 use gemv_core::{GemvShape, KERNELS, KernelSpec, KillSwitches, TIERS, TierMask, dispatch_plan};
 use std::sync::Arc;
 
@@ -106,17 +107,36 @@ impl CudaKernels {
         y: &mut CudaViewMut<'_, u16>,
         m: usize,
     ) -> Result<()> {
+        self.launch_strided(stream, kernel, weights, x, weights.k, y, weights.n, m)
+    }
+
+    /// [`launch`](Self::launch) with X's rows `x_row_stride` elements apart (at least K) and Y's
+    /// `y_row_stride` (at least N); the views start at row 0 and span
+    /// `(m - 1) * stride + width` elements.
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch_strided(
+        &self,
+        stream: &CudaStream,
+        kernel: &'static KernelSpec,
+        weights: &CudaWeights<'_>,
+        x: &CudaView<'_, u16>,
+        x_row_stride: usize,
+        y: &mut CudaViewMut<'_, u16>,
+        y_row_stride: usize,
+        m: usize,
+    ) -> Result<()> {
         let shape = GemvShape::new(m, weights.n, weights.k)?;
         let (m, n, k) = (shape.m, shape.n, shape.k);
         if m > kernel.max_m {
             return Err(Error::MExceedsWidth { kernel: kernel.name, m, width: kernel.max_m });
         }
+        check_row_strides(k, n, x_row_stride, y_row_stride)?;
         // Lengths in bytes, as the backends report them.
         for (what, len, needed) in [
-            ("x", 2 * x.len(), 2 * m * k),
+            ("x", 2 * x.len(), strided_span(m, k, x_row_stride).saturating_mul(2)),
             ("packed", weights.packed.len(), n * k / 2),
             ("scales", weights.scales.len(), n * k / 16),
-            ("y", 2 * y.len(), 2 * m * n),
+            ("y", 2 * y.len(), strided_span(m, n, y_row_stride).saturating_mul(2)),
         ] {
             if len < needed {
                 return Err(Error::RangeTooSmall { what, len, needed, m, n, k });
@@ -127,6 +147,8 @@ impl CudaKernels {
             .position(|spec| std::ptr::eq(spec, kernel))
             .ok_or(Error::UnresolvedKernel { raw: 0, backend: NAME })?;
         let (m32, n32, k32) = (kernel_int(NAME, "M", m)?, kernel_int(NAME, "N", n)?, kernel_int(NAME, "K", k)?);
+        let x_stride = kernel_int(NAME, "X row stride", x_row_stride)?;
+        let y_stride = kernel_int(NAME, "Y row stride", y_row_stride)?;
         let config = LaunchConfig {
             grid_dim: (grid_size(NAME, kernel, n)?, 1, 1),
             block_dim: (THREADS_PER_BLOCK, 1, 1),
@@ -146,11 +168,13 @@ impl CudaKernels {
             .arg(&weights.global_scale)
             .arg(&m32)
             .arg(&n32)
-            .arg(&k32);
+            .arg(&k32)
+            .arg(&x_stride)
+            .arg(&y_stride);
         // SAFETY: the argument list matches the kernels' signature (four device pointers, f32,
-        // three i32). The views' lengths were checked against M, N and K above, the kernels
-        // read only those ranges and write only the first m rows of y, and the borrows keep
-        // the memory alive and y unaliased while the launch is enqueued.
+        // five i32). The views' lengths were checked against M, N, K and the strides above, the
+        // kernels read only those ranges and write only Y's m rows, and the borrows keep the
+        // memory alive and y unaliased while the launch is enqueued.
         unsafe { launch.launch(config) }
             .map_err(|source| CudaError::Driver { call: "launching a gemv kernel".into(), source })?;
         Ok(())
@@ -167,14 +191,39 @@ impl CudaKernels {
         m: usize,
         width_cap: usize,
     ) -> Result<()> {
+        self.launch_m_strided(stream, weights, x, weights.k, y, weights.n, m, width_cap)
+    }
+
+    /// [`launch_m`](Self::launch_m) with row strides (see [`launch_strided`](Self::launch_strided)).
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch_m_strided(
+        &self,
+        stream: &CudaStream,
+        weights: &CudaWeights<'_>,
+        x: &CudaView<'_, u16>,
+        x_row_stride: usize,
+        y: &mut CudaViewMut<'_, u16>,
+        y_row_stride: usize,
+        m: usize,
+        width_cap: usize,
+    ) -> Result<()> {
         let plan = dispatch_plan(m, width_cap, TierMask::ALL, self.switches.exact_m_tiers)?;
         let (n, k) = (weights.n, weights.k);
+        check_row_strides(k, n, x_row_stride, y_row_stride)?;
+        for (what, stride, width, len) in [("x", x_row_stride, k, x.len()), ("y", y_row_stride, n, y.len())] {
+            let needed = strided_span(m, width, stride);
+            if len < needed {
+                return Err(Error::RangeTooSmall { what, len: 2 * len, needed: needed.saturating_mul(2), m, n, k });
+            }
+        }
         for step in plan {
             let kernel = gemv_core::kernel_spec(TIERS[step.tier].kernel_name(self.switches))
                 .ok_or(Error::UnresolvedKernel { raw: 0, backend: NAME })?;
-            let x_rows = x.slice(step.row_offset * k..(step.row_offset + step.rows) * k);
-            let mut y_rows = y.slice_mut(step.row_offset * n..(step.row_offset + step.rows) * n);
-            self.launch(stream, kernel, weights, &x_rows, &mut y_rows, step.rows)?;
+            let x_start = step.row_offset * x_row_stride;
+            let y_start = step.row_offset * y_row_stride;
+            let x_rows = x.slice(x_start..x_start + strided_span(step.rows, k, x_row_stride));
+            let mut y_rows = y.slice_mut(y_start..y_start + strided_span(step.rows, n, y_row_stride));
+            self.launch_strided(stream, kernel, weights, &x_rows, x_row_stride, &mut y_rows, y_row_stride, step.rows)?;
         }
         Ok(())
     }

@@ -123,6 +123,8 @@ impl CudaBackend {
         let shape = args.validate(spec)?;
         let (m, n, k) = (shape.m, shape.n, shape.k);
         let (m32, n32, k32) = (kernel_int(NAME, "M", m)?, kernel_int(NAME, "N", n)?, kernel_int(NAME, "K", k)?);
+        let x_stride = kernel_int(NAME, "X row stride", args.x_row_stride)?;
+        let y_stride = kernel_int(NAME, "Y row stride", args.y_row_stride)?;
         let x = self.address(buffers, "x", args.x)?;
         let packed = self.address(buffers, "packed", args.packed)?;
         let scales = self.address(buffers, "scales", args.scales)?;
@@ -135,10 +137,11 @@ impl CudaBackend {
         };
         let mut launch = self.stream.launch_builder(&function);
         launch.arg(&x).arg(&packed).arg(&scales).arg(&y).arg(&args.global_scale).arg(&m32).arg(&n32).arg(&k32);
+        launch.arg(&x_stride).arg(&y_stride);
         // SAFETY: the argument list matches the kernels' signature (four device pointers, f32,
-        // three i32). `validate` proved every range lies inside a live buffer of this backend
-        // (held alive by the `buffers` lock for the enqueue) and is large enough for M, N, K;
-        // the kernels read only those ranges and write only the first m rows of y.
+        // five i32). `validate` proved every range lies inside a live buffer of this backend
+        // (held alive by the `buffers` lock for the enqueue) and is large enough for M, N, K and
+        // the row strides; the kernels read only those ranges and write only Y's m rows.
         unsafe { launch.launch(config) }.map_err(driver_error(format!("launching {}", spec.name)))?;
         Ok(())
     }

@@ -19,6 +19,8 @@ pub struct EmuArgs {
     pub m: c_int,
     pub n: c_int,
     pub k: c_int,
+    pub x_stride: c_int,
+    pub y_stride: c_int,
 }
 
 #[repr(C)]

@@ -137,11 +137,13 @@ impl CudaEmulator {
                 launch.m,
                 launch.n,
                 launch.k,
+                (launch.k, launch.n),
             )
         }
     }
 
-    /// Runs `kernel` with `regions` as x, packed, scales and y (in that order).
+    /// Runs `kernel` with `regions` as x, packed, scales and y (in that order), X's and Y's rows
+    /// `strides` elements apart.
     ///
     /// # Safety
     /// Each region must be valid for its length for the whole call: readable, and for y also
@@ -157,6 +159,7 @@ impl CudaEmulator {
         m: usize,
         n: usize,
         k: usize,
+        (x_stride, y_stride): (usize, usize),
     ) -> Result<()> {
         let fault = |message: String| Error::from(CudaError::Fault { kernel: kernel_name.to_string(), message });
         let kernel = find(kernel_name).ok_or_else(|| fault("no such kernel in the emulator library".into()))?;
@@ -169,6 +172,8 @@ impl CudaEmulator {
             m: kernel_int(NAME, "M", m)?,
             n: kernel_int(NAME, "N", n)?,
             k: kernel_int(NAME, "K", k)?,
+            x_stride: kernel_int(NAME, "X row stride", x_stride)?,
+            y_stride: kernel_int(NAME, "Y row stride", y_stride)?,
         };
         let regions = regions.each_ref().map(|r| ffi::EmuRegion {
             name: r.name.as_ptr(),
@@ -236,15 +241,27 @@ impl GpuBackend for CudaEmulator {
         let grid = grid_size(NAME, spec, n)?;
         self.memory.with_launch_addresses(args, |at| {
             let regions = [
-                Region { name: c"x", base: at.x, len: 2 * m * k, writable: false },
+                Region { name: c"x", base: at.x, len: args.x_read().len, writable: false },
                 Region { name: c"packed", base: at.packed, len: n * k / 2, writable: false },
                 Region { name: c"scales", base: at.scales, len: n * k / 16, writable: false },
-                Region { name: c"y", base: at.y, len: 2 * m * n, writable: true },
+                Region { name: c"y", base: at.y, len: args.y_written().len, writable: true },
             ];
             // SAFETY: `with_launch_addresses` checked each range against its live buffer and holds
             // the memory locked while this runs, so each region is valid for its length; `validate`
             // proved y's written rows overlap no input.
-            unsafe { self.run(spec.name, grid, THREADS_PER_BLOCK, &regions, args.global_scale, m, n, k) }
+            unsafe {
+                self.run(
+                    spec.name,
+                    grid,
+                    THREADS_PER_BLOCK,
+                    &regions,
+                    args.global_scale,
+                    m,
+                    n,
+                    k,
+                    (args.x_row_stride, args.y_row_stride),
+                )
+            }
         })??;
         tracing::trace!(kernel = spec.name, m, n, k, "emulated launch");
         Ok(())

@@ -57,9 +57,9 @@ impl WgpuBackend {
                 return Err(too_big(what, len).into());
             }
         }
-        let y = self.binding("y", args.y.buffer.range(args.y.offset, 2 * m * n))?;
+        let y = self.binding("y", args.y_written())?;
         let mut inputs = [
-            self.binding("x", args.x.buffer.range(args.x.offset, 2 * m * k))?,
+            self.binding("x", args.x_read())?,
             self.binding("packed", args.packed.buffer.range(args.packed.offset, n * k / 2))?,
             self.binding("scales", args.scales.buffer.range(args.scales.offset, n * k / 16))?,
         ];
@@ -71,18 +71,21 @@ impl WgpuBackend {
             }
         }
         let [x, packed, scales] = &inputs;
-        self.dispatch(encoder, spec, [x, packed, scales, &y], (m, n, k), args.global_scale, timestamp_writes)
+        let strides = (args.x_row_stride, args.y_row_stride);
+        self.dispatch(encoder, spec, [x, packed, scales, &y], (m, n, k), strides, args.global_scale, timestamp_writes)
     }
 
     /// Records one dispatch of `spec` over bound windows of X, the packed weights, the scales
-    /// and Y (in that order): parameters as immediate data where the device has it (nothing
-    /// created), else in a small uniform buffer.
+    /// and Y (in that order), X's and Y's rows `strides` elements apart: parameters as immediate
+    /// data where the device has it (nothing created), else in a small uniform buffer.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn dispatch(
         &self,
         encoder: &mut wgpu::CommandEncoder,
         spec: &'static KernelSpec,
         [x, packed, scales, y]: [&Binding; 4],
         (m, n, k): (usize, usize, usize),
+        (x_stride, y_stride): (usize, usize),
         global_scale: f32,
         timestamp_writes: Option<wgpu::ComputePassTimestampWrites<'_>>,
     ) -> Result<()> {
@@ -108,8 +111,8 @@ impl WgpuBackend {
             scales.inner as u32,
             (y.inner / 2) as u32,
             width as u32,
-            0,
-            0,
+            x_stride as u32,
+            y_stride as u32,
             0,
         ];
         let pipeline = self.pipeline(spec)?;

@@ -22,16 +22,7 @@ pub(super) fn bad_input(backend: &dyn GpuBackend, cases: &mut Cases) {
         Ok(buffers) => buffers,
         Err(error) => return cases.record("allocate", Err(error)),
     };
-    let good = GemvArgs {
-        x: x.whole(),
-        packed: packed.whole(),
-        scales: scales.whole(),
-        y: y.whole(),
-        global_scale: 1.0,
-        m,
-        n,
-        k,
-    };
+    let good = GemvArgs::contiguous(x.whole(), packed.whole(), scales.whole(), y.whole(), 1.0, m, n, k);
     cases
         .record("valid arguments launch", backend.launch_gemv(batch2, &good).and(backend.synchronize()).map(|()| None));
 
@@ -45,6 +36,19 @@ pub(super) fn bad_input(backend: &dyn GpuBackend, cases: &mut Cases) {
         ("zero handle", KernelHandle::NONE, good, |e| matches!(e, Error::UnresolvedKernel { .. })),
         ("x too small", batch2, GemvArgs { x: x.range(0, 2 * m * k - 2), ..good }, |e| {
             matches!(e, Error::RangeTooSmall { what: "x", .. })
+        }),
+        ("x row stride below K", batch2, GemvArgs { x_row_stride: k - 1, ..good }, |e| {
+            matches!(e, Error::RowStrideTooSmall { what: "x", .. })
+        }),
+        ("y row stride below N", batch2, GemvArgs { y_row_stride: n - 1, ..good }, |e| {
+            matches!(e, Error::RowStrideTooSmall { what: "y", .. })
+        }),
+        // Two rows K + 1 apart span 2K + 1 elements: one more than the buffer holds.
+        ("x too small for its row stride", batch2, GemvArgs { x_row_stride: k + 1, ..good }, |e| {
+            matches!(e, Error::RangeTooSmall { what: "x", .. })
+        }),
+        ("y too small for its row stride", batch2, GemvArgs { y_row_stride: n + 1, ..good }, |e| {
+            matches!(e, Error::RangeTooSmall { what: "y", .. })
         }),
         // Each range one element short of what the shape needs.
         ("packed too small", batch2, GemvArgs { packed: packed.range(0, n * k / 2 - 1), ..good }, |e| {
@@ -62,7 +66,7 @@ pub(super) fn bad_input(backend: &dyn GpuBackend, cases: &mut Cases) {
         ("range offset overflow", batch2, GemvArgs { x: x.range(usize::MAX, 2), ..good }, |e| {
             matches!(e, Error::RangeOutOfBounds { .. })
         }),
-        ("shape larger than the buffers", batch2, GemvArgs { n: 6, ..good }, |e| {
+        ("shape larger than the buffers", batch2, GemvArgs { n: 6, y_row_stride: 6, ..good }, |e| {
             matches!(e, Error::RangeTooSmall { .. })
         }),
         ("misaligned y", batch2, GemvArgs { y: y.range(1, 2 * m * n - 1), ..good }, |e| {

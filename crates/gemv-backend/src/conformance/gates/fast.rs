@@ -6,6 +6,7 @@
 //! gives the same bits; rows past M stay untouched and M past the width is a typed error.
 
 use super::guards::{Offsets, guarded_launch};
+use super::strides::{STRIDE_PADS, strided_launch};
 use super::values::GLOBAL_SCALES;
 use super::{Cases, clone_error};
 use crate::conformance::data::{
@@ -159,6 +160,22 @@ pub(super) fn fast_bound(backend: &dyn GpuBackend, cases: &mut Cases) {
             let outcome = guarded_launch(backend, handle, &w, &x, m, m, layout)
                 .map(|buffers| fast_bound_failure(&w, &x, m, &buffers.y_rows(layout, m * n)));
             cases.record(format!("N={n} K={k} {} m={m}: {}", spec.name, layout.name), outcome);
+        }
+    }
+    // X and Y as rows of wider buffers (gate 5's strided launch), within the bound.
+    for (x_pad, y_pad, alignment) in STRIDE_PADS {
+        for &(spec, handle) in &kernels {
+            let (n, k, m) = (37, 1024, spec.max_m);
+            let w = matrix(n, k, 63);
+            let x = activations(m, k, 64);
+            let outcome = strided_launch(backend, handle, &w, &x, m, (x_pad, y_pad)).map(|(y, changed)| {
+                fast_bound_failure(&w, &x, m, &y)
+                    .or_else(|| changed.map(|i| format!("y element {i}, between rows, changed")))
+            });
+            cases.record(
+                format!("N={n} K={k} {} m={m}: row strides K + {x_pad} and N + {y_pad} ({alignment})", spec.name),
+                outcome,
+            );
         }
     }
 }

@@ -99,16 +99,16 @@ pub(super) fn shared_buffer(backend: &dyn GpuBackend, cases: &mut Cases) {
         let buffer = backend.alloc(bytes.len())?;
         let run = (|| {
             backend.upload(buffer.whole(), &bytes)?;
-            let args = GemvArgs {
-                x: buffer.range(layout[0], parts[0].len()),
-                packed: buffer.range(layout[1], parts[1].len()),
-                scales: buffer.range(layout[2], parts[2].len()),
-                y: buffer.range(layout[3], 2 * m * n),
-                global_scale: w.global_scale(),
+            let args = GemvArgs::contiguous(
+                buffer.range(layout[0], parts[0].len()),
+                buffer.range(layout[1], parts[1].len()),
+                buffer.range(layout[2], parts[2].len()),
+                buffer.range(layout[3], 2 * m * n),
+                w.global_scale(),
                 m,
                 n,
                 k,
-            };
+            );
             backend.launch_gemv(lookup(backend, "w4a16_gemv_batch3"), &args)?;
             backend.synchronize()?;
             let mut after = vec![0u8; bytes.len()];
@@ -177,16 +177,16 @@ pub(super) fn guarded_launch(
             bytes[*guard..guard + body.len()].copy_from_slice(body);
             backend.upload(buffer.whole(), &bytes)?;
         }
-        let args = GemvArgs {
-            x: buffers[0].range(layout.x, 2 * m * k),
-            packed: buffers[1].range(layout.packed, n * k / 2),
-            scales: buffers[2].range(layout.scales, n * k / 16),
-            y: buffers[3].range(layout.y, 2 * rows * n),
-            global_scale: w.global_scale(),
+        let args = GemvArgs::contiguous(
+            buffers[0].range(layout.x, 2 * m * k),
+            buffers[1].range(layout.packed, n * k / 2),
+            buffers[2].range(layout.scales, n * k / 16),
+            buffers[3].range(layout.y, 2 * rows * n),
+            w.global_scale(),
             m,
             n,
             k,
-        };
+        );
         backend.launch_gemv(handle, &args)?;
         backend.synchronize()?;
         let mut out: Vec<Vec<u8>> = Vec::new();

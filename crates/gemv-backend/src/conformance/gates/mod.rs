@@ -15,6 +15,7 @@ mod guards;
 mod impulse;
 mod permutation;
 mod shapes;
+mod strides;
 mod values;
 
 use super::{Gate, GateResult};
@@ -35,6 +36,7 @@ pub(super) fn run(backend: &dyn GpuBackend, gate: Gate) -> Vec<GateResult> {
         Gate::Guards => {
             guards::guards(backend, &mut cases);
             guards::shared_buffer(backend, &mut cases);
+            strides::exact_strides(backend, &mut cases);
         }
         Gate::Impulse => impulse::impulse(backend, &mut cases),
         Gate::OddShapes => shapes::odd_shapes(backend, &mut cases),
