@@ -124,6 +124,9 @@ struct Launch {
     std::atomic<bool> failed{false};
     std::mutex error_lock;
     std::string error;
+    // The lowest block whose fault is in `error`: blocks start in order and a started block runs
+    // to its end, so with several workers the report is still that of the first faulting block.
+    unsigned error_block = ~0u;
 };
 
 thread_local BlockRun* t_block = nullptr;
@@ -303,7 +306,11 @@ void worker(Launch* launch) {
                              b / (launch->grid.x * launch->grid.y)};
         if (!run_block(run, block_idx)) {
             std::lock_guard<std::mutex> guard(launch->error_lock);
-            if (!launch->failed.exchange(true)) launch->error = run.fault;
+            if (b < launch->error_block) {
+                launch->error_block = b;
+                launch->error = run.fault;
+            }
+            launch->failed.store(true);
             break;
         }
     }
