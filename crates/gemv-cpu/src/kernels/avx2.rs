@@ -8,7 +8,8 @@
 //! it `2 * e2m1 * 2^24` exactly, and one multiply by `scale * 2^-25` gives the weight (exact: at
 //! most 6 significant bits). Per weight vector that is a shuffle, a conversion and a multiply,
 //! where a magnitude permute with the sign moved in by shifts and masks took six operations: on
-//! Zen 3 a C model of the loop measured 1.9 cycles per vector against 2.8, two rows in flight.
+//! Zen 3 a C model of the loop measured 1.9 against 2.8 cycles per vector (counted at the nominal
+//! 2.95 GHz), two rows in flight.
 //! The integer lookup has no negative zero; the product's sign only matters when the partial it
 //! meets is zero, and a partial starts at +0 and can never become -0 (see `activations`).
 //!
@@ -141,14 +142,14 @@ pub(crate) const ROWS: usize = 6;
 /// Rows streamed together at M = 1: three chains of fused multiply-adds in flight (each waits on
 /// its previous one) where two left the loop latency-bound (cache-resident 512 x 5120, one
 /// thread: 388-417 us against 442-518 us), with every decoded vector still in registers; four
-/// spill.
+/// were no faster.
 const M1_ROWS: usize = 3;
 /// Rows streamed together at M = 2 (2 x 2 chains).
 const PAIR: usize = 2;
 /// At M > 2, rows whose decoded weights meet each activation load, and tokens whose accumulators
 /// are held at once: 3 x 3 = 9 chains, three weight and three activation loads per 9 FMAs,
 /// within the 16 registers. Measured against 2 x 4 (cache-resident 512 x 5120, one thread, M = 8):
-/// 1113-1399 us against 1430-1545 us; 3 x 4 spills (1386-1923 us).
+/// 1113-1399 us against 1430-1545 us; 3 x 4 was slower (1386-1923 us).
 const ACC_ROWS: usize = 3;
 const TOKENS: usize = 3;
 
@@ -302,13 +303,13 @@ fn stream_tokens<const R: usize, const T: usize>(
 /// (or the matrix): it is only prefetched, never read, and a prefetch does not fault.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-fn prefetch_next_tile(packed: &[u8], scales: &[u8], rows: usize, row: usize, superblock: usize) {
-    let (row_bytes, groups) = (packed.len() / rows, scales.len() / rows);
-    let bytes = packed.as_ptr().wrapping_add(row * row_bytes + superblock * 512);
+fn prefetch_next_tile(tile: &Tile<'_>, row: usize, superblock: usize) {
+    let (row_bytes, groups) = (tile.row_bytes, tile.groups);
+    let bytes = tile.packed.as_ptr().wrapping_add(row * row_bytes + superblock * 512);
     for line in 0..8 {
         _mm_prefetch::<_MM_HINT_T0>(bytes.wrapping_add(64 * line).cast());
     }
-    _mm_prefetch::<_MM_HINT_T0>(scales.as_ptr().wrapping_add(row * groups + superblock * 64).cast());
+    _mm_prefetch::<_MM_HINT_T0>(tile.scales.as_ptr().wrapping_add(row * groups + superblock * 64).cast());
 }
 
 /// At M <= 2, block by block: prefetches block `b` of row `row` (two groups of streamed rows
@@ -320,11 +321,11 @@ fn prefetch_next_tile(packed: &[u8], scales: &[u8], rows: usize, row: usize, sup
 /// prefetched, never read.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-fn prefetch_block_ahead(packed: &[u8], scales: &[u8], rows: usize, row: usize, b: usize) {
-    let (row_bytes, groups) = (packed.len() / rows, scales.len() / rows);
-    _mm_prefetch::<_MM_HINT_T0>(packed.as_ptr().wrapping_add(row * row_bytes + b * 64).cast());
+fn prefetch_block_ahead(tile: &Tile<'_>, row: usize, b: usize) {
+    let (row_bytes, groups) = (tile.row_bytes, tile.groups);
+    _mm_prefetch::<_MM_HINT_T0>(tile.packed.as_ptr().wrapping_add(row * row_bytes + b * 64).cast());
     if b.is_multiple_of(Q) {
-        _mm_prefetch::<_MM_HINT_T0>(scales.as_ptr().wrapping_add(row * groups + b * W).cast());
+        _mm_prefetch::<_MM_HINT_T0>(tile.scales.as_ptr().wrapping_add(row * groups + b * W).cast());
     }
 }
 
@@ -353,23 +354,52 @@ fn load_block(bytes: &[u8], codes: &[u8]) -> ([__m256i; 2], __m256) {
 #[target_feature(enable = "avx2,fma")]
 pub(crate) unsafe fn row_tile(packed: &[u8], scales: &[u8], rows: usize, xt: &TransposedX, partials: &mut [f32]) {
     debug_assert!(rows <= ROWS && ROWS <= TILE_ROWS);
-    let table = doubled_e2m1_table();
+    let (row_bytes, groups) = (packed.len() / rows, scales.len() / rows);
+    let tile = Tile { packed, scales, rows, row_bytes, groups, table: doubled_e2m1_table() };
     match xt.m() {
         1 => {
             for first in (0..rows).step_by(M1_ROWS) {
-                stream_rows::<M1_ROWS, 1>(packed, scales, rows, first, table, xt, partials);
+                stream_rows::<M1_ROWS, 1>(&tile, first, xt, partials);
             }
         }
         2 => {
             for first in (0..rows).step_by(PAIR) {
-                stream_rows::<PAIR, 2>(packed, scales, rows, first, table, xt, partials);
+                stream_rows::<PAIR, 2>(&tile, first, xt, partials);
             }
         }
         _ => {
             for first in (0..rows).step_by(ACC_ROWS) {
-                decode_and_accumulate(packed, scales, rows, first, table, xt, partials);
+                decode_and_accumulate(&tile, first, xt, partials);
             }
         }
+    }
+}
+
+/// The rows of one tile (`rows` whole rows of packed bytes and scale codes) and the E2M1 table.
+struct Tile<'a> {
+    packed: &'a [u8],
+    scales: &'a [u8],
+    rows: usize,
+    /// Packed bytes and scale codes per row (divided once per tile, not per block).
+    row_bytes: usize,
+    groups: usize,
+    table: __m256i,
+}
+
+impl Tile<'_> {
+    /// Block `b` of row `r` as words and scales (see [`load_block`]); zero weights for a row at
+    /// or past `rows` (its partials are scratch).
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn block(&self, r: usize, b: usize, tail: &mut ([u8; 128], [u8; 16])) -> ([__m256i; 2], __m256) {
+        if r >= self.rows {
+            return ([_mm256_setzero_si256(); 2], _mm256_setzero_ps());
+        }
+        let (row_bytes, groups) = (self.row_bytes, self.groups);
+        let row_packed = &self.packed[r * row_bytes..(r + 1) * row_bytes];
+        let row_scales = &self.scales[r * groups..(r + 1) * groups];
+        let (bytes, codes) = block_bytes::<W>(row_packed, row_scales, b, tail);
+        load_block(bytes, codes)
     }
 }
 
@@ -378,31 +408,16 @@ pub(crate) unsafe fn row_tile(packed: &[u8], scales: &[u8], rows: usize, xt: &Tr
 /// accumulators.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-fn stream_rows<const R: usize, const T: usize>(
-    packed: &[u8],
-    scales: &[u8],
-    rows: usize,
-    first: usize,
-    table: __m256i,
-    xt: &TransposedX,
-    partials: &mut [f32],
-) {
-    let (row_bytes, groups) = (packed.len() / rows, scales.len() / rows);
+fn stream_rows<const R: usize, const T: usize>(tile: &Tile<'_>, first: usize, xt: &TransposedX, partials: &mut [f32]) {
     let mut tail = ([0u8; 128], [0u8; 16]);
     for b in 0..xt.blocks() {
         let mut words = [[_mm256_setzero_si256(); 2]; R];
         let mut scale = [_mm256_setzero_ps(); R];
         for i in 0..R {
-            let r = first + i;
-            prefetch_block_ahead(packed, scales, rows, r + 2 * R, b);
-            if r < rows {
-                let row_packed = &packed[r * row_bytes..(r + 1) * row_bytes];
-                let row_scales = &scales[r * groups..(r + 1) * groups];
-                let (bytes, codes) = block_bytes::<W>(row_packed, row_scales, b, &mut tail);
-                (words[i], scale[i]) = load_block(bytes, codes);
-            }
+            prefetch_block_ahead(tile, first + i + 2 * R, b);
+            (words[i], scale[i]) = tile.block(first + i, b, &mut tail);
         }
-        stream_tokens::<R, T>(&words, &scale, table, xt, b, b % Q, first, partials);
+        stream_tokens::<R, T>(&words, &scale, tile.table, xt, b, b % Q, first, partials);
     }
 }
 
@@ -411,33 +426,22 @@ fn stream_rows<const R: usize, const T: usize>(
 /// then every token runs through them.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-fn decode_and_accumulate(
-    packed: &[u8],
-    scales: &[u8],
-    rows: usize,
-    first: usize,
-    table: __m256i,
-    xt: &TransposedX,
-    partials: &mut [f32],
-) {
-    let (row_bytes, groups, m) = (packed.len() / rows, scales.len() / rows, xt.m());
+fn decode_and_accumulate(tile: &Tile<'_>, first: usize, xt: &TransposedX, partials: &mut [f32]) {
+    let m = xt.m();
     let mut tail = ([0u8; 128], [0u8; 16]);
     let mut ws = [[[_mm256_setzero_ps(); GROUP_SIZE]; Q]; ACC_ROWS];
     for superblock in 0..xt.blocks() / Q {
         for (i, row_ws) in ws.iter_mut().enumerate() {
             let r = first + i;
-            prefetch_next_tile(packed, scales, rows, r + ACC_ROWS, superblock);
-            if r >= rows {
+            prefetch_next_tile(tile, r + ACC_ROWS, superblock);
+            if r >= tile.rows {
                 continue;
             }
-            let row_packed = &packed[r * row_bytes..(r + 1) * row_bytes];
-            let row_scales = &scales[r * groups..(r + 1) * groups];
             for (q, block_ws) in row_ws.iter_mut().enumerate() {
-                let (bytes, codes) = block_bytes::<W>(row_packed, row_scales, Q * superblock + q, &mut tail);
-                let ([even, odd], scale) = load_block(bytes, codes);
+                let ([even, odd], scale) = tile.block(r, Q * superblock + q, &mut tail);
                 let (low, high) = block_ws.split_at_mut(GROUP_SIZE / 2);
-                decode_half(even, table, scale, low);
-                decode_half(odd, table, scale, high);
+                decode_half(even, tile.table, scale, low);
+                decode_half(odd, tile.table, scale, high);
             }
         }
         let mut t0 = 0;
