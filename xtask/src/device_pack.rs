@@ -62,7 +62,8 @@ else
   failed=1
 fi
 
-# 3. The benchmark sweep (the protocol of docs/benchmarks.md): the three 27B shapes, M = 1..8, plus the seed's batch8.
+# 3. The benchmark sweep (the protocol of docs/benchmarks.md): the three 27B shapes, M = 1..8, plus the seed's batch8,
+#    and cuBLAS's BF16 GEMM as the peer row where libcublas loads (a note says so where it does not).
 step bench 240 "$here/gemv" bench --backend cuda --shape qkv --shape ffn-up --shape ffn-down --m 1..8 \
   --tier plan --tier w4a16_gemv_batch8 --peak-gbps 4800 --plot "$out/bench.svg"
 "$here/gemv" bench --backend cuda --shape qkv --m 1..8 --json --peak-gbps 4800 > "$out/bench.json" 2>/dev/null || failed=1
@@ -114,7 +115,18 @@ pub fn run() -> Result<(), String> {
         "gemv",
     )?;
     let conformance = cargo_json_executable(
-        &["test", "--release", "-p", "gemv-cuda", "--test", "cuda_conformance", "--no-run", "--message-format=json"],
+        &[
+            "test",
+            "--release",
+            "-p",
+            "gemv-cuda",
+            "--features",
+            "cublas-peer",
+            "--test",
+            "cuda_conformance",
+            "--no-run",
+            "--message-format=json",
+        ],
         "cuda_conformance",
     )?;
     let pack = root().join(PACK);

@@ -46,7 +46,7 @@ pub fn finish() -> Result<(), String> {
     let declared: Vec<&str> = expected.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
     if let Some(unknown) = declared.iter().find(|key| Requirement::from_key(key).is_none()) {
         return Err(format!(
-            "{EXPECTED} names {unknown:?}, not a requirement (cuda, wgpu, no-cuda-driver, cpu-feature)"
+            "{EXPECTED} names {unknown:?}, not a requirement (cuda, wgpu, no-cuda-driver, cpu-feature, cublas)"
         ));
     }
     let undeclared: Vec<String> = counts

@@ -73,6 +73,11 @@ enum Command {
         /// Checked against the memory available before anything is allocated.
         #[arg(long, default_value = "256", value_parser = commands::bench::parse_cold_mb)]
         cold_mb: usize,
+        /// Skip the peer row: on CUDA the bench also times cuBLAS's BF16 GEMM on the same shape
+        /// and M (where libcublas loads; a note says so where it does not) and prints the NVFP4
+        /// speed-up over it (ideal 3.56x: 2 bytes per weight against 0.5625).
+        #[arg(long)]
+        no_peer: bool,
     },
     /// Show the backends found, the kernels each resolves, the kill switches and the tier each
     /// M in 1..=32 is dispatched on.
@@ -193,7 +198,20 @@ fn main() -> ExitCode {
     }
     let mut stdout = std::io::stdout();
     match cli.command {
-        Command::Bench { backend, shapes, m, tiers, families, peak_gbps, json, plot, rounds, launches, cold_mb } => {
+        Command::Bench {
+            backend,
+            shapes,
+            m,
+            tiers,
+            families,
+            peak_gbps,
+            json,
+            plot,
+            rounds,
+            launches,
+            cold_mb,
+            no_peer,
+        } => {
             let shapes = if shapes.is_empty() { vec![("qkv/o".to_string(), 5120, 5120)] } else { shapes };
             let options = commands::bench::BenchOptions {
                 backend,
@@ -207,6 +225,7 @@ fn main() -> ExitCode {
                 rounds,
                 launches,
                 cold_bytes: cold_mb.saturating_mul(1 << 20),
+                peer: !no_peer,
             };
             match commands::bench::run(&options, &mut stdout) {
                 Ok(true) => ExitCode::SUCCESS,

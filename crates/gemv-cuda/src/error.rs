@@ -34,6 +34,19 @@ pub enum CudaError {
         /// The driver's error.
         source: DriverError,
     },
+    /// libcublas cannot be loaded on this machine (the cuBLAS peer of `gemv bench`).
+    #[error(
+        "no cuBLAS found (libcublas could not be loaded; it ships with the CUDA toolkit, or from PyPI as nvidia-cublas)"
+    )]
+    NoCublas,
+    /// A cuBLAS call failed; `call` says which and on what shape.
+    #[error("{call}: cuBLAS status {status}")]
+    Cublas {
+        /// The call and its context.
+        call: String,
+        /// cuBLAS's status code, by name.
+        status: String,
+    },
     /// The emulator stopped a kernel (memory, barrier, shuffle or deadlock check).
     #[error("kernel {kernel} faulted: {message}")]
     Fault {
@@ -57,6 +70,10 @@ impl From<CudaError> for gemv_backend::Error {
         match error {
             CudaError::NoDriver | CudaError::NoDevice { .. } | CudaError::Open { .. } => {
                 gemv_backend::Error::Unavailable { backend: "cuda", reason: error.to_string() }
+            }
+            CudaError::NoCublas => gemv_backend::Error::Unavailable { backend: "cuda", reason: error.to_string() },
+            CudaError::Cublas { .. } => {
+                gemv_backend::Error::Device { backend: "cuda", message: error.to_string(), source: None }
             }
             CudaError::Fault { kernel, message } => gemv_backend::Error::KernelFault { kernel, message },
             CudaError::Driver { call, source } => {

@@ -15,6 +15,8 @@ mod error;
 pub mod launch;
 pub mod ptx;
 
+#[cfg(feature = "cublas-peer")]
+pub use driver::cublas_present;
 pub use driver::{CudaBackend, CudaKernels, CudaWeights, driver_present, engine_context};
 pub use error::CudaError;
 

@@ -42,6 +42,42 @@ fn weights_past_2_gib_are_addressed_correctly() {
     }
 }
 
+/// The bench's peer row times cuBLAS on Y = X W^T with W row-major N x K: this checks that the
+/// call computes exactly that product (not a transpose or another layout) against the host, on a
+/// shape where every wrong layout reads different values. Values are multiples of 1/8, so every
+/// product and partial sum is exact in f32; only the BF16 output rounding remains.
+#[cfg(feature = "cublas-peer")]
+#[test]
+fn the_cublas_peer_computes_the_product_it_is_timed_on() {
+    let Some(backend) = cuda() else { return };
+    if !gemv_cuda::cublas_present() {
+        skip(Requirement::Cublas, "libcublas could not be loaded: the bench prints no peer row here");
+        return;
+    }
+    let (m, n, k) = (3, 37, 64);
+    let value = |i: usize, seed: usize| ((i * 7 + seed) % 13) as f32 / 8.0 - 0.75;
+    let bf16 = |v: f32| (v.to_bits() >> 16) as u16; // exact: at most 4 significant bits
+    let weights: Vec<f32> = (0..n * k).map(|i| value(i, 1)).collect();
+    let x: Vec<f32> = (0..m * k).map(|i| value(i, 5)).collect();
+    let shape = gemv_core::GemvShape { m, n, k };
+    let weights_bits: Vec<u16> = weights.iter().map(|&v| bf16(v)).collect();
+    let x_bits: Vec<u16> = x.iter().map(|&v| bf16(v)).collect();
+    let found = backend.cublas_bf16_gemm(&weights_bits, &x_bits, shape).expect("cuBLAS GEMM");
+    assert_eq!(found.len(), m * n);
+    for t in 0..m {
+        for row in 0..n {
+            let expected: f32 = (0..k).map(|j| weights[row * k + j] * x[t * k + j]).sum();
+            let got = f32::from_bits((found[t * n + row] as u32) << 16);
+            assert!(
+                (got - expected).abs() <= expected.abs() / 128.0,
+                "Y[{t}][{row}]: expected {expected} (within a BF16 rounding), found {got}"
+            );
+        }
+    }
+    // The lengths the shape needs are checked before anything reaches the device.
+    assert!(backend.cublas_bf16_gemm(&weights_bits[1..], &x_bits, shape).is_err());
+}
+
 /// Without a driver, an engine asking for a context gets the typed error too.
 #[test]
 fn the_engine_path_without_a_driver_is_a_typed_error() {

@@ -18,12 +18,19 @@ pub enum Requirement {
     NoCudaDriver,
     /// A CPU with the SIMD extension a test exercises (AVX-512, AVX2).
     CpuFeature,
+    /// libcublas beside the CUDA driver (the bench's peer row; `GEMV_REQUIRE_CUBLAS`).
+    Cublas,
 }
 
 impl Requirement {
     /// Every requirement, in report order.
-    pub const ALL: [Requirement; 4] =
-        [Requirement::CudaGpu, Requirement::WgpuAdapter, Requirement::NoCudaDriver, Requirement::CpuFeature];
+    pub const ALL: [Requirement; 5] = [
+        Requirement::CudaGpu,
+        Requirement::WgpuAdapter,
+        Requirement::NoCudaDriver,
+        Requirement::CpuFeature,
+        Requirement::Cublas,
+    ];
 
     /// The short name used in the skip log and in `GEMV_EXPECTED_SKIPS`.
     pub fn key(self) -> &'static str {
@@ -32,6 +39,7 @@ impl Requirement {
             Requirement::WgpuAdapter => "wgpu",
             Requirement::NoCudaDriver => "no-cuda-driver",
             Requirement::CpuFeature => "cpu-feature",
+            Requirement::Cublas => "cublas",
         }
     }
 
@@ -42,6 +50,7 @@ impl Requirement {
             Requirement::WgpuAdapter => "a wgpu (Vulkan) adapter",
             Requirement::NoCudaDriver => "a machine without a CUDA driver",
             Requirement::CpuFeature => "a CPU with the SIMD extension under test",
+            Requirement::Cublas => "libcublas (the CUDA toolkit's BLAS)",
         }
     }
 
@@ -50,6 +59,7 @@ impl Requirement {
         match self {
             Requirement::CudaGpu => Some("GEMV_REQUIRE_CUDA"),
             Requirement::WgpuAdapter => Some("GEMV_REQUIRE_WGPU"),
+            Requirement::Cublas => Some("GEMV_REQUIRE_CUBLAS"),
             Requirement::NoCudaDriver | Requirement::CpuFeature => None,
         }
     }

@@ -3,7 +3,12 @@
 //! Nothing here touches CUDA before `is_culib_present()` says libcuda can be loaded: a machine
 //! with no driver, or no device, gets [`Error::Unavailable`], never a panic.
 
+#[cfg(feature = "cublas-peer")]
+mod cublas_peer;
 mod engine;
+
+#[cfg(feature = "cublas-peer")]
+pub use cublas_peer::cublas_present;
 
 pub use engine::{CudaKernels, CudaWeights, engine_context};
 
@@ -16,9 +21,9 @@ use cudarc::driver::{
 };
 use gemv_backend::{
     BufferGuard, BufferRange, BufferTable, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend,
-    KernelHandle, Result, TimerKind, resolved_spec,
+    KernelHandle, PeerTiming, Result, TimerKind, resolved_spec,
 };
-use gemv_core::KernelSpec;
+use gemv_core::{GemvShape, KernelSpec};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -262,5 +267,25 @@ impl GpuBackend for CudaBackend {
         end.synchronize().map_err(driver_error("waiting for an event"))?;
         let ms = start.elapsed_ms(&end).map_err(driver_error("reading event time"))?;
         Ok(Some(Duration::from_secs_f64(f64::from(ms) / 1e3)))
+    }
+
+    /// cuBLAS's BF16 GEMM (feature `cublas-peer`; see `cublas_peer.rs`).
+    fn time_peer_gemm(
+        &self,
+        shape: GemvShape,
+        cold_bytes: usize,
+        repeats: usize,
+        rounds: usize,
+    ) -> Result<Option<PeerTiming>> {
+        #[cfg(feature = "cublas-peer")]
+        return self.time_cublas(shape, cold_bytes, repeats, rounds).map(Some);
+        #[cfg(not(feature = "cublas-peer"))]
+        {
+            let _ = (shape, cold_bytes, repeats, rounds);
+            Err(Error::Unavailable {
+                backend: NAME,
+                reason: "the cuBLAS peer needs gemv-cuda's `cublas-peer` feature".into(),
+            })
+        }
     }
 }

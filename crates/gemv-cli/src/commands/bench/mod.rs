@@ -40,6 +40,8 @@ pub struct BenchOptions {
     pub launches: usize,
     /// Bytes of weight copies to rotate through (cold weights).
     pub cold_bytes: usize,
+    /// Also time the backend's peer GEMM (cuBLAS BF16 on CUDA) at each M.
+    pub peer: bool,
 }
 
 /// One timed configuration: a tier choice at one M.
@@ -309,7 +311,7 @@ pub fn run(options: &BenchOptions, out: &mut dyn Write) -> Result<bool, String> 
     let peak = options.peak_gbps.or(info.peak_bandwidth_gbps);
     let mut results = Vec::new();
     for (label, n, k) in &options.shapes {
-        results.extend(protocol::measure(backend.as_ref(), &arms, label, *n, *k, options, peak)?);
+        results.extend(protocol::measure(backend.as_ref(), &arms, label, *n, *k, options, peak, &mut notes)?);
     }
     if options.json {
         let _ = writeln!(out, "{}", protocol::to_json(&info, options, peak, &results, &notes));
@@ -361,6 +363,7 @@ mod tests {
             rounds: 1,
             launches: 1,
             cold_bytes: 0,
+            peer: true,
         }
     }
 

@@ -1,11 +1,13 @@
 //! The timing protocol: cold weights rotated through copies totalling at least
 //! `cold_bytes`, device events where the backend has them, `launches` back-to-back launches per
 //! timing after a warm-up, `rounds` rounds with the arms interleaved (rotated each round), and
-//! the median per arm.
+//! the median per arm. Where the backend has a peer GEMM (cuBLAS's BF16 GEMM on CUDA), it is
+//! timed on the same shape and M, the same way, and printed beside the kernels with the NVFP4
+//! speed-up over it.
 
 use super::{Arm, BenchOptions, Measurement};
 use crate::commands::progress::progress;
-use gemv_backend::{DeviceInfo, DeviceMatrix, GpuBackend, TimerKind, conformance};
+use gemv_backend::{DeviceInfo, DeviceMatrix, GpuBackend, PeerTiming, TimerKind, conformance};
 use gemv_core::GemvShape;
 use std::io::Write;
 
@@ -14,7 +16,15 @@ fn median(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
-/// Times every arm on one shape.
+/// The speed-up NVFP4 weights allow over BF16 ones when both stream at the memory's speed: 2
+/// bytes per weight against 0.5625.
+pub const IDEAL_PEER_SPEEDUP: f64 = 2.0 / 0.5625;
+
+/// The tier label of a peer row.
+pub const PEER_TIER: &str = "peer";
+
+/// Times every arm on one shape (and the backend's peer GEMM, see [`peer_rows`]).
+#[allow(clippy::too_many_arguments)]
 pub fn measure(
     backend: &dyn GpuBackend,
     arms: &[Arm],
@@ -23,6 +33,7 @@ pub fn measure(
     k: usize,
     options: &BenchOptions,
     peak: Option<f64>,
+    notes: &mut Vec<String>,
 ) -> Result<Vec<Measurement>, String> {
     let max_m = arms.iter().map(|a| a.m).max().unwrap_or(1);
     let weight_bytes = n * k / 2 + n * k / 16;
@@ -67,7 +78,8 @@ pub fn measure(
     }
     let _ = backend.free(x);
     let _ = backend.free(y);
-    Ok(arms
+    drop(matrices);
+    let mut rows: Vec<Measurement> = arms
         .iter()
         .zip(samples.iter_mut())
         .map(|(arm, samples)| {
@@ -87,7 +99,69 @@ pub fn measure(
                 percent_copy: copy_gbps.map(|c| 100.0 * gbps / c),
             }
         })
-        .collect())
+        .collect();
+    if options.peer {
+        let peers = peer_rows(backend, &rows, options, peak, copy_gbps, notes);
+        rows.extend(peers);
+    }
+    Ok(rows)
+}
+
+/// The backend's peer GEMM at each M of `ours` (same shape, cold copies, launches and rounds),
+/// with a note per kernel row giving its speed-up over the peer. A backend without a peer adds
+/// nothing; a peer that cannot run here (no libcublas) adds a note saying why, not a failure.
+fn peer_rows(
+    backend: &dyn GpuBackend,
+    ours: &[Measurement],
+    options: &BenchOptions,
+    peak: Option<f64>,
+    copy_gbps: Option<f64>,
+    notes: &mut Vec<String>,
+) -> Vec<Measurement> {
+    let Some(first) = ours.first() else { return Vec::new() };
+    let (label, n, k) = (first.shape.clone(), first.n, first.k);
+    let mut ms: Vec<usize> = ours.iter().map(|r| r.m).collect();
+    ms.sort_unstable();
+    ms.dedup();
+    let mut rows = Vec::new();
+    for (i, &m) in ms.iter().enumerate() {
+        let shape = GemvShape { m, n, k };
+        let timing = match backend.time_peer_gemm(shape, options.cold_bytes, options.launches, options.rounds) {
+            Ok(Some(timing)) if !timing.rounds.is_empty() => timing,
+            Ok(_) => return rows,
+            Err(error) => {
+                notes.push(format!("no peer row on {label}: {error}"));
+                return rows;
+            }
+        };
+        progress(i + 1, ms.len(), &format!("peer {label}"));
+        let mut samples: Vec<f64> =
+            timing.rounds.iter().map(|t| t.as_secs_f64() / options.launches.max(1) as f64).collect();
+        let seconds = median(&mut samples);
+        let gbps = PeerTiming::bytes_moved(shape) as f64 / seconds / 1e9;
+        for row in ours.iter().filter(|r| r.m == m) {
+            notes.push(format!(
+                "{label} M = {m}: {} is {:.2}x faster than {} (ideal {IDEAL_PEER_SPEEDUP:.2}x: 2 bytes per weight \
+                 against 0.5625)",
+                row.kernels,
+                seconds * 1e6 / row.micros,
+                timing.name
+            ));
+        }
+        rows.push(Measurement {
+            shape: label.clone(),
+            n,
+            k,
+            tier: PEER_TIER.into(),
+            kernels: format!("{} (peer, BF16 weights)", timing.name),
+            m,
+            micros: seconds * 1e6,
+            gbps,
+            percent_peak: peak.map(|p| 100.0 * gbps / p),
+            percent_copy: copy_gbps.map(|c| 100.0 * gbps / c),
+        });
+    }
+    rows
 }
 
 fn percent(value: Option<f64>) -> String {
@@ -189,4 +263,129 @@ pub fn to_json(
         "notes": notes.iter().map(|n| json_string(n)).collect::<Vec<_>>(),
     });
     serde_json::to_string_pretty(&value).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backends::BackendChoice;
+    use gemv_backend::{BufferRange, DeviceBuffer, GemvArgs, KernelHandle};
+    use gemv_core::KillSwitches;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    /// The host backend with a stand-in peer: a fixed time per round, or an error.
+    struct WithPeer {
+        inner: gemv_mock::MockBackend,
+        peer: std::result::Result<Duration, &'static str>,
+        calls: AtomicUsize,
+    }
+
+    impl GpuBackend for WithPeer {
+        fn name(&self) -> &'static str {
+            self.inner.name()
+        }
+        fn device_info(&self) -> DeviceInfo {
+            self.inner.device_info()
+        }
+        fn lookup_kernel(&self, module: &str, name: &str) -> KernelHandle {
+            self.inner.lookup_kernel(module, name)
+        }
+        fn alloc(&self, bytes: usize) -> gemv_backend::Result<DeviceBuffer> {
+            self.inner.alloc(bytes)
+        }
+        fn free(&self, buffer: DeviceBuffer) -> gemv_backend::Result<()> {
+            self.inner.free(buffer)
+        }
+        fn upload(&self, dst: BufferRange, data: &[u8]) -> gemv_backend::Result<()> {
+            self.inner.upload(dst, data)
+        }
+        fn download(&self, src: BufferRange, out: &mut [u8]) -> gemv_backend::Result<()> {
+            self.inner.download(src, out)
+        }
+        fn launch_gemv(&self, kernel: KernelHandle, args: &GemvArgs) -> gemv_backend::Result<()> {
+            self.inner.launch_gemv(kernel, args)
+        }
+        fn synchronize(&self) -> gemv_backend::Result<()> {
+            self.inner.synchronize()
+        }
+        fn time_peer_gemm(
+            &self,
+            _shape: GemvShape,
+            _cold_bytes: usize,
+            _repeats: usize,
+            rounds: usize,
+        ) -> gemv_backend::Result<Option<PeerTiming>> {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            match self.peer {
+                Ok(each) => Ok(Some(PeerTiming { name: "test peer", rounds: vec![each; rounds] })),
+                Err(reason) => Err(gemv_backend::Error::Unavailable { backend: "test", reason: reason.into() }),
+            }
+        }
+    }
+
+    fn bench(backend: &dyn GpuBackend, ms: &[usize], peer: bool) -> (Vec<Measurement>, Vec<String>) {
+        let options = BenchOptions {
+            backend: BackendChoice::Host,
+            shapes: vec![],
+            ms: ms.to_vec(),
+            tiers: vec![],
+            families: vec![],
+            peak_gbps: None,
+            json: false,
+            plot: None,
+            rounds: 3,
+            launches: 2,
+            cold_bytes: 0,
+            peer,
+        };
+        let tiers = gemv_backend::ResolvedTiers::resolve(backend, KillSwitches::default());
+        let arms = super::super::arms(&tiers, backend, &options, &mut Vec::new()).expect("arms");
+        let mut notes = Vec::new();
+        let rows = measure(backend, &arms, "t", 64, 256, &options, None, &mut notes).expect("measure");
+        (rows, notes)
+    }
+
+    fn with_peer(peer: std::result::Result<Duration, &'static str>) -> WithPeer {
+        WithPeer { inner: gemv_mock::MockBackend::new(), peer, calls: AtomicUsize::new(0) }
+    }
+
+    #[test]
+    fn a_peer_adds_a_row_per_m_and_the_speed_up_of_each_kernel_row() {
+        let backend = with_peer(Ok(Duration::from_millis(4)));
+        let (rows, notes) = bench(&backend, &[1, 3], true);
+        let peers: Vec<&Measurement> = rows.iter().filter(|r| r.tier == PEER_TIER).collect();
+        assert_eq!(peers.iter().map(|r| r.m).collect::<Vec<_>>(), vec![1, 3]);
+        // 4 ms per round of 2 launches: 2000 us each; its bytes are BF16's.
+        assert!(peers.iter().all(|r| (r.micros - 2000.0).abs() < 1e-6), "{peers:?}");
+        let bytes = PeerTiming::bytes_moved(GemvShape { m: 3, n: 64, k: 256 }) as f64;
+        assert!((peers[1].gbps - bytes / 2e-3 / 1e9).abs() < 1e-9);
+        for ours in rows.iter().filter(|r| r.tier != PEER_TIER) {
+            let expected =
+                format!("t M = {}: {} is {:.2}x faster than test peer", ours.m, ours.kernels, 2000.0 / ours.micros);
+            assert!(notes.iter().any(|n| n.starts_with(&expected)), "{expected:?} not in {notes:?}");
+        }
+        assert_eq!(backend.calls.load(Ordering::Relaxed), 2, "one call per M");
+    }
+
+    #[test]
+    fn a_peer_that_cannot_run_is_a_note_and_no_row() {
+        let backend = with_peer(Err("no libcublas here"));
+        let (rows, notes) = bench(&backend, &[1, 2], true);
+        assert!(rows.iter().all(|r| r.tier != PEER_TIER), "{rows:?}");
+        assert_eq!(rows.len(), 2);
+        assert!(notes.iter().any(|n| n.contains("no peer row on t") && n.contains("no libcublas here")), "{notes:?}");
+        assert_eq!(backend.calls.load(Ordering::Relaxed), 1, "asked once, not per M");
+    }
+
+    #[test]
+    fn no_peer_is_asked_when_switched_off_or_absent() {
+        let backend = with_peer(Ok(Duration::from_millis(1)));
+        let (rows, notes) = bench(&backend, &[1], false);
+        assert_eq!(backend.calls.load(Ordering::Relaxed), 0);
+        assert!(rows.iter().all(|r| r.tier != PEER_TIER) && notes.is_empty(), "{rows:?} {notes:?}");
+        // The host reference has no peer: nothing added, nothing said.
+        let (rows, notes) = bench(&gemv_mock::MockBackend::new(), &[1], true);
+        assert!(rows.iter().all(|r| r.tier != PEER_TIER) && notes.is_empty(), "{rows:?} {notes:?}");
+    }
 }
