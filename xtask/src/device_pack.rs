@@ -15,7 +15,7 @@ const LIMIT_BYTES: u64 = 60 << 20;
 
 const RUN_SH: &str = r#"#!/usr/bin/env bash
 # gemv device check. On the GPU machine: bash target/device-pack/run.sh
-# Logs go to $OUT (or target/device-check/): at most 10 files.
+# Logs go to $OUT (or target/device-check/): at most 12 files.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$here/../device-check}
