@@ -182,6 +182,7 @@ __device__ __forceinline__ void stage_slice(GemvShared<float, SLICE_TOKENS * kTo
     constexpr int kTokensPerStep = kThreadsPerBlock / kChunks;
     const int chunk = tid % kChunks;
     const int slot = (chunk / 4) * kLaneStride + (chunk % 4) * 8;
+    static_assert(kTokenStride % 4 == 0 && kLaneStride % 4 == 0, "whole float4 slots");
     const int tokens = m - t0 < SLICE_TOKENS ? m - t0 : SLICE_TOKENS;
 #pragma unroll 1
     for (int t = tid / kChunks; t < tokens; t += kTokensPerStep) {
@@ -205,7 +206,9 @@ __device__ __forceinline__ void stage_slice(GemvShared<float, SLICE_TOKENS * kTo
             v[2 * i] = __uint_as_float(w[i] << 16) * scale;
             v[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u) * scale;
         }
-        const int vector = (t * kTokenStride + slot) / 4;  // slot and the stride are multiples of 4
+        // In float4s; the slot and the stride are multiples of 4 (a sum divided by 4 would cost a
+        // signed division's three instructions per chunk).
+        const int vector = t * (kTokenStride / 4) + slot / 4;
         shared_store<float4>(xs, vector, float4{v[0], v[4], v[1], v[5]});
         shared_store<float4>(xs, vector + 1, float4{v[2], v[6], v[3], v[7]});
     }
@@ -230,8 +233,9 @@ __device__ __forceinline__ void word_weights(gemv_u32 q, gemv_u32 scale, float (
 template <int SLICE_TOKENS>
 __device__ __forceinline__ void word_activations(const GemvShared<float, SLICE_TOKENS * kTokenStride>& xs, int t,
                                                  int offset, float (&xv)[8]) {
-    const float4 a = shared_load<float4>(xs, (t * kTokenStride + offset) / 4);
-    const float4 b = shared_load<float4>(xs, (t * kTokenStride + offset) / 4 + 1);
+    // In float4s, each term divided on its own (offsets are multiples of 4, see stage_slice).
+    const float4 a = shared_load<float4>(xs, t * (kTokenStride / 4) + offset / 4);
+    const float4 b = shared_load<float4>(xs, t * (kTokenStride / 4) + offset / 4 + 1);
     xv[0] = a.x;
     xv[1] = a.z;
     xv[2] = b.x;
