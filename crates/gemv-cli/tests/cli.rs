@@ -119,6 +119,19 @@ fn bench_json_has_one_row_per_m_with_positive_times() {
     assert_eq!(value["backend"], "host");
 }
 
+/// `--no-peer` parses; the host has no peer GEMM, so with or without it nothing mentions one.
+#[test]
+fn bench_takes_no_peer_and_the_host_prints_no_peer_row() {
+    for extra in [&[][..], &["--no-peer"][..]] {
+        let mut args = vec!["bench", "--m", "1"];
+        args.extend(extra);
+        args.extend(SMALL_BENCH);
+        let (code, stdout, stderr) = gemv(&args);
+        assert_eq!(code, 0, "{stderr}");
+        assert!(!stdout.contains("peer"), "{stdout}");
+    }
+}
+
 #[test]
 fn bench_forced_tier_reproduces_the_seed_rows_and_plots() {
     let plot = std::env::temp_dir().join(format!("gemv-bench-{}.svg", std::process::id()));
