@@ -51,9 +51,9 @@ const fn fast(name: &'static str, max_m: usize) -> KernelSpec {
 /// Every kernel, the same names on every backend that has its family.
 pub const KERNELS: [KernelSpec; 13] = [
     exact("w4a16_gemv", 1, 4),
-    exact("w4a16_gemv_batch2", 2, 3),
-    exact("w4a16_gemv_batch3", 3, 2),
-    exact("w4a16_gemv_batch4", 4, 2),
+    exact("w4a16_gemv_batch2", 2, 4),
+    exact("w4a16_gemv_batch3", 3, 4),
+    exact("w4a16_gemv_batch4", 4, 4),
     exact("w4a16_gemv_batch5", 5, 4),
     exact("w4a16_gemv_batch6", 6, 4),
     exact("w4a16_gemv_batch7", 7, 4),

@@ -559,14 +559,17 @@ __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* pac
 }  // namespace gemv
 
 // name, MAX_M, rows per warp, blocks per SM the registers must allow. The registry order of
-// gemv_core::KERNELS (whose `rows` must agree). Rows per warp are as many as fit 128 registers
-// (two blocks of 8 warps per SM) on every architecture without spills; tiers from 5 tokens trade
-// one block per SM for registers (255 per thread): they are issue-bound on fast memories anyway.
+// gemv_core::KERNELS (whose `rows` must agree). Four rows per warp share each activation load
+// and staging (`batch8` keeps the classic two). Up to 2 tokens they fit 128 registers (two blocks
+// of 8 warps per SM) on every architecture without spills; from 3 tokens the tiers trade one block
+// per SM for registers (255 per thread): they are issue-bound on fast memories anyway, and 4 rows
+// took M = 3 from 7.92 to 7.05 and M = 4 from 9.27 to 8.23 modelled instructions per weight on
+// sm_90 (2 rows at two blocks per SM before), the bytes in flight per SM unchanged.
 #define GEMV_KERNELS(X)                 \
     X(w4a16_gemv, 1, 4, 2)              \
-    X(w4a16_gemv_batch2, 2, 3, 2)       \
-    X(w4a16_gemv_batch3, 3, 2, 2)       \
-    X(w4a16_gemv_batch4, 4, 2, 2)       \
+    X(w4a16_gemv_batch2, 2, 4, 2)       \
+    X(w4a16_gemv_batch3, 3, 4, 1)       \
+    X(w4a16_gemv_batch4, 4, 4, 1)       \
     X(w4a16_gemv_batch5, 5, 4, 1)       \
     X(w4a16_gemv_batch6, 6, 4, 1)       \
     X(w4a16_gemv_batch7, 7, 4, 1)       \
