@@ -78,11 +78,11 @@ impl Gemm {
         let (x, _x_sync) = x.device_ptr(stream);
         let (y, _y_sync) = y.device_ptr_mut(stream);
         let (alpha, beta) = (1.0f32, 0.0f32);
-        // SAFETY: the handle is live and bound to `stream` (the backend's, where the buffers live); `weights` holds n * k, `x` m * k and
-        // `y` m * n BF16 values (checked by the callers), which is what the transposed-W,
-        // plain-X call with leading dimensions k, k and n reads and writes; alpha and beta are
-        // f32 as CUBLAS_COMPUTE_32F requires, and outlive the call (cuBLAS reads host scalars
-        // before returning).
+        // SAFETY: the handle is live and bound to `stream` (the backend's, where the buffers
+        // live); `weights` holds n * k, `x` m * k and `y` m * n BF16 values (checked by the
+        // callers), which is what the transposed-W, plain-X call with leading dimensions k, k
+        // and n reads and writes; alpha and beta are f32 as CUBLAS_COMPUTE_32F requires, and
+        // outlive the call (cuBLAS reads host scalars before returning).
         unsafe {
             gemm_ex(
                 *blas.handle(),
