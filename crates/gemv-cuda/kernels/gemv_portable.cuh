@@ -16,6 +16,10 @@
 //   (mul.rn.f16x2: IEEE binary16, round to nearest even, subnormals kept, NaN results canonical),
 //   gemv_half_lo/hi (cvt.f32.f16, exact), gemv_prefetch_l2 (prefetch.global.L2; the emulator
 //   checks the address like a read), and __syncthreads_or.
+// - gemv_poison(v): nothing on the GPU; under the emulator it fills the local `v` with all-ones
+//   bytes (NaN as f32, bf16 and f16), so a field the code forgets to write before it is used
+//   turns results into NaN, as a GPU register holding NaN would, instead of reading the benign
+//   stack garbage g++ usually leaves there.
 // - Tensor-core primitives (sm_80 and newer; only the fast family's module uses them):
 //   gemv_bf16x2_mul (fma.rn.bf16x2 with a -0.0 addend: two bf16 products, each rounded once) and
 //   gemv_mma_bf16_16816 (mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32). The emulator runs
@@ -54,6 +58,9 @@ struct GemvShared {
 };
 
 #define GEMV_SHARED(T, name, count) __shared__ GemvShared<T, (count)> name
+
+template <class T>
+__device__ __forceinline__ void gemv_poison(T&) {}
 
 // A hint to bring the cache line holding `p` into L2 (the memory it names must be a launch input).
 __device__ __forceinline__ void gemv_prefetch_l2(const void* p) {

@@ -124,6 +124,7 @@ __device__ __forceinline__ PassWeights load_pass(const RowCursor<ROWS>& rows, in
     const gemv_u8* packed = rows.packed + rows.offset[r];
     const gemv_u8* scales = rows.scales + rows.offset[r] / 8;
     PassWeights w;
+    gemv_poison(w);  // every field is written below, on every path (the emulator checks it)
     if (GEMV_ON_COMMON_PATH(rows.group + 1 < groups, true)) {
         if (GEMV_ON_COMMON_PATH(loads.vector16, true)) {
             w.packed = __ldg(reinterpret_cast<const uint4*>(packed));

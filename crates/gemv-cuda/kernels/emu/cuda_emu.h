@@ -122,6 +122,13 @@ inline void __syncthreads() {
     emu::sync_threads();
 }
 
+// Fills a local with all-ones bytes (NaN in every float format the kernels use): a field left
+// unwritten then poisons the results it reaches (see gemv_portable.cuh).
+template <class T>
+inline void gemv_poison(T& value) {
+    std::memset(static_cast<void*>(&value), 0xFF, sizeof(T));
+}
+
 // A prefetch fetches nothing here, but its address must lie in a launch input, as a read's would.
 inline void gemv_prefetch_l2(const void* p) {
     emu::check_access(p, 1, 1, false, true);
