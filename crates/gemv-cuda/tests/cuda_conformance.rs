@@ -56,7 +56,8 @@ fn the_cublas_peer_computes_the_product_it_is_timed_on() {
     }
     let (m, n, k) = (3, 37, 64);
     let value = |i: usize, seed: usize| ((i * 7 + seed) % 13) as f32 / 8.0 - 0.75;
-    let bf16 = |v: f32| (v.to_bits() >> 16) as u16; // exact: at most 4 significant bits
+    // Exactly representable: at most 4 significant bits.
+    let bf16 = gemv_core::codec::f32_to_bf16;
     let weights: Vec<f32> = (0..n * k).map(|i| value(i, 1)).collect();
     let x: Vec<f32> = (0..m * k).map(|i| value(i, 5)).collect();
     let shape = gemv_core::GemvShape { m, n, k };
@@ -67,7 +68,7 @@ fn the_cublas_peer_computes_the_product_it_is_timed_on() {
     for t in 0..m {
         for row in 0..n {
             let expected: f32 = (0..k).map(|j| weights[row * k + j] * x[t * k + j]).sum();
-            let got = f32::from_bits((found[t * n + row] as u32) << 16);
+            let got = gemv_core::codec::bf16_to_f32(found[t * n + row]);
             assert!(
                 (got - expected).abs() <= expected.abs() / 128.0,
                 "Y[{t}][{row}]: expected {expected} (within a BF16 rounding), found {got}"

@@ -18,6 +18,7 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use gemv_backend::{PeerTiming, Result};
 use gemv_core::GemvShape;
+use gemv_core::codec::f32_to_bf16;
 use std::time::Duration;
 
 const NAME: &str = "cuBLAS BF16 GEMM";
@@ -36,16 +37,10 @@ pub fn cublas_present() -> bool {
     true
 }
 
-/// A BF16 value near `value` (round to nearest even; the peer's data only needs to be finite).
-fn bf16(value: f32) -> u16 {
-    let bits = value.to_bits();
-    ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) as u16
-}
-
 /// Finite BF16 data in [-0.5, 0.5): a deterministic pattern (the GEMM's speed does not depend
 /// on the values, but zeros could be compressed by some memory systems).
 fn pattern(len: usize, seed: usize) -> Vec<u16> {
-    (0..len).map(|i| bf16(((i.wrapping_mul(7919).wrapping_add(seed)) % 251) as f32 / 251.0 - 0.5)).collect()
+    (0..len).map(|i| f32_to_bf16(((i.wrapping_mul(7919).wrapping_add(seed)) % 251) as f32 / 251.0 - 0.5)).collect()
 }
 
 /// The cuBLAS call for Y[m][n] = sum_k X[m][k] W[n][k] with row-major W (N x K), X (M x K) and
@@ -185,12 +180,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn bf16_rounds_to_nearest_even() {
-        assert_eq!(bf16(1.0), 0x3F80);
-        assert_eq!(bf16(-0.5), 0xBF00);
-        // 1 + 2^-8 is a tie between 1 and 1 + 2^-7: even (1) wins; 1 + 3 * 2^-8 rounds up.
-        assert_eq!(bf16(1.0 + 1.0 / 256.0), 0x3F80);
-        assert_eq!(bf16(1.0 + 3.0 / 256.0), 0x3F82);
+    fn the_peer_data_is_finite_bf16() {
         assert!(pattern(1000, 3).iter().all(|&b| (b & 0x7F80) != 0x7F80), "finite");
     }
 }
