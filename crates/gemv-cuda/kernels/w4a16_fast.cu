@@ -114,7 +114,7 @@ __device__ __forceinline__ Chunk<TILES> load_chunk(const gemv_u8* const (&rows)[
                                                    const gemv_u16* const (&xs)[TILES], gemv_u32 k0, int k,
                                                    const Loads& loads) {
     Chunk<TILES> c;
-    gemv_poison(c);  // every field is written below, on every path (the emulator checks it)
+    gemv_poison(c);  // every field is written below; under the emulator one left unwritten reads as NaN
     const int valid = k - (int)k0;
     const gemv_u32 unit = k0 / kLaneK;  // 16 packed bytes, 2 codes and 32 activations per unit
     if (GEMV_ON_COMMON_PATH(valid >= kLaneK, true)) {

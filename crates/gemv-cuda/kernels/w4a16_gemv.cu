@@ -124,7 +124,7 @@ __device__ __forceinline__ PassWeights load_pass(const RowCursor<ROWS>& rows, in
     const gemv_u8* packed = rows.packed + rows.offset[r];
     const gemv_u8* scales = rows.scales + rows.offset[r] / 8;
     PassWeights w;
-    gemv_poison(w);  // every field is written below, on every path (the emulator checks it)
+    gemv_poison(w);  // every field is written below; under the emulator one left unwritten reads as NaN
     if (GEMV_ON_COMMON_PATH(rows.group + 1 < groups, true)) {
         if (GEMV_ON_COMMON_PATH(loads.vector16, true)) {
             w.packed = __ldg(reinterpret_cast<const uint4*>(packed));
@@ -560,8 +560,9 @@ __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* pac
 }  // namespace gemv
 
 // name, MAX_M, rows per warp, blocks per SM the registers must allow. The registry order of
-// gemv_core::KERNELS (whose `rows` must agree). Four rows per warp share each activation load
-// and staging (`batch8` keeps the classic two). Up to 2 tokens they fit 128 registers (two blocks
+// gemv_core::KERNELS (whose `rows` must agree). Up to 8 tokens four rows per warp share each
+// activation load and staging (`batch8` keeps the classic two; `batch16` and `batch32`, whose
+// accumulators fill the registers, one). Up to 2 tokens they fit 128 registers (two blocks
 // of 8 warps per SM) on every architecture without spills; from 3 tokens the tiers trade one block
 // per SM for registers (255 per thread): they are issue-bound on fast memories anyway, and 4 rows
 // took M = 3 from 7.92 to 7.05 and M = 4 from 9.27 to 8.23 modelled instructions per weight on
