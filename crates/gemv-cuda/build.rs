@@ -37,6 +37,7 @@ mod emulator {
             .flag_if_supported("-Wno-unknown-pragmas")
             .flag_if_supported("-Wno-unused-parameter")
             .file(kernels.join("emu/kernels.cpp"))
+            .file(kernels.join("emu/kernels_sm89.cpp"))
             .file(kernels.join("emu/runtime.cpp"));
         // Only explicit fused multiply-adds (`__fmaf_rn`) may fuse, as on the GPU where the PTX is
         // built with -fmad=false; with the host's FMA instruction they compile inline instead of

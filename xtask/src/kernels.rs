@@ -9,29 +9,68 @@
 use crate::util::root;
 use std::path::{Path, PathBuf};
 
-/// One kernel source and how it is built.
+/// One build of a kernel source: one committed PTX file.
 pub struct KernelSource {
-    /// File stem under [`KERNEL_DIR`] (and of its PTX under [`PTX_DIR`]).
+    /// File stem under [`KERNEL_DIR`].
     pub stem: &'static str,
+    /// The PTX's file stem under [`PTX_DIR`] (gemv-cuda's `ptx::MODULES` embeds it).
+    pub ptx: &'static str,
     /// The lowest architecture its PTX targets.
     pub arch: &'static str,
+    /// Defines that select the build's variant of the source.
+    pub defines: &'static [&'static str],
     /// The kernel family it holds (which gates run its kernels).
     pub family: gemv_core::Family,
 }
 
-/// Every kernel source: the exact family needs warp shuffles and __ldg (sm_75); the fast family
-/// needs bf16 mma.sync and bf16x2 arithmetic (sm_80). A .cu file not listed here is an error.
-pub const KERNEL_SOURCES: [KernelSource; 2] = [
-    KernelSource { stem: "w4a16_gemv", arch: "compute_75", family: gemv_core::Family::Exact },
-    KernelSource { stem: "w4a16_fast", arch: "compute_80", family: gemv_core::Family::Fast },
+impl KernelSource {
+    /// The SM number of [`arch`](Self::arch) (`compute_89` -> 89).
+    pub fn sm(&self) -> u32 {
+        self.arch.trim_start_matches("compute_").parse().unwrap_or(0)
+    }
+}
+
+/// Every kernel build: the exact family needs warp shuffles and __ldg (sm_75) and has a second
+/// build for sm_89 and newer (scales through cvt.rn.f16x2.e4m3x2); the fast family needs bf16
+/// mma.sync and bf16x2 arithmetic (sm_80). A .cu file not listed here is an error.
+pub const KERNEL_SOURCES: [KernelSource; 3] = [
+    KernelSource {
+        stem: "w4a16_gemv",
+        ptx: "w4a16_gemv",
+        arch: "compute_75",
+        defines: &[],
+        family: gemv_core::Family::Exact,
+    },
+    KernelSource {
+        stem: "w4a16_gemv",
+        ptx: "w4a16_gemv_sm89",
+        arch: "compute_89",
+        defines: &["GEMV_SCALES_BY_CVT"],
+        family: gemv_core::Family::Exact,
+    },
+    KernelSource {
+        stem: "w4a16_fast",
+        ptx: "w4a16_fast",
+        arch: "compute_80",
+        defines: &[],
+        family: gemv_core::Family::Fast,
+    },
 ];
 
-/// The build entry of a source file.
-pub fn source_entry(source: &Path) -> Result<&'static KernelSource, String> {
+/// Every build of a source file, oldest architecture first.
+pub fn builds_of(source: &Path) -> Result<Vec<&'static KernelSource>, String> {
     let stem = source.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    KERNEL_SOURCES.iter().find(|entry| entry.stem == stem).ok_or_else(|| {
-        format!("{} is not listed in xtask's KERNEL_SOURCES (its target architecture)", source.display())
-    })
+    let mut builds: Vec<_> = KERNEL_SOURCES.iter().filter(|entry| entry.stem == stem).collect();
+    builds.sort_by_key(|build| build.sm());
+    if builds.is_empty() {
+        return Err(format!("{} is not listed in xtask's KERNEL_SOURCES (its target architecture)", source.display()));
+    }
+    Ok(builds)
+}
+
+/// The first build entry of a source file (its family).
+pub fn source_entry(source: &Path) -> Result<&'static KernelSource, String> {
+    builds_of(source).map(|builds| builds[0])
 }
 /// The CUDA kernel sources (inside the crate that embeds and emulates them, so that the crate
 /// packages on its own).
@@ -50,6 +89,17 @@ pub fn sources() -> Result<Vec<PathBuf>, String> {
         .collect();
     sources.sort();
     Ok(sources)
+}
+
+/// Every (source, build) pair, sources in name order and each source's builds oldest first.
+pub fn builds() -> Result<Vec<(PathBuf, &'static KernelSource)>, String> {
+    let mut all = Vec::new();
+    for source in sources()? {
+        for build in builds_of(&source)? {
+            all.push((source.clone(), build));
+        }
+    }
+    Ok(all)
 }
 
 /// The pinned NVRTC, the PTX ISA it writes, and its venv.
@@ -73,16 +123,17 @@ impl Nvrtc {
     }
 }
 
-/// Compiles one source to PTX at `out`, with extra `-D` defines (none for the shipped PTX).
-pub fn compile(nvrtc: &Nvrtc, source: &Path, out: &Path, defines: &[&str]) -> Result<(), String> {
-    let arch = format!("-arch={}", source_entry(source)?.arch);
+/// Compiles one build of a source to PTX at `out`, with extra `-D` defines (none for the shipped
+/// PTX).
+pub fn compile(nvrtc: &Nvrtc, source: &Path, build: &KernelSource, out: &Path, defines: &[&str]) -> Result<(), String> {
+    let arch = format!("-arch={}", build.arch);
     let include = format!("-I{}", root().join(KERNEL_DIR).display());
     let (out, source) = (out.to_string_lossy(), source.to_string_lossy());
     let script = root().join(NVRTC_SCRIPT);
     let (script, library) = (script.to_string_lossy(), nvrtc.library.to_string_lossy());
     // -fmad=false: only the kernels' explicit __fmaf_rn fuse, exactly what the emulator computes.
     let mut args = vec![&*script, &*library, &*source, &*out, &arch, "-std=c++17", "-fmad=false", &include];
-    let defines: Vec<String> = defines.iter().map(|d| format!("-D{d}")).collect();
+    let defines: Vec<String> = build.defines.iter().chain(defines).map(|d| format!("-D{d}")).collect();
     args.extend(defines.iter().map(String::as_str));
     crate::util::run(&nvrtc.python.to_string_lossy(), &args)
 }
@@ -93,10 +144,10 @@ pub fn run(check: bool) -> Result<(), String> {
     let out_dir = if check { root().join("target/kernels-check") } else { root().join(PTX_DIR) };
     std::fs::create_dir_all(&out_dir).map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
     let mut stale = Vec::new();
-    for source in sources()? {
-        let stem = source.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    for (source, build) in builds()? {
+        let stem = build.ptx;
         let out = out_dir.join(format!("{stem}.ptx"));
-        compile(&nvrtc, &source, &out, &[])?;
+        compile(&nvrtc, &source, build, &out, &[])?;
         let text = std::fs::read_to_string(&out).map_err(|e| format!("cannot read {}: {e}", out.display()))?;
         if !text.lines().any(|line| line.trim() == format!(".version {PTX_ISA}")) {
             return Err(format!("{} is not PTX ISA {PTX_ISA}: is the pinned NVRTC in use?", out.display()));

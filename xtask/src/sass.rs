@@ -3,17 +3,18 @@
 //! SASS size and occupancy from the committed PTX; instructions per weight of the pass loop on the
 //! common path at each M the plan serves; and two models per device (issue rate, bytes in flight).
 //!
-//! The common path (16-byte aligned weights, whole passes, every token of a slice live,
-//! |x| < 2^121) is counted on the same source compiled with `GEMV_SASS_COMMON_PATH`, which turns
+//! The common path (16-byte aligned weights, whole passes, every token of a slice live, no
+//! staged activation overflowing) is counted on the same source compiled with `GEMV_SASS_COMMON_PATH`, which turns
 //! the conditions that select the other paths into constants, so the pass loop holds only the
-//! instructions that path executes. Each staging loop (one per slice of staged tokens) runs
+//! instructions that path executes. Each staging loop (one per slice of staged tokens; for one
+//! or two tokens a block that half or all of the threads execute) runs
 //! `tokens * 128 / 256` times per warp and pass (8-k chunks of X spread over the block), the rest
 //! of the loop once per pass (the compiler may unroll the loop over several passes: two barriers
 //! per pass and slice tell how many). A kernel's tokens per slice are read from its shared
 //! memory (one staged token's bytes each, plus the scale table).
 
 use crate::cuda_toolchain::Toolchain;
-use crate::kernels::{Nvrtc, PTX_DIR, compile, sources};
+use crate::kernels::{Nvrtc, PTX_DIR, builds, compile};
 use crate::util::root;
 use gemv_core::{Family, KillSwitches, TIERS, TierMask, dispatch_plan, kernel_spec};
 use std::collections::BTreeMap;
@@ -146,8 +147,24 @@ pub fn loops(instructions: &[(u64, String)]) -> Vec<(u64, u64)> {
         .collect()
 }
 
-/// The pass loop: the outermost loop holding the FFMAs and a block barrier; staging loops are the
-/// loops inside it with shared stores and no FFMA.
+/// Predicated forward branches as (first, last address) of the instructions they skip.
+fn skipped_blocks(instructions: &[(u64, String)]) -> Vec<(u64, u64)> {
+    instructions
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, text))| text.starts_with('@') && text.contains("BRA"))
+        .filter_map(|(index, (address, text))| {
+            let hex = text.split("0x").nth(1)?;
+            let target = u64::from_str_radix(hex.trim_matches(|c: char| !c.is_ascii_hexdigit()), 16).ok()?;
+            let first = instructions.get(index + 1)?.0;
+            let last = instructions.iter().take_while(|(a, _)| *a < target).last()?.0;
+            (target > *address && first <= last).then_some((first, last))
+        })
+        .collect()
+}
+
+/// The pass loop: the outermost loop holding the FFMAs and a block barrier; staging is what it
+/// holds with shared stores and no FFMA or barrier: loops, or blocks a branch skips.
 fn pass_loop(instructions: &[(u64, String)]) -> Option<PassLoop> {
     let body = |(start, end): (u64, u64)| -> Vec<&str> {
         instructions.iter().filter(|(a, _)| (start..=end).contains(a)).map(|(_, t)| t.as_str()).collect()
@@ -161,24 +178,31 @@ fn pass_loop(instructions: &[(u64, String)]) -> Option<PassLoop> {
             b.iter().any(|t| t.contains("FFMA")) && b.iter().any(|t| t.starts_with("BAR"))
         })
         .max_by_key(|&(start, end)| end - start)?;
-    let staging: usize = all
-        .iter()
-        .copied()
-        .filter(|&(s, e)| s > start && e < end)
-        .map(body)
-        .filter(|b| b.iter().any(|t| t.starts_with("STS")) && !b.iter().any(|t| t.contains("FFMA")))
-        .map(|b| b.len())
-        .sum();
+    let is_staging = |b: &Vec<&str>| {
+        b.iter().any(|t| t.starts_with("STS")) && !b.iter().any(|t| t.contains("FFMA") || t.starts_with("BAR"))
+    };
+    let staging_loops: Vec<(u64, u64)> =
+        all.iter().copied().filter(|&(s, e)| s > start && e < end).filter(|&range| is_staging(&body(range))).collect();
+    // Where one step of the block covers a slice (M <= 2), staging is no loop but a block that
+    // threads without a chunk branch over: a predicated forward branch past shared stores (and
+    // past no staging loop: the branch around a loop is the loop's own guard).
+    let staging_blocks: Vec<(u64, u64)> = skipped_blocks(instructions)
+        .into_iter()
+        .filter(|&(s, e)| s > start && e < end && !staging_loops.iter().any(|&(ls, le)| ls <= e && s <= le))
+        .filter(|&range| is_staging(&body(range)))
+        .collect();
+    let staging: usize = staging_loops.iter().chain(&staging_blocks).map(|&range| body(range).len()).sum();
     let whole = body((start, end));
     let barriers = whole.iter().filter(|t| t.starts_with("BAR")).count();
     Some(PassLoop { body: whole.len() - staging, staging, barriers, slice: 0 })
 }
 
 /// Tokens per slice from a kernel's static shared memory (see `STAGED_TOKEN_BYTES`).
+/// (The sm_89 build has no table.)
 fn slice_tokens(name: &str, shared_bytes: u32) -> Result<usize, String> {
-    let staged = shared_bytes.checked_sub(SCALE_TABLE_BYTES).filter(|b| *b > 0 && b % STAGED_TOKEN_BYTES == 0);
-    staged.map(|b| (b / STAGED_TOKEN_BYTES) as usize).ok_or(format!(
-        "{name}: {shared_bytes} B of shared memory is not the scale table plus whole staged tokens \
+    let whole = |b: u32| (b > 0 && b.is_multiple_of(STAGED_TOKEN_BYTES)).then_some((b / STAGED_TOKEN_BYTES) as usize);
+    shared_bytes.checked_sub(SCALE_TABLE_BYTES).and_then(whole).or_else(|| whole(shared_bytes)).ok_or(format!(
+        "{name}: {shared_bytes} B of shared memory is not whole staged tokens, with or without the scale table \
          ({SCALE_TABLE_BYTES} + n x {STAGED_TOKEN_BYTES} B): update xtask/src/sass.rs with the kernel's layout"
     ))
 }
@@ -298,8 +322,11 @@ fn render(
         "Columns: registers per thread; bytes of registers spilled (must be 0); static shared memory per block; \
          static SASS instructions (every path); resident 256-thread blocks per SM; the pass loop's instructions \
          per warp and pass on the common path (16-byte aligned weights, whole 64-group passes, every token live, \
-         |x| < 2^121) at the kernel's full width; and that divided by the weights a lane covers per pass (32 x \
-         rows per warp): instructions per weight, all tokens included.\n"
+         no staged activation overflowing) at the kernel's full width; and that divided by the weights a lane \
+         covers per pass (32 x rows per warp): instructions per weight, all tokens included. The exact family has \
+         two builds: sm_80 and sm_86 run `w4a16_gemv` (scales from a shared-memory table, X staged times 2^7), \
+         sm_89 and newer `w4a16_gemv_sm89` (scales through `cvt.rn.f16x2.e4m3x2`, X staged times 2^14); each \
+         architecture's table shows the build it runs.\n"
     );
     for arch in ARCHS {
         let (Some(arch_stats), Some(arch_loops)) = (stats.get(arch), loops.get(arch)) else { continue };
@@ -450,13 +477,23 @@ pub fn run(check: bool) -> Result<(), String> {
     let mut loops: PerArch<PassLoop> = BTreeMap::new();
     let mut fast_loops: PerArch<crate::sass_fast::MmaLoop> = BTreeMap::new();
     let mut ptx_names = Vec::new();
-    for source in sources()? {
-        let stem = source.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let all = builds()?;
+    for (source, build) in &all {
+        let stem = build.ptx;
         let ptx = format!("{PTX_DIR}/{stem}.ptx");
         ptx_names.push(ptx.clone());
         let common = out_dir.join(format!("{stem}.common.ptx"));
-        compile(&nvrtc, &source, &common, &[COMMON_PATH])?;
-        for arch in ARCHS {
+        compile(&nvrtc, source, build, &common, &[COMMON_PATH])?;
+        // Each architecture is reported with the build of this source it runs: the newest one it
+        // can load (gemv-cuda's `ptx::module_build`).
+        let runs_on = |arch: &str| {
+            let sm: u32 = arch.trim_start_matches("sm_").parse().unwrap_or(0);
+            all.iter()
+                .filter(|(other, b)| other == source && b.sm() <= sm)
+                .max_by_key(|(_, b)| b.sm())
+                .is_some_and(|(_, b)| b.ptx == build.ptx)
+        };
+        for arch in ARCHS.into_iter().filter(|arch| runs_on(arch)) {
             eprintln!("xtask: ptxas {ptx} for {arch}");
             let arch_flag = format!("-arch={arch}");
             let cubin = out_dir.join(format!("{stem}.{arch}.cubin"));

@@ -16,6 +16,13 @@
 //   (mul.rn.f16x2: IEEE binary16, round to nearest even, subnormals kept, NaN results canonical),
 //   gemv_half_lo/hi (cvt.f32.f16, exact), gemv_prefetch_l2 (prefetch.global.L2; the emulator
 //   checks the address like a read), and __syncthreads_or.
+// - Scales on sm_89 and newer (only the exact family's GEMV_SCALES_BY_CVT build uses them):
+//   gemv_e4m3x2_to_f16x2 (cvt.rn.f16x2.e4m3x2: the E4M3 codes in bits 0..7 and 8..15 become the
+//   low and high binary16, exactly; NaN codes give NaN) and gemv_hmul2_by_lo / _by_hi (mul.rn.f16x2
+//   with the low / high half of the second operand in both lanes).
+// - GEMV_ENTRY_NAME(name): an entry point's name. The emulator links both builds of the exact
+//   family into one library and names the sm_89 build's entries with a suffix
+//   (GEMV_ENTRY_SUFFIX); the GPU modules keep the plain names.
 // - gemv_poison(v): nothing on the GPU; under the emulator it fills the local `v` with all-ones
 //   bytes (NaN as f32, bf16 and f16), so a field the code forgets to write before it is used
 //   turns results into NaN, as a GPU register holding NaN would, instead of reading the benign
@@ -38,6 +45,14 @@ template <class T>
 struct gemv_identity {
     typedef T type;
 };
+
+#ifdef GEMV_ENTRY_SUFFIX
+#define GEMV_PASTE_(a, b) a##b
+#define GEMV_PASTE(a, b) GEMV_PASTE_(a, b)
+#define GEMV_ENTRY_NAME(name) GEMV_PASTE(name, GEMV_ENTRY_SUFFIX)
+#else
+#define GEMV_ENTRY_NAME(name) name
+#endif
 
 #ifdef GEMV_EMULATOR
 #include "emu/cuda_emu.h"
@@ -78,6 +93,29 @@ __device__ __forceinline__ gemv_u32 gemv_prmt(gemv_u32 a, gemv_u32 b, gemv_u32 s
 __device__ __forceinline__ gemv_u32 gemv_hmul2(gemv_u32 a, gemv_u32 b) {
     gemv_u32 d;
     asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+
+// Two E4M3 codes (bits 0..7 and 8..15 of `codes`) as the binary16 pair (e4m3 lo, e4m3 hi). sm_89+.
+__device__ __forceinline__ gemv_u32 gemv_e4m3x2_to_f16x2(gemv_u32 codes) {
+    gemv_u32 d;
+    asm("{ .reg .b16 c; cvt.u16.u32 c, %1; cvt.rn.f16x2.e4m3x2 %0, c; }" : "=r"(d) : "r"(codes));
+    return d;
+}
+
+// a * (b.lo, b.lo) and a * (b.hi, b.hi), two binary16 products each rounded to nearest even.
+__device__ __forceinline__ gemv_u32 gemv_hmul2_by_lo(gemv_u32 a, gemv_u32 b) {
+    gemv_u32 d;
+    asm("{ .reg .b16 lo, hi; .reg .b32 t; mov.b32 {lo, hi}, %2; mov.b32 t, {lo, lo}; mul.rn.f16x2 %0, %1, t; }"
+        : "=r"(d)
+        : "r"(a), "r"(b));
+    return d;
+}
+__device__ __forceinline__ gemv_u32 gemv_hmul2_by_hi(gemv_u32 a, gemv_u32 b) {
+    gemv_u32 d;
+    asm("{ .reg .b16 lo, hi; .reg .b32 t; mov.b32 {lo, hi}, %2; mov.b32 t, {hi, hi}; mul.rn.f16x2 %0, %1, t; }"
+        : "=r"(d)
+        : "r"(a), "r"(b));
     return d;
 }
 

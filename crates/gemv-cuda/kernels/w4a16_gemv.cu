@@ -9,15 +9,19 @@
 // - A pass covers 64 consecutive groups (1,024 k): group 2i and 2i+1 belong to lane i, so a lane
 //   owns partials 2i and 2i+1 and one 128-bit load brings both of its groups of a row. Each warp
 //   computes ROWS weight rows; a block of 8 warps shares one copy of X per pass.
-// - X is staged once per pass and block into shared memory as f32 times 2^7, in the order the
+// - X is staged once per pass and block into shared memory as f32 times 2^S, in the order the
 //   decoded weight pairs need it, padded so that 128-bit shared loads are conflict-free.
 // - Weights are decoded 8 nibbles at a time into binary16 pairs whose value is e2m1 * 2^-14 (bit
-//   placement; code 1 is an f16 subnormal), multiplied (f16x2) by the group's scale times 2^7:
-//   the product e2m1 * e4m3 * 2^-7 has at most 6 significant bits and is exact in f16. Converted
-//   to f32 (exact) and fused with x * 2^7, it gives exactly fma(e2m1 * e4m3, x, a).
-// - Where some |x| >= 2^121 (x * 2^7 overflows), an output of the block turns infinite or NaN;
-//   a block with such an output runs again on a plain path (weights decoded to f32 one by one, X
-//   read unscaled): the same bits, slower, on inputs no model produces.
+//   placement; code 1 is an f16 subnormal), multiplied (f16x2) by the group's scale times
+//   2^(14 - S): the product e2m1 * e4m3 * 2^-S has at most 6 significant bits and is exact in f16.
+//   Converted to f32 (exact) and fused with x * 2^S, it gives exactly fma(e2m1 * e4m3, x, a).
+// - Two builds of this source differ only in where the scales come from (ScaleSource below):
+//   module w4a16_gemv (sm_75 and newer) looks each E4M3 code up in a shared-memory table of
+//   binary16 e4m3 * 2^7 (S = 7); module w4a16_gemv_sm89 (GEMV_SCALES_BY_CVT, sm_89 and newer)
+//   converts a lane's two codes with one cvt.rn.f16x2.e4m3x2 (the plain e4m3 value, S = 14).
+// - Where some |x| >= 2^(128 - S) (x * 2^S overflows), an output of the block turns infinite or
+//   NaN; a block with such an output runs again on a plain path (weights decoded to f32 one by
+//   one, X read unscaled): the same bits, slower, on inputs no model produces.
 // - The next pass's weights are loaded while the current one computes, with vector loads where
 //   the block's alignment allows (decided once); the last, partial pass loads what exists.
 //
@@ -25,6 +29,10 @@
 #include "gemv_portable.cuh"
 
 namespace gemv {
+#ifdef GEMV_SCALES_BY_CVT
+// Its own (inline) namespace, so that the emulator links both builds into one library.
+inline namespace scales_by_cvt {
+#endif
 
 constexpr int kWarp = 32;
 constexpr int kGroup = 16;
@@ -47,12 +55,15 @@ struct SliceTokens {
     static constexpr int value = MIN_BLOCKS == 1 ? 8 : 4;
 };
 constexpr int kChunks = kPassK / 8;  // 8-k chunks of a pass
-constexpr float kXScale = 128.0f;             // 2^7
-constexpr gemv_u32 kHalfPairTwoTo7 = 0x58005800u;   // binary16 (2^7, 2^7)
+#ifdef GEMV_SCALES_BY_CVT
+constexpr float kXScale = 16384.0f;  // 2^S, S = 14: the converted scale is e4m3 itself
+#else
+constexpr float kXScale = 128.0f;  // 2^S, S = 7: the table holds e4m3 * 2^7
+#endif
 constexpr gemv_u32 kHalfPairTwoTo15 = 0x78007800u;  // binary16 (2^15, 2^15)
 
 // The common path `cargo xtask sass` counts (GEMV_ON_COMMON_PATH, gemv_portable.cuh): 16-byte
-// aligned weights, whole passes, |x| < 2^121.
+// aligned weights, whole passes, |x| < 2^(128 - S).
 
 // The 8 nibbles of a word (element i in bits 4i..4i+3) as binary16 pairs of value e2m1 * 2^-14:
 // p[0] = (n0, n4), p[1] = (n1, n5), p[2] = (n2, n6), p[3] = (n3, n7) (low half first). The high
@@ -82,8 +93,37 @@ __device__ __forceinline__ void scale_pairs(gemv_u32 codes, gemv_u32& s0, gemv_u
 }
 
 // Every E4M3 code's binary16 pair (scale_pairs), in shared memory: a lookup is one shared load
-// where decoding a code costs about five instructions, for each row of every pass.
+// where decoding a code costs about five instructions, for each row of every pass. The cvt build
+// declares it and never fills or reads it.
 typedef GemvShared<gemv_u32, 256> ScaleTable;
+
+// A row's two scales of a pass as word_weights multiplies by them. Table build: pair[h] is
+// (s_h, s_h), e4m3 * 2^7 (two shared loads and their addresses per row and pass); cvt build:
+// both are (s_0, s_1), the plain e4m3 values (one cvt), and each product takes its half as a
+// broadcast operand (ptxas folds it into HMUL2's operand selector).
+struct RowScales {
+    gemv_u32 pair[2];
+};
+
+__device__ __forceinline__ RowScales row_scales(const ScaleTable& table, gemv_u32 codes) {
+#ifdef GEMV_SCALES_BY_CVT
+    (void)table;
+    const gemv_u32 both = gemv_e4m3x2_to_f16x2(codes);
+    return RowScales{{both, both}};
+#else
+    return RowScales{{table[codes & 0xFFu], table[codes >> 8]}};
+#endif
+}
+
+// A binary16 pair times group h's scale (h = 0, 1), each product rounded once: exact here.
+__device__ __forceinline__ gemv_u32 scale_pair(gemv_u32 pair, gemv_u32 scale, int h) {
+#ifdef GEMV_SCALES_BY_CVT
+    return h == 0 ? gemv_hmul2_by_lo(pair, scale) : gemv_hmul2_by_hi(pair, scale);
+#else
+    (void)h;
+    return gemv_hmul2(pair, scale);
+#endif
+}
 
 // A row's share of one pass for this lane: its two groups' 32 nibbles and two scale codes.
 struct PassWeights {
@@ -98,14 +138,16 @@ struct Loads {
     bool scales16;  // scale rows 2-byte aligned: the lane's two codes in one 16-bit load
 };
 
-// Where a warp's rows are read: the first row's packed and scale bytes (this lane's first group
-// of the current pass) and each row's byte offset from the first (rows past N repeat row N - 1;
-// the warp's rows are consecutive, so the offsets fit 32 bits). Advanced one pass at a time.
+// Where a warp's rows are read: the first row's packed and scale bytes at this lane's first group
+// of the first pass, and each row's current pass from there (rows past N repeat row N - 1; the
+// warp's rows are consecutive, so the units fit 32 bits). Advanced one pass at a time.
 template <int ROWS>
 struct RowCursor {
     const gemv_u8* packed;
     const gemv_u8* scales;
-    gemv_u32 offset[ROWS];  // packed bytes; the scale offset is an eighth of it
+    // Each row's offset from the first in 8-byte units of packed (K/2 is a multiple of 8), which
+    // is also its scale offset in bytes: both addresses are one wide multiply-add from it.
+    gemv_u32 unit[ROWS];
     int group;              // this lane's first group of the pass
 };
 
@@ -121,8 +163,8 @@ __device__ __forceinline__ uint2 load_group(const gemv_u8* p, bool vector) {
 // weights with scale code 0.
 template <int ROWS>
 __device__ __forceinline__ PassWeights load_pass(const RowCursor<ROWS>& rows, int r, int groups, const Loads& loads) {
-    const gemv_u8* packed = rows.packed + rows.offset[r];
-    const gemv_u8* scales = rows.scales + rows.offset[r] / 8;
+    const gemv_u8* packed = rows.packed + (gemv_u64)rows.unit[r] * 8u;
+    const gemv_u8* scales = rows.scales + (gemv_u64)rows.unit[r];
     PassWeights w;
     gemv_poison(w);  // every field is written below; under the emulator one left unwritten reads as NaN
     if (GEMV_ON_COMMON_PATH(rows.group + 1 < groups, true)) {
@@ -162,12 +204,14 @@ __device__ __forceinline__ void load_all(RowCursor<ROWS>& rows, int groups, cons
     if (rows.group + kPartials < groups) {
 #pragma unroll
         for (int r = 0; r < ROWS; ++r) {
-            gemv_prefetch_l2(rows.packed + rows.offset[r] + 8 * kPartials);
-            gemv_prefetch_l2(rows.scales + rows.offset[r] / 8 + kPartials);
+            gemv_prefetch_l2(rows.packed + (gemv_u64)rows.unit[r] * 8u + 8 * kPartials);
+            gemv_prefetch_l2(rows.scales + (gemv_u64)rows.unit[r] + kPartials);
         }
     }
-    rows.packed += 8 * kPartials;
-    rows.scales += kPartials;
+    // The units move, the bases stay: a 32-bit add per row where moving the two 64-bit bases
+    // cost four instructions and let ptxas keep a 64-bit address per row (4 fewer per pass).
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) rows.unit[r] += kPartials;
     rows.group += kPartials;
 }
 
@@ -176,6 +220,38 @@ __device__ __forceinline__ void load_all(RowCursor<ROWS>& rows, int groups, cons
 // Thread `tid` stages chunk tid % 128 of tokens tid / 128, tid / 128 + 2, ...; `x_chunk` points at
 // that chunk of token 0 in this pass; token rows are `x_stride` elements apart. k past K (a partial
 // pass) is zero.
+// Stages token t0 + t's chunk of one pass at float4 `slot / 4` of token t's stride (see stage_slice).
+template <int SLICE_TOKENS>
+__device__ __forceinline__ void stage_chunk(GemvShared<float, SLICE_TOKENS * kTokenStride>& xs, const gemv_u16* x_chunk,
+                                            bool x_aligned, bool chunk_in_k, int t0, int t, int x_stride, int slot,
+                                            float scale) {
+    gemv_u32 w[4] = {0u, 0u, 0u, 0u};
+    if (GEMV_ON_COMMON_PATH(chunk_in_k, true)) {
+        const gemv_u16* p = x_chunk + (gemv_u64)(t0 + t) * (gemv_u64)x_stride;
+        if (GEMV_ON_COMMON_PATH(x_aligned, true)) {
+            const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+            w[0] = v.x;
+            w[1] = v.y;
+            w[2] = v.z;
+            w[3] = v.w;
+        } else {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) w[i] = (gemv_u32)__ldg(p + 2 * i) | ((gemv_u32)__ldg(p + 2 * i + 1) << 16);
+        }
+    }
+    float v[8];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        v[2 * i] = __uint_as_float(w[i] << 16) * scale;
+        v[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u) * scale;
+    }
+    // In float4s; the slot and the stride are multiples of 4 (a sum divided by 4 would cost a
+    // signed division's three instructions per chunk).
+    const int vector = t * (kTokenStride / 4) + slot / 4;
+    shared_store<float4>(xs, vector, float4{v[0], v[4], v[1], v[5]});
+    shared_store<float4>(xs, vector + 1, float4{v[2], v[6], v[3], v[7]});
+}
+
 template <int SLICE_TOKENS>
 __device__ __forceinline__ void stage_slice(GemvShared<float, SLICE_TOKENS * kTokenStride>& xs, const gemv_u16* x_chunk,
                                             bool x_aligned, bool chunk_in_k, int tid, int t0, int m, int x_stride,
@@ -185,46 +261,26 @@ __device__ __forceinline__ void stage_slice(GemvShared<float, SLICE_TOKENS * kTo
     const int slot = (chunk / 4) * kLaneStride + (chunk % 4) * 8;
     static_assert(kTokenStride % 4 == 0 && kLaneStride % 4 == 0, "whole float4 slots");
     const int tokens = m - t0 < SLICE_TOKENS ? m - t0 : SLICE_TOKENS;
+    if (SLICE_TOKENS <= kTokensPerStep) {
+        // One step covers the slice (M <= 2): no loop to control.
+        const int t = tid / kChunks;
+        if (t < tokens) stage_chunk<SLICE_TOKENS>(xs, x_chunk, x_aligned, chunk_in_k, t0, t, x_stride, slot, scale);
+    } else {
 #pragma unroll 1
-    for (int t = tid / kChunks; t < tokens; t += kTokensPerStep) {
-        gemv_u32 w[4] = {0u, 0u, 0u, 0u};
-        if (GEMV_ON_COMMON_PATH(chunk_in_k, true)) {
-            const gemv_u16* p = x_chunk + (gemv_u64)(t0 + t) * (gemv_u64)x_stride;
-            if (GEMV_ON_COMMON_PATH(x_aligned, true)) {
-                const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
-                w[0] = v.x;
-                w[1] = v.y;
-                w[2] = v.z;
-                w[3] = v.w;
-            } else {
-#pragma unroll
-                for (int i = 0; i < 4; ++i) w[i] = (gemv_u32)__ldg(p + 2 * i) | ((gemv_u32)__ldg(p + 2 * i + 1) << 16);
-            }
+        for (int t = tid / kChunks; t < tokens; t += kTokensPerStep) {
+            stage_chunk<SLICE_TOKENS>(xs, x_chunk, x_aligned, chunk_in_k, t0, t, x_stride, slot, scale);
         }
-        float v[8];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            v[2 * i] = __uint_as_float(w[i] << 16) * scale;
-            v[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u) * scale;
-        }
-        // In float4s; the slot and the stride are multiples of 4 (a sum divided by 4 would cost a
-        // signed division's three instructions per chunk).
-        const int vector = t * (kTokenStride / 4) + slot / 4;
-        shared_store<float4>(xs, vector, float4{v[0], v[4], v[1], v[5]});
-        shared_store<float4>(xs, vector + 1, float4{v[2], v[6], v[3], v[7]});
     }
 }
 
-// The 8 weights of one word of a row as f32: e2m1 * e4m3 * 2^-7 (SCALED) or e2m1 * e4m3, in
-// element order 0..7 (exact: f16 products of at most 6 significant bits).
-template <bool SCALED>
-__device__ __forceinline__ void word_weights(gemv_u32 q, gemv_u32 scale, float (&wf)[8]) {
+// The 8 weights of one word of group h of a row as f32, e2m1 * e4m3 * 2^-S, in element order
+// 0..7 (exact: f16 products of at most 6 significant bits).
+__device__ __forceinline__ void word_weights(gemv_u32 q, gemv_u32 scale, int h, float (&wf)[8]) {
     gemv_u32 pairs[4];
     e2m1_pairs(q, pairs);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-        gemv_u32 product = gemv_hmul2(pairs[i], scale);
-        if (!SCALED) product = gemv_hmul2(product, kHalfPairTwoTo7);
+        const gemv_u32 product = scale_pair(pairs[i], scale, h);
         wf[i] = gemv_half_lo(product);
         wf[i + 4] = gemv_half_hi(product);
     }
@@ -251,27 +307,23 @@ __device__ __forceinline__ gemv_u32 word_of(const PassWeights& w, int h, int wor
     return h == 0 ? (word == 0 ? w.packed.x : w.packed.y) : (word == 0 ? w.packed.z : w.packed.w);
 }
 
-// Fuses one staged slice into the accumulators of every row of the warp. SCALED: X was staged
-// times 2^7 and the weights are e2m1 * e4m3 * 2^-7; otherwise they take one more exact f16
-// multiply by 2^7. Each 8-element word is decoded once per row and its activations loaded once
+// Fuses one staged slice (X times 2^S) into the accumulators of every row of the warp, with
+// weights e2m1 * e4m3 * 2^-S. Each 8-element word is decoded once per row and its activations loaded once
 // per token (two 128-bit shared loads), whichever of the two is fewer held in registers while
 // the other is streamed; elements run in order j = 0..15 within a group, as the contract's
 // chain requires.
-template <int MAX_M, int ROWS, int SLICE_TOKENS, bool SCALED, bool FULL>
+template <int MAX_M, int ROWS, int SLICE_TOKENS, bool FULL>
 __device__ __forceinline__ void compute_slice(const PassWeights (&w)[ROWS], const ScaleTable& table,
                                               const GemvShared<float, SLICE_TOKENS * kTokenStride>& xs, int t0,
                                               int m, int lane, float (&acc)[ROWS][2][MAX_M]) {
-    gemv_u32 scales[ROWS][2];
+    RowScales scales[ROWS];
 #pragma unroll
-    for (int r = 0; r < ROWS; ++r) {
-        scales[r][0] = table[w[r].codes & 0xFFu];
-        scales[r][1] = table[w[r].codes >> 8];
-    }
+    for (int r = 0; r < ROWS; ++r) scales[r] = row_scales(table, w[r].codes);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         gemv_u32 scale[ROWS];
 #pragma unroll
-        for (int r = 0; r < ROWS; ++r) scale[r] = scales[r][h];
+        for (int r = 0; r < ROWS; ++r) scale[r] = scales[r].pair[h];
 #pragma unroll
         for (int word = 0; word < 2; ++word) {
             const int offset = lane * kLaneStride + (2 * h + word) * 8;
@@ -285,7 +337,7 @@ __device__ __forceinline__ void compute_slice(const PassWeights (&w)[ROWS], cons
 #pragma unroll
                 for (int r = 0; r < ROWS; ++r) {
                     float wf[8];
-                    word_weights<SCALED>(word_of(w[r], h, word), scale[r], wf);
+                    word_weights(word_of(w[r], h, word), scale[r], h, wf);
 #pragma unroll
                     for (int t = 0; t < SLICE_TOKENS; ++t) {
                         if (t0 + t >= MAX_M || (!FULL && t0 + t >= m)) continue;
@@ -299,7 +351,7 @@ __device__ __forceinline__ void compute_slice(const PassWeights (&w)[ROWS], cons
                 // Few rows: hold their weights, stream the tokens.
                 float wf[ROWS][8];
 #pragma unroll
-                for (int r = 0; r < ROWS; ++r) word_weights<SCALED>(word_of(w[r], h, word), scale[r], wf[r]);
+                for (int r = 0; r < ROWS; ++r) word_weights(word_of(w[r], h, word), scale[r], h, wf[r]);
 #pragma unroll
                 for (int t = 0; t < SLICE_TOKENS; ++t) {
                     if (t0 + t >= MAX_M || (!FULL && t0 + t >= m)) continue;
@@ -318,8 +370,8 @@ __device__ __forceinline__ void compute_slice(const PassWeights (&w)[ROWS], cons
     }
 }
 
-// One pass: stage every slice of X (times 2^7 when SCALED) and fuse it.
-template <int MAX_M, int ROWS, int SLICE, bool SCALED>
+// One pass: stage every slice of X (times 2^S) and fuse it.
+template <int MAX_M, int ROWS, int SLICE>
 __device__ __forceinline__ void run_pass(const PassWeights (&w)[ROWS], const ScaleTable& table, const gemv_u16* x_chunk,
                                          bool x_aligned,
                                          bool chunk_in_k, int tid, int m, int x_stride, int lane,
@@ -330,13 +382,13 @@ __device__ __forceinline__ void run_pass(const PassWeights (&w)[ROWS], const Sca
     for (int t0 = 0; t0 < MAX_M; t0 += kSliceTokens) {
         if (t0 >= m) break;
         __syncthreads();  // the previous slice's readers are done
-        stage_slice<kSliceTokens>(xs, x_chunk, x_aligned, chunk_in_k, tid, t0, m, x_stride, SCALED ? kXScale : 1.0f);
+        stage_slice<kSliceTokens>(xs, x_chunk, x_aligned, chunk_in_k, tid, t0, m, x_stride, kXScale);
         __syncthreads();
         // Every token of the slice live (the plan's usual case) compiles without token guards.
         if (GEMV_ON_COMMON_PATH(t0 + kSliceTokens <= m, true)) {
-            compute_slice<MAX_M, ROWS, kSliceTokens, SCALED, true>(w, table, xs, t0, m, lane, acc);
+            compute_slice<MAX_M, ROWS, kSliceTokens, true>(w, table, xs, t0, m, lane, acc);
         } else {
-            compute_slice<MAX_M, ROWS, kSliceTokens, SCALED, false>(w, table, xs, t0, m, lane, acc);
+            compute_slice<MAX_M, ROWS, kSliceTokens, false>(w, table, xs, t0, m, lane, acc);
         }
     }
 }
@@ -436,7 +488,7 @@ __device__ __forceinline__ float gemv_rows(const gemv_u16* x, const gemv_u8* pac
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
         const int row = row0 + r < n ? row0 + r : n - 1;
-        rows.offset[r] = (gemv_u32)(row - first) * (gemv_u32)(k / 2);
+        rows.unit[r] = (gemv_u32)(row - first) * (gemv_u32)(k / 16);
     }
     // This thread's staging chunk of token 0, advanced one pass at a time.
     const int chunk = tid % kChunks;
@@ -445,11 +497,13 @@ __device__ __forceinline__ float gemv_rows(const gemv_u16* x, const gemv_u8* pac
     // any lookup.
     GEMV_SHARED(gemv_u32, scale_table, 256);
     static_assert(kThreadsPerBlock == 256, "one thread per E4M3 code fills the scale table");
+#ifndef GEMV_SCALES_BY_CVT
     {
         gemv_u32 pair, unused;
         scale_pairs((gemv_u32)tid, pair, unused);
         scale_table[tid] = pair;
     }
+#endif
     // Two weight buffers alternate: the next pass's loads are in flight while the current pass
     // computes, and nothing is copied between them.
     PassWeights a[ROWS], b[ROWS];
@@ -457,12 +511,12 @@ __device__ __forceinline__ float gemv_rows(const gemv_u16* x, const gemv_u8* pac
     for (int pass = 0; pass < passes; pass += 2) {
         const bool second = pass + 1 < passes;
         if (second) load_all(rows, groups, loads, b);
-        run_pass<MAX_M, ROWS, SLICE, true>(a, scale_table, x_chunk, x_aligned, pass * kPassK + 8 * chunk < k, tid, m, x_stride,
+        run_pass<MAX_M, ROWS, SLICE>(a, scale_table, x_chunk, x_aligned, pass * kPassK + 8 * chunk < k, tid, m, x_stride,
                                              lane, acc);
         x_chunk += kPassK;
         if (!second) break;
         if (pass + 2 < passes) load_all(rows, groups, loads, a);
-        run_pass<MAX_M, ROWS, SLICE, true>(b, scale_table, x_chunk, x_aligned, (pass + 1) * kPassK + 8 * chunk < k, tid, m,
+        run_pass<MAX_M, ROWS, SLICE>(b, scale_table, x_chunk, x_aligned, (pass + 1) * kPassK + 8 * chunk < k, tid, m,
                                              x_stride, lane, acc);
         x_chunk += kPassK;
     }
@@ -484,7 +538,7 @@ __device__ __forceinline__ float e4m3_f32(gemv_u32 code) {
     return magnitude == 0x7Fu ? __uint_as_float(0x7FC00000u | sign) : value;
 }
 
-// The contract computed plainly, for the rare blocks where X staged times 2^7 overflowed: the
+// The contract computed plainly, for the rare blocks where X staged times 2^S overflowed: the
 // same lane mapping (lane i, partials 2i and 2i+1), weights decoded to f32 one by one, X read
 // from global memory. No shared memory, no barrier; small in registers and code.
 template <int MAX_M, int ROWS>
@@ -543,7 +597,7 @@ __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* pac
     loads.scales16 = (((gemv_u64)scales) & 1u) == 0u && (k / kGroup) % 2 == 0;
     // Every token row 16-byte aligned: the base, and a stride of whole 8-element vectors.
     const bool x_aligned = (((gemv_u64)x) & 15u) == 0u && x_stride % 8 == 0;
-    // X staged times 2^7 is exact unless some |x| >= 2^121 overflows it; then an output of the
+    // X staged times 2^S is exact unless some |x| >= 2^(128 - S) overflows it; then an output of the
     // block is infinite or NaN (the overflowed x meets a weight in every output that reads it).
     // Only then does the block run again on the plain path: the same bits, slower, on inputs no
     // model produces. Outputs that are infinite or NaN anyway take the same detour.
@@ -557,19 +611,23 @@ __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* pac
     if (mine) store<MAX_M, ROWS>(total, y, global_scale, y_stride, lane, row0);
 }
 
+#ifdef GEMV_SCALES_BY_CVT
+}  // namespace scales_by_cvt
+#endif
 }  // namespace gemv
 
 // name, MAX_M, rows per warp, blocks per SM the registers must allow. The registry order of
 // gemv_core::KERNELS (whose `rows` must agree). Up to 8 tokens four rows per warp share each
 // activation load and staging (`batch8` keeps the classic two; `batch16` and `batch32`, whose
-// accumulators fill the registers, one). Up to 2 tokens they fit 128 registers (two blocks
-// of 8 warps per SM) on every architecture without spills; from 3 tokens the tiers trade one block
+// accumulators fill the registers, one). At 1 token they fit 128 registers (two blocks of 8
+// warps per SM) on every architecture without spills; from 2 tokens the tiers trade one block
 // per SM for registers (255 per thread): they are issue-bound on fast memories anyway, and 4 rows
 // took M = 3 from 7.92 to 7.05 and M = 4 from 9.27 to 8.23 modelled instructions per weight on
-// sm_90 (2 rows at two blocks per SM before), the bytes in flight per SM unchanged.
+// sm_90 (2 rows at two blocks per SM before), the bytes in flight per SM unchanged. (`batch2`
+// kept two blocks until the sm_89 build spilled a register there on sm_89, sm_120 and sm_121.)
 #define GEMV_KERNELS(X)                 \
     X(w4a16_gemv, 1, 4, 2)              \
-    X(w4a16_gemv_batch2, 2, 4, 2)       \
+    X(w4a16_gemv_batch2, 2, 4, 1)       \
     X(w4a16_gemv_batch3, 3, 4, 1)       \
     X(w4a16_gemv_batch4, 4, 4, 1)       \
     X(w4a16_gemv_batch5, 5, 4, 1)       \
@@ -581,7 +639,7 @@ __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* pac
     X(w4a16_gemv_batch32, 32, 1, 1)
 
 #define GEMV_DEFINE_ENTRY(name, max_m, rows, min_blocks)                                                         \
-    GEMV_KERNEL(name, gemv::kThreadsPerBlock, min_blocks)                                                        \
+    GEMV_KERNEL(GEMV_ENTRY_NAME(name), gemv::kThreadsPerBlock, min_blocks)                                      \
     (const gemv_u16* __restrict__ x, const gemv_u8* __restrict__ packed, const gemv_u8* __restrict__ scales,     \
      gemv_u16* __restrict__ y, float global_scale, int m, int n, int k, int x_stride, int y_stride) {            \
         gemv::gemv_entry<max_m, rows, gemv::SliceTokens<min_blocks>::value>(x, packed, scales, y, global_scale, m, n, \

@@ -1,6 +1,9 @@
-//! The conformance suite on the CUDA kernels, run on the CPU by the SIMT emulator, twice: with
-//! the threads of each block resumed in forward and in reversed order. Both must match the host
-//! contract, so a kernel whose result depends on thread scheduling fails one of them.
+//! The conformance suite on the CUDA kernels, run on the CPU by the SIMT emulator, twice: an
+//! emulated sm_90 with the threads of each block resumed in forward order (the exact family's
+//! sm_89 build), and an emulated sm_80 in reversed order (its sm_75 build). Both must match the
+//! host contract, so a kernel whose result depends on thread scheduling fails the second, and
+//! each build of the exact family is checked on every gate. (A third run would add some five
+//! minutes to CI.)
 
 fn emulator() -> Option<gemv_cuda::CudaEmulator> {
     Some(gemv_cuda::CudaEmulator::new())
@@ -8,17 +11,37 @@ fn emulator() -> Option<gemv_cuda::CudaEmulator> {
 
 gemv_backend::conformance_tests!(emulator);
 
-mod reversed_thread_order {
+mod sm80_reversed_thread_order {
     fn emulator() -> Option<gemv_cuda::CudaEmulator> {
-        Some(gemv_cuda::CudaEmulator::new().with_thread_order(gemv_cuda::ThreadOrder::Reversed))
+        Some(gemv_cuda::CudaEmulator::new().with_capability((8, 0)).with_thread_order(gemv_cuda::ThreadOrder::Reversed))
     }
 
     gemv_backend::conformance_tests!(emulator);
 }
 
 #[test]
-fn every_registry_kernel_is_compiled() {
+fn every_build_of_every_registry_kernel_is_compiled() {
     for spec in gemv_core::KERNELS {
-        assert!(gemv_cuda::CudaEmulator::has_kernel(spec.name), "{} missing from the emulator library", spec.name);
+        for build in gemv_cuda::ptx::MODULES.iter().filter(|build| build.module == spec.module) {
+            let name = format!("{}{}", spec.name, build.emulator_suffix);
+            assert!(gemv_cuda::CudaEmulator::has_kernel(&name), "{name} missing from the emulator library");
+        }
     }
+}
+
+/// The emulated capability decides what resolves, as on a GPU: no fast family on sm_75, and
+/// nothing below sm_75.
+#[test]
+fn the_emulated_capability_decides_what_resolves() {
+    use gemv_backend::GpuBackend;
+    let fast = gemv_core::FAST_TIERS[0].kernel;
+    let exact = gemv_core::TIERS[0].kernel;
+    let resolves = |capability, module, name| {
+        gemv_cuda::CudaEmulator::new().with_capability(capability).lookup_kernel(module, name).is_resolved()
+    };
+    assert!(!resolves((7, 5), gemv_core::FAST_MODULE_NAME, fast), "no fast family on sm_75");
+    assert!(resolves((7, 5), gemv_core::MODULE_NAME, exact));
+    assert!(resolves((9, 0), gemv_core::FAST_MODULE_NAME, fast));
+    assert!(!resolves((7, 0), gemv_core::MODULE_NAME, exact), "nothing below sm_75");
+    assert!(gemv_cuda::CudaEmulator::new().device_info().architecture.starts_with("sm_90"));
 }

@@ -382,6 +382,42 @@ fn product_sweep(kernel: &str, expected: impl Fn(u16, u16) -> u16) -> Vec<(u16, 
     products
 }
 
+/// `mul.rn.f16x2` with one operand's low or high half in both lanes (the sm_89 build's scale
+/// multiply): the same products as `hmul2`, whatever the other halves hold.
+#[test]
+fn broadcast_hmul2_multiplies_by_the_chosen_half() {
+    let products = product_sweep("emu_test_hmul2_broadcast", |a, b| match (half_value(a), half_value(b)) {
+        (Some(a), Some(b)) => half_bits_rounded(a * b).unwrap_or(0x7FFF),
+        _ => 0x7FFF,
+    });
+    assert_eq!(products.len(), 65536);
+}
+
+/// `cvt.rn.f16x2.e4m3x2` (the sm_89 build's scales): both E4M3 codes of every 16-bit pattern,
+/// low byte to the low half, each exactly its E4M3 value (gemv-core's codec), NaN codes NaN.
+#[test]
+fn e4m3x2_conversion_is_exact_on_every_code_pair() {
+    let (x, m, n, k) = every_half_code();
+    let y = run_on("emu_test_e4m3x2_to_f16x2", &x, m, n, k);
+    let mut mismatches = 0;
+    for (i, &codes) in x.iter().enumerate() {
+        for (half, code) in [(y[2 * i], codes as u8), (y[2 * i + 1], (codes >> 8) as u8)] {
+            let expected = gemv_core::codec::decode_e4m3(code);
+            let ok = match half_value(half) {
+                Some(found) => found == f64::from(expected) && found.is_sign_negative() == expected.is_sign_negative(),
+                None => expected.is_nan(),
+            };
+            if !ok {
+                mismatches += 1;
+                if mismatches <= 5 {
+                    eprintln!("e4m3 {code:#04x} (in {codes:#06x}): expected {expected:e}, found {half:#06x}");
+                }
+            }
+        }
+    }
+    assert_eq!(mismatches, 0, "{mismatches} of 131072 conversions wrong");
+}
+
 #[test]
 fn hmul2_is_the_correctly_rounded_product_with_canonical_nan() {
     let products = product_sweep("emu_test_hmul2", |a, b| match (half_value(a), half_value(b)) {

@@ -5,7 +5,7 @@
 //! and sums).
 
 use gemv_cuda::launch::THREADS_PER_BLOCK;
-use gemv_cuda::ptx::{MODULES, module};
+use gemv_cuda::ptx::{MODULES, module_build};
 
 /// The text of entry `name`, from `.entry name(` to the next `.entry` (or the end).
 fn entry<'a>(ptx: &'a str, name: &str) -> Option<&'a str> {
@@ -14,14 +14,44 @@ fn entry<'a>(ptx: &'a str, name: &str) -> Option<&'a str> {
     Some(&ptx[start..start + 1 + rest.find(".entry ").unwrap_or(rest.len())])
 }
 
-fn ptx_of(spec: &gemv_core::KernelSpec) -> &'static str {
-    module(spec.module).map(|(ptx, _)| ptx).unwrap_or_else(|| panic!("{}: no module {}", spec.name, spec.module))
+/// Every build's PTX of the module that holds `spec`.
+fn ptx_of(spec: &gemv_core::KernelSpec) -> Vec<&'static str> {
+    let builds: Vec<_> = MODULES.iter().filter(|build| build.module == spec.module).map(|build| build.ptx).collect();
+    assert!(!builds.is_empty(), "{}: no module {}", spec.name, spec.module);
+    builds
 }
 
 #[test]
-fn every_registry_kernel_is_in_its_modules_ptx() {
+fn every_registry_kernel_is_in_every_build_of_its_module() {
     for spec in gemv_core::KERNELS {
-        assert!(entry(ptx_of(&spec), spec.name).is_some(), "{} missing from the PTX of {}", spec.name, spec.module);
+        for ptx in ptx_of(&spec) {
+            assert!(entry(ptx, spec.name).is_some(), "{} missing from a PTX build of {}", spec.name, spec.module);
+        }
+    }
+}
+
+/// The exact family's sm_89 build converts its scales with the sm_89 instruction and the other
+/// build never does (it would not load on sm_75..sm_86); a device gets the newest build it loads.
+#[test]
+fn each_device_runs_the_newest_build_it_can_load() {
+    let exact = |capability| module_build(gemv_core::MODULE_NAME, capability).map(|build| build.minimum);
+    assert_eq!(exact((7, 5)), Some((7, 5)));
+    assert_eq!(exact((8, 6)), Some((7, 5)));
+    assert_eq!(exact((8, 9)), Some((8, 9)));
+    assert_eq!(exact((9, 0)), Some((8, 9)));
+    assert_eq!(exact((12, 1)), Some((8, 9)));
+    assert_eq!(exact((7, 0)), None, "below Turing nothing loads");
+    assert_eq!(module_build(gemv_core::FAST_MODULE_NAME, (8, 6)).map(|build| build.minimum), Some((8, 0)));
+    assert_eq!(module_build(gemv_core::FAST_MODULE_NAME, (7, 5)), None, "no fast family before Ampere");
+    for build in MODULES {
+        let converts = build.ptx.contains("cvt.rn.f16x2.e4m3x2");
+        assert_eq!(
+            converts,
+            build.minimum >= (8, 9),
+            "build for sm_{}{}: cvt.rn.f16x2.e4m3x2",
+            build.minimum.0,
+            build.minimum.1
+        );
     }
 }
 
@@ -31,7 +61,7 @@ fn every_registry_kernel_is_in_its_modules_ptx() {
 /// module only where the device's compute capability reaches its target.
 #[test]
 fn each_module_targets_its_architecture_and_loads_on_drivers_from_the_535_branch() {
-    for (name, ptx, (major, minor)) in MODULES {
+    for gemv_cuda::ptx::ModuleBuild { module: name, ptx, minimum: (major, minor), .. } in MODULES {
         let version = ptx.lines().find_map(|line| line.trim().strip_prefix(".version ")).map(str::trim);
         assert_eq!(version, Some("8.2"), "{name}: PTX ISA 8.2 (CUDA 12.2, driver 535) is what the README promises");
         let target = ptx.lines().find_map(|line| line.trim().strip_prefix(".target ")).map(str::trim);
@@ -41,23 +71,26 @@ fn each_module_targets_its_architecture_and_loads_on_drivers_from_the_535_branch
             "{name}: target vs the capability it is loaded at"
         );
     }
-    assert_eq!(module(gemv_core::MODULE_NAME).map(|(_, c)| c), Some((7, 5)), "the exact family: Turing and newer");
-    assert_eq!(module(gemv_core::FAST_MODULE_NAME).map(|(_, c)| c), Some((8, 0)), "the fast family: Ampere and newer");
+    let oldest = |module: &str| MODULES.iter().filter(|build| build.module == module).map(|build| build.minimum).min();
+    assert_eq!(oldest(gemv_core::MODULE_NAME), Some((7, 5)), "the exact family: Turing and newer");
+    assert_eq!(oldest(gemv_core::FAST_MODULE_NAME), Some((8, 0)), "the fast family: Ampere and newer");
 }
 
 #[test]
 fn every_kernel_is_bounded_at_the_launchers_block_size() {
     let expected = format!(".maxntid {THREADS_PER_BLOCK}, 1, 1");
     for spec in gemv_core::KERNELS {
-        let text = entry(ptx_of(&spec), spec.name).unwrap_or_default();
-        let declared = text.lines().find(|line| line.contains(".maxntid")).map(str::trim);
-        assert_eq!(declared, Some(expected.as_str()), "{}: launch bound vs THREADS_PER_BLOCK", spec.name);
+        for ptx in ptx_of(&spec) {
+            let text = entry(ptx, spec.name).unwrap_or_default();
+            let declared = text.lines().find(|line| line.contains(".maxntid")).map(str::trim);
+            assert_eq!(declared, Some(expected.as_str()), "{}: launch bound vs THREADS_PER_BLOCK", spec.name);
+        }
     }
 }
 
 #[test]
 fn no_instruction_flushes_subnormals() {
-    for (name, ptx, _) in MODULES {
+    for gemv_cuda::ptx::ModuleBuild { module: name, ptx, .. } in MODULES {
         let flushing: Vec<&str> = ptx.lines().filter(|line| line.contains(".ftz")).take(5).collect();
         assert!(flushing.is_empty(), "{name}: the PTX flushes subnormals (built with fast math?): {flushing:#?}");
     }

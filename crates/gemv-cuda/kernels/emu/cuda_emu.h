@@ -23,7 +23,9 @@
 // Shared memory is declared with GEMV_SHARED so that every access is checked.
 #define __shared__ GEMV_USE_GEMV_SHARED_TO_DECLARE_SHARED_MEMORY
 
-#define GEMV_KERNEL(name, max_threads, min_blocks)              \
+// (Two levels, so that a name built by GEMV_ENTRY_NAME is expanded before it is pasted.)
+#define GEMV_KERNEL(name, max_threads, min_blocks) GEMV_KERNEL_(name, max_threads, min_blocks)
+#define GEMV_KERNEL_(name, max_threads, min_blocks)             \
     constexpr unsigned emu_launch_bound_##name = (max_threads); \
     extern "C" void name
 
@@ -207,6 +209,30 @@ inline gemv_u32 gemv_hmul2(gemv_u32 a, gemv_u32 b) {
     const gemv_u32 lo = emu::float_to_half(emu::half_to_float(a & 0xFFFFu) * emu::half_to_float(b & 0xFFFFu));
     const gemv_u32 hi = emu::float_to_half(emu::half_to_float(a >> 16) * emu::half_to_float(b >> 16));
     return lo | (hi << 16);
+}
+
+namespace emu {
+// An E4M3 "fn" code (bias 7, subnormals m * 2^-9, 0x7F/0xFF NaN) as binary16, exactly.
+inline gemv_u32 e4m3_to_half(gemv_u32 code) {
+    const gemv_u32 magnitude = code & 0x7Fu;
+    if (magnitude == 0x7Fu) return 0x7FFFu;
+    const gemv_u32 exponent = magnitude >> 3;
+    const gemv_u32 mantissa = magnitude & 7u;
+    const float value = exponent == 0 ? (float)mantissa * 0x1p-9f : std::ldexp(1.0f + (float)mantissa / 8.0f, (int)exponent - 7);
+    return ((code & 0x80u) << 8) | emu::float_to_half(value);
+}
+}  // namespace emu
+
+// cvt.rn.f16x2.e4m3x2 on the low 16 bits: the low code to the low half.
+inline gemv_u32 gemv_e4m3x2_to_f16x2(gemv_u32 codes) {
+    return emu::e4m3_to_half(codes & 0xFFu) | (emu::e4m3_to_half((codes >> 8) & 0xFFu) << 16);
+}
+
+inline gemv_u32 gemv_hmul2_by_lo(gemv_u32 a, gemv_u32 b) {
+    return gemv_hmul2(a, (b & 0xFFFFu) * 0x10001u);
+}
+inline gemv_u32 gemv_hmul2_by_hi(gemv_u32 a, gemv_u32 b) {
+    return gemv_hmul2(a, (b >> 16) * 0x10001u);
 }
 
 inline float gemv_half_lo(gemv_u32 pair) {

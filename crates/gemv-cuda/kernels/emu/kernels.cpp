@@ -15,9 +15,16 @@ const EmuKernel kKernels[] = {GEMV_KERNELS(GEMV_EMU_ENTRY) GEMV_FAST_KERNELS(GEM
 
 }  // namespace
 
+// kernels_sm89.cpp: the exact family's sm_89 build, its entries named with the suffix _sm89.
+extern const EmuKernel kSm89Kernels[];
+extern const size_t kSm89KernelCount;
+
 extern "C" const EmuKernel* gemv_emu_find(const char* name) {
     for (const EmuKernel& kernel : kKernels) {
         if (std::strcmp(kernel.name, name) == 0) return &kernel;
+    }
+    for (size_t i = 0; i < kSm89KernelCount; ++i) {
+        if (std::strcmp(kSm89Kernels[i].name, name) == 0) return &kSm89Kernels[i];
     }
     return nullptr;
 }

@@ -276,6 +276,30 @@ GEMV_KERNEL(emu_test_hmul2, 1024, 1)(EMU_ARGS) {
     store_global(y + 2 * i + 1, (gemv_u16)(product >> 16));
 }
 
+// y[2i] = the low half of hmul2_by_lo((x[i], c), (x[j], d)), y[2i+1] = the high half of
+// hmul2_by_hi((c, x[i]), (d, x[j])), j as above and c, d other inputs: both are x[i] * x[j], the
+// other halves ignored.
+GEMV_KERNEL(emu_test_hmul2_broadcast, 1024, 1)(EMU_ARGS) {
+    const unsigned i = emu_test::global_thread();
+    const unsigned count = (unsigned)(m * k);
+    if (i >= count || 2 * i + 1 >= (unsigned)(m * n)) return;
+    const gemv_u32 a = __ldg(x + i);
+    const gemv_u32 b = __ldg(x + (7 * i + 3) % count);
+    const gemv_u32 c = __ldg(x + (i + 1) % count);
+    const gemv_u32 d = __ldg(x + (i + 5) % count);
+    store_global(y + 2 * i, (gemv_u16)(gemv_hmul2_by_lo(a | (c << 16), b | (d << 16)) & 0xFFFFu));
+    store_global(y + 2 * i + 1, (gemv_u16)(gemv_hmul2_by_hi(c | (a << 16), d | (b << 16)) >> 16));
+}
+
+// y[2i], y[2i+1] = the low / high half of cvt.rn.f16x2.e4m3x2 of x[i] (its two bytes).
+GEMV_KERNEL(emu_test_e4m3x2_to_f16x2, 1024, 1)(EMU_ARGS) {
+    const unsigned i = emu_test::global_thread();
+    if (i >= (unsigned)(m * k) || 2 * i + 1 >= (unsigned)(m * n)) return;
+    const gemv_u32 pair = gemv_e4m3x2_to_f16x2((gemv_u32)__ldg(x + i) | 0xABCD0000u);  // high bits ignored
+    store_global(y + 2 * i, (gemv_u16)(pair & 0xFFFFu));
+    store_global(y + 2 * i + 1, (gemv_u16)(pair >> 16));
+}
+
 // y[2i], y[2i+1] = the low / high 16 bits of the f32 that cvt.f32.f16 gives for x[i].
 GEMV_KERNEL(emu_test_half_to_float, 1024, 1)(EMU_ARGS) {
     const unsigned i = emu_test::global_thread();
@@ -336,6 +360,8 @@ GEMV_KERNEL(emu_test_prefetch_inside, 1024, 1)(EMU_ARGS) {
     X(emu_test_shared_too_large, 1, 1)         \
     X(emu_test_shared_vectors, 1, 1)           \
     X(emu_test_hmul2, 1, 1)                    \
+    X(emu_test_hmul2_broadcast, 1, 1)          \
+    X(emu_test_e4m3x2_to_f16x2, 1, 1)          \
     X(emu_test_bf16x2_mul, 1, 1)               \
     X(emu_test_mma, 1, 1)                      \
     X(emu_test_mma_divergent, 1, 1)            \

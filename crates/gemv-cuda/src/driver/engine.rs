@@ -74,10 +74,13 @@ impl CudaKernels {
     pub fn load(context: &Arc<CudaContext>) -> Result<Self> {
         let capability = context.compute_capability().map_err(driver_error("compute capability"))?;
         let mut modules = Vec::new();
-        for (name, source, minimum) in ptx::MODULES {
-            if capability >= minimum {
+        for name in ptx::MODULES.map(|build| build.module) {
+            if modules.iter().any(|(loaded, _)| *loaded == name) {
+                continue;
+            }
+            if let Some(build) = ptx::module_build(name, capability) {
                 let module = context
-                    .load_module(cudarc::nvrtc::Ptx::from_src(source))
+                    .load_module(cudarc::nvrtc::Ptx::from_src(build.ptx))
                     .map_err(driver_error(format!("loading module {name} from PTX")))?;
                 modules.push((name, module));
             }

@@ -96,10 +96,11 @@ impl CudaBackend {
         if let Some(loaded) = modules.get(name) {
             return Ok(loaded.clone());
         }
-        let (source, _) = ptx::module(name).ok_or(Error::UnresolvedKernel { raw: 0, backend: NAME })?;
+        let build =
+            ptx::module_build(name, self.capability).ok_or(Error::UnresolvedKernel { raw: 0, backend: NAME })?;
         let loaded = self
             .context
-            .load_module(cudarc::nvrtc::Ptx::from_src(source))
+            .load_module(cudarc::nvrtc::Ptx::from_src(build.ptx))
             .map_err(driver_error(format!("loading module {name} from PTX")))?;
         modules.insert(name, loaded.clone());
         Ok(loaded)
@@ -184,7 +185,7 @@ impl GpuBackend for CudaBackend {
         let Some(index) = gemv_core::kernel_in_module(module, name) else { return KernelHandle::NONE };
         let spec = &gemv_core::KERNELS[index];
         // A module the device cannot run (the fast family below sm_80) resolves nothing.
-        if ptx::module(spec.module).is_none_or(|(_, minimum)| self.capability < minimum) {
+        if ptx::module_build(spec.module, self.capability).is_none() {
             return KernelHandle::NONE;
         }
         match self.function(spec) {

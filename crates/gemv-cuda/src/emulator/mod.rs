@@ -28,12 +28,17 @@ pub enum ThreadOrder {
     Reversed,
 }
 
+/// The compute capability an emulator emulates unless told otherwise: an H100/H200's (sm_90),
+/// so the exact family runs its sm_89 build and the fast family is available.
+pub const DEFAULT_EMULATED_CAPABILITY: (i32, i32) = (9, 0);
+
 /// The CUDA kernels on the CPU under the SIMT emulator.
 #[derive(Debug)]
 pub struct CudaEmulator {
     memory: HostMemory,
     workers: usize,
     order: ThreadOrder,
+    capability: (i32, i32),
 }
 
 impl Default for CudaEmulator {
@@ -88,7 +93,27 @@ fn find(name: &str) -> Option<*const ffi::EmuKernel> {
 impl CudaEmulator {
     /// An emulator using every host thread for blocks, threads resumed in forward order.
     pub fn new() -> Self {
-        Self { memory: HostMemory::new(NAME), workers: host_threads(), order: ThreadOrder::Forward }
+        Self {
+            memory: HostMemory::new(NAME),
+            workers: host_threads(),
+            order: ThreadOrder::Forward,
+            capability: DEFAULT_EMULATED_CAPABILITY,
+        }
+    }
+
+    /// Emulates a device of compute capability `(major, minor)`: its kernels are those of the
+    /// module builds such a device loads ([`crate::ptx::module_build`]), e.g. the exact family's
+    /// sm_75 build below 8.9 and no fast family below 8.0.
+    pub fn with_capability(mut self, capability: (i32, i32)) -> Self {
+        self.capability = capability;
+        self
+    }
+
+    /// The emulator library's name for a registry kernel on this emulated device, if its module
+    /// has a build the device loads.
+    fn emulated_name(&self, spec: &gemv_core::KernelSpec) -> Option<String> {
+        crate::ptx::module_build(spec.module, self.capability)
+            .map(|build| format!("{}{}", spec.name, build.emulator_suffix))
     }
 
     /// Runs blocks on `workers` OS threads (results are identical for any count).
@@ -217,7 +242,12 @@ impl GpuBackend for CudaEmulator {
         DeviceInfo {
             backend: NAME,
             name: format!("CUDA SIMT emulator ({} worker threads)", self.workers),
-            architecture: format!("emulated on {}", std::env::consts::ARCH),
+            architecture: format!(
+                "sm_{}{} emulated on {}",
+                self.capability.0,
+                self.capability.1,
+                std::env::consts::ARCH
+            ),
             kind: DeviceKind::Emulator,
             peak_bandwidth_gbps: None,
             timer: TimerKind::HostClock,
@@ -226,10 +256,11 @@ impl GpuBackend for CudaEmulator {
     }
 
     fn lookup_kernel(&self, module: &str, name: &str) -> KernelHandle {
-        if gemv_core::kernel_in_module(module, name).is_none() || !Self::has_kernel(name) {
-            return KernelHandle::NONE;
+        let Some(index) = gemv_core::kernel_in_module(module, name) else { return KernelHandle::NONE };
+        match self.emulated_name(&gemv_core::KERNELS[index]) {
+            Some(emulated) if Self::has_kernel(&emulated) => KernelHandle::for_name(name),
+            _ => KernelHandle::NONE,
         }
-        KernelHandle::for_name(name)
     }
 
     gemv_backend::delegate_buffers_to_host_memory!(memory);
@@ -239,6 +270,7 @@ impl GpuBackend for CudaEmulator {
         let shape = args.validate(spec)?;
         let (m, n, k) = (shape.m, shape.n, shape.k);
         let grid = grid_size(NAME, spec, n)?;
+        let emulated = self.emulated_name(spec).ok_or(Error::UnresolvedKernel { raw: 0, backend: NAME })?;
         self.memory.with_launch_addresses(args, |at| {
             let regions = [
                 Region { name: c"x", base: at.x, len: args.x_read().len, writable: false },
@@ -251,7 +283,7 @@ impl GpuBackend for CudaEmulator {
             // proved y's written rows overlap no input.
             unsafe {
                 self.run(
-                    spec.name,
+                    &emulated,
                     grid,
                     THREADS_PER_BLOCK,
                     &regions,
@@ -263,7 +295,7 @@ impl GpuBackend for CudaEmulator {
                 )
             }
         })??;
-        tracing::trace!(kernel = spec.name, m, n, k, "emulated launch");
+        tracing::trace!(kernel = emulated, m, n, k, "emulated launch");
         Ok(())
     }
 
