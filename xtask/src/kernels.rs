@@ -68,10 +68,6 @@ pub fn builds_of(source: &Path) -> Result<Vec<&'static KernelSource>, String> {
     Ok(builds)
 }
 
-/// The first build entry of a source file (its family).
-pub fn source_entry(source: &Path) -> Result<&'static KernelSource, String> {
-    builds_of(source).map(|builds| builds[0])
-}
 /// The CUDA kernel sources (inside the crate that embeds and emulates them, so that the crate
 /// packages on its own).
 pub const KERNEL_DIR: &str = "crates/gemv-cuda/kernels";

@@ -9,7 +9,8 @@
 //! - With `--kernels`: operator and constant mutants of the CUDA kernel sources
 //!   (crates/gemv-cuda/kernels/*.cu), one at a time, each compiled into the emulator (`GEMV_KERNELS_DIR`)
 //!   and judged by `gemv check --backend cuda-emu --fail-fast`, fastest gates first, with a
-//!   timeout; survivors get a second chance: the emulator's own tests (launch bounds), then the
+//!   timeout, once per build of its source (`--emulate` at each build's target: the exact
+//!   family's sm_75 and sm_89 builds); survivors get a second chance: the emulator's own tests (launch bounds), then the
 //!   gates with the emulator under ASan and UBSan. Report in target/kernel-mutants/report.txt:
 //!   every mutant with its line, change and outcome. `--only 6,41` re-judges chosen mutants.
 //!   `--source w4a16_fast` takes one source's mutants (numbered within it); `--list` prints the
@@ -313,15 +314,24 @@ fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
 struct Gates {
     quick: &'static [&'static str],
     large: &'static [&'static str],
+    /// The compute capabilities the emulator emulates in turn (`gemv --emulate`), one per build
+    /// of the source, so that a mutant in either build's code is judged.
+    capabilities: Vec<String>,
 }
 
 /// The exact family's kernels run in gates 1-9; the fast family's only in 10 and 11.
 /// The family comes from the source's entry in `KERNEL_SOURCES`; an unlisted source is judged by
-/// the exact family's gates.
+/// the exact family's gates. Each build is judged on the capability of its target
+/// (`compute_89` on 8.9).
 fn gates_for(source: &Path) -> Gates {
-    match crate::kernels::source_entry(source).map(|entry| entry.family) {
-        Ok(gemv_core::Family::Fast) => Gates { quick: &["10", "11"], large: &[] },
-        _ => Gates { quick: &["8", "5", "2", "6", "3", "4", "9", "1"], large: &["7"] },
+    let builds = crate::kernels::builds_of(source).unwrap_or_default();
+    let mut capabilities: Vec<String> = builds.iter().map(|b| format!("{}.{}", b.sm() / 10, b.sm() % 10)).collect();
+    if capabilities.is_empty() {
+        capabilities.push("9.0".into());
+    }
+    match builds.first().map(|build| build.family) {
+        Some(gemv_core::Family::Fast) => Gates { quick: &["10", "11"], large: &[], capabilities },
+        _ => Gates { quick: &["8", "5", "2", "6", "3", "4", "9", "1"], large: &["7"], capabilities },
     }
 }
 
@@ -389,22 +399,24 @@ fn judge(tree: &Path, dir: &Path, timeouts: Timeouts, gates: &Gates) -> Result<(
     }
     let mut times = [Duration::ZERO; 2];
     let stages: [(&[&str], Duration); 2] = [(gates.quick, timeouts.quick), (gates.large, timeouts.large)];
-    for (stage, (gates, timeout)) in stages.into_iter().enumerate() {
-        if gates.is_empty() {
-            continue;
-        }
-        let mut check = Command::new(target.join("debug/gemv"));
-        check.args(["check", "--backend", "cuda-emu", "--fail-fast"]);
-        for gate in gates {
-            check.args(["--gate", gate]);
-        }
-        let started = Instant::now();
-        let result = run_with_timeout(&mut check, timeout)?;
-        times[stage] = started.elapsed();
-        match result {
-            Some(true) => {}
-            Some(false) => return Ok((Outcome::Killed, times)),
-            None => return Ok((Outcome::TimedOut, times)),
+    for (stage, (numbers, timeout)) in stages.into_iter().enumerate() {
+        for capability in &gates.capabilities {
+            if numbers.is_empty() {
+                continue;
+            }
+            let mut check = Command::new(target.join("debug/gemv"));
+            check.args(["check", "--backend", "cuda-emu", "--fail-fast", "--emulate", capability]);
+            for gate in numbers {
+                check.args(["--gate", gate]);
+            }
+            let started = Instant::now();
+            let result = run_with_timeout(&mut check, timeout)?;
+            times[stage] = times[stage].max(started.elapsed());
+            match result {
+                Some(true) => {}
+                Some(false) => return Ok((Outcome::Killed, times)),
+                None => return Ok((Outcome::TimedOut, times)),
+            }
         }
     }
     Ok((Outcome::Missed, times))
@@ -422,9 +434,7 @@ fn second_chance(tree: &Path, dir: &Path, timeout: Duration) -> Result<Outcome, 
         Some(true) => {}
     }
     let mut sanitized = emulator_tests(tree, dir, "target/kernel-mutants/target-sanitize", &["emulator_conformance"]);
-    sanitized
-        .args(["--", "--skip", "gate7", "--skip", "reversed_thread_order"])
-        .env("GEMV_EMU_SANITIZE", "address,undefined");
+    sanitized.args(["--", "--skip", "gate7"]).env("GEMV_EMU_SANITIZE", "address,undefined");
     Ok(match run_with_timeout(&mut sanitized, timeout)? {
         Some(false) => Outcome::KilledBySanitizer,
         Some(true) => Outcome::Missed,
@@ -587,8 +597,10 @@ mod tests {
         let mut all: Vec<&str> = exact.quick.iter().chain(exact.large).copied().collect();
         all.sort();
         assert_eq!(all, ["1", "2", "3", "4", "5", "6", "7", "8", "9"], "every exact gate judges");
+        assert_eq!(exact.capabilities, ["7.5", "8.9"], "both builds of the exact family, each on its own target");
         let fast = gates_for(Path::new("kernels/w4a16_fast.cu"));
         assert_eq!((fast.quick, fast.large), (&["10", "11"][..], &[][..]), "the fast family's gates");
+        assert_eq!(fast.capabilities, ["8.0"]);
     }
 
     #[test]

@@ -14,6 +14,15 @@ pub fn set_device(index: usize) {
     let _ = DEVICE.set(index);
 }
 
+/// `--emulate MAJOR.MINOR`, set once before any backend opens.
+static EMULATED: OnceLock<(i32, i32)> = OnceLock::new();
+
+/// The compute capability the `cuda-emu` backend emulates (`--emulate`; default
+/// [`gemv_cuda::DEFAULT_EMULATED_CAPABILITY`]). The first call wins.
+pub fn set_emulated_capability(capability: (i32, i32)) {
+    let _ = EMULATED.set(capability);
+}
+
 /// A backend name on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum BackendChoice {
@@ -57,7 +66,10 @@ pub fn open(choice: BackendChoice) -> Result<Box<dyn GpuBackend>, String> {
         BackendChoice::Cpu => gemv_cpu::CpuBackend::new()
             .map(|backend| Box::new(backend) as Box<dyn GpuBackend>)
             .map_err(|error| error.to_string()),
-        BackendChoice::CudaEmu => Ok(Box::new(gemv_cuda::CudaEmulator::new())),
+        BackendChoice::CudaEmu => Ok(Box::new(
+            gemv_cuda::CudaEmulator::new()
+                .with_capability(EMULATED.get().copied().unwrap_or(gemv_cuda::DEFAULT_EMULATED_CAPABILITY)),
+        )),
         BackendChoice::Cuda => gemv_cuda::CudaBackend::new(DEVICE.get().copied().unwrap_or(0))
             .map(|backend| Box::new(backend) as Box<dyn GpuBackend>)
             .map_err(|error| error.to_string()),

@@ -25,6 +25,11 @@ struct Cli {
     /// one GEMV_WGPU_ADAPTER names).
     #[arg(long, global = true, value_name = "N")]
     device: Option<usize>,
+    /// The compute capability `--backend cuda-emu` emulates, as MAJOR.MINOR (default 9.0). It
+    /// runs the kernel builds a GPU of that capability loads: 8.0 runs the exact family's sm_75
+    /// build where 8.9 and newer run its sm_89 build, and 7.5 has no fast family.
+    #[arg(long, global = true, value_name = "MAJOR.MINOR", value_parser = parse_capability)]
+    emulate: Option<(i32, i32)>,
     #[command(subcommand)]
     command: Command,
 }
@@ -183,6 +188,18 @@ fn quiet_headless_vulkan() {
     }
 }
 
+/// `--emulate MAJOR.MINOR`: a compute capability such as 8.0 or 12.1.
+fn parse_capability(text: &str) -> Result<(i32, i32), String> {
+    let parse = |part: &str| part.parse::<i32>().ok().filter(|v| (0..100).contains(v));
+    match text.split_once('.') {
+        Some((major, minor)) => match (parse(major), parse(minor)) {
+            (Some(major), Some(minor)) => Ok((major, minor)),
+            _ => Err(format!("{text:?} is not MAJOR.MINOR (e.g. 8.0)")),
+        },
+        None => Err(format!("{text:?} is not MAJOR.MINOR (e.g. 8.0)")),
+    }
+}
+
 fn main() -> ExitCode {
     quiet_headless_vulkan();
     let cli = Cli::parse();
@@ -195,6 +212,9 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).init();
     if let Some(index) = cli.device {
         backends::set_device(index);
+    }
+    if let Some(capability) = cli.emulate {
+        backends::set_emulated_capability(capability);
     }
     let mut stdout = std::io::stdout();
     match cli.command {

@@ -101,6 +101,24 @@ fn device_selects_the_wgpu_adapter_by_position_and_a_missing_one_is_one_line() {
     assert_eq!(code, 2, "not a number: {stderr}");
 }
 
+/// `--emulate` picks what the emulator emulates: the architecture it reports follows, the fast
+/// family disappears on sm_75, and a malformed capability is a usage error.
+#[test]
+fn emulate_chooses_the_emulated_capability() {
+    let (code, stdout, stderr) = gemv(&["info", "--backend", "cuda-emu", "--emulate", "8.0"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("sm_80 emulated"), "{stdout}");
+    let (code, stdout, stderr) = gemv(&["info", "--backend", "cuda-emu"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("sm_90 emulated"), "the default is sm_90: {stdout}");
+    let (code, stdout, stderr) = gemv(&["check", "--backend", "cuda-emu", "--emulate", "7.5", "--gate", "10"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("no fast-family kernel on this backend"), "no fast family on sm_75: {stdout}");
+    let (code, _, stderr) = gemv(&["info", "--emulate", "8"]);
+    assert_eq!(code, 2, "not MAJOR.MINOR: {stderr}");
+    assert!(stderr.contains("MAJOR.MINOR"), "{stderr}");
+}
+
 const SMALL_BENCH: [&str; 10] =
     ["--shape", "64x272", "--rounds", "2", "--launches", "2", "--cold-mb", "1", "--backend", "host"];
 

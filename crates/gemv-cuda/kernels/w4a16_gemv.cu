@@ -15,7 +15,7 @@
 //   placement; code 1 is an f16 subnormal), multiplied (f16x2) by the group's scale times
 //   2^(14 - S): the product e2m1 * e4m3 * 2^-S has at most 6 significant bits and is exact in f16.
 //   Converted to f32 (exact) and fused with x * 2^S, it gives exactly fma(e2m1 * e4m3, x, a).
-// - Two builds of this source differ only in where the scales come from (ScaleSource below):
+// - Two builds of this source differ only in where the scales come from (row_scales below):
 //   module w4a16_gemv (sm_75 and newer) looks each E4M3 code up in a shared-memory table of
 //   binary16 e4m3 * 2^7 (S = 7); module w4a16_gemv_sm89 (GEMV_SCALES_BY_CVT, sm_89 and newer)
 //   converts a lane's two codes with one cvt.rn.f16x2.e4m3x2 (the plain e4m3 value, S = 14).
