@@ -452,7 +452,7 @@ fn render(
                     format!("{:.1} KB ({:.0}%)", in_flight / 1024.0, (in_flight / needed_in_flight).min(1.0) * 100.0)
                 })
                 .collect();
-            let _ = writeln!(out, "| {m} | {kernel} | {ipw:.2} | {issue_model:.0}% | {} |", cells.join(" | "));
+            let _ = writeln!(out, "| {m} | {kernel} | {ipw:.2} | {issue_model:.1}% | {} |", cells.join(" | "));
         }
         let _ = writeln!(out);
     }

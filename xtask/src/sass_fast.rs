@@ -126,7 +126,7 @@ pub fn render(out: &mut String, stats: &PerArch<KernelStats>, loops: &PerArch<Mm
             let low = if tier.width > 8 { 9 } else { 1 };
             let _ = writeln!(
                 out,
-                "| {} | {low}..={} | {per_32:.2} | {issue_model:.0}% | {} |",
+                "| {} | {low}..={} | {per_32:.2} | {issue_model:.1}% | {} |",
                 tier.kernel,
                 tier.width,
                 cells.join(" | ")
