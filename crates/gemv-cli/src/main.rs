@@ -191,13 +191,8 @@ fn quiet_headless_vulkan() {
 /// `--emulate MAJOR.MINOR`: a compute capability such as 8.0 or 12.1.
 fn parse_capability(text: &str) -> Result<(i32, i32), String> {
     let parse = |part: &str| part.parse::<i32>().ok().filter(|v| (0..100).contains(v));
-    match text.split_once('.') {
-        Some((major, minor)) => match (parse(major), parse(minor)) {
-            (Some(major), Some(minor)) => Ok((major, minor)),
-            _ => Err(format!("{text:?} is not MAJOR.MINOR (e.g. 8.0)")),
-        },
-        None => Err(format!("{text:?} is not MAJOR.MINOR (e.g. 8.0)")),
-    }
+    let (major, minor) = text.split_once('.').ok_or_else(|| format!("{text:?} is not MAJOR.MINOR (e.g. 8.0)"))?;
+    parse(major).zip(parse(minor)).ok_or_else(|| format!("{text:?} is not MAJOR.MINOR (e.g. 8.0)"))
 }
 
 fn main() -> ExitCode {

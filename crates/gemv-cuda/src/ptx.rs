@@ -43,8 +43,10 @@ pub const MODULES: [ModuleBuild; 3] = [
 /// the one for the newest architecture. `None` when it can load none (the fast family below
 /// sm_80) or the module is unknown.
 pub fn module_build(module: &str, capability: (i32, i32)) -> Option<&'static ModuleBuild> {
-    MODULES
-        .iter()
-        .filter(|build| build.module == module && build.minimum <= capability)
-        .max_by_key(|build| build.minimum)
+    builds(module).filter(|build| build.minimum <= capability).max_by_key(|build| build.minimum)
+}
+
+/// Every build of `module`.
+pub fn builds(module: &str) -> impl Iterator<Item = &'static ModuleBuild> + '_ {
+    MODULES.iter().filter(move |build| build.module == module)
 }

@@ -22,7 +22,7 @@ mod sm80_reversed_thread_order {
 #[test]
 fn every_build_of_every_registry_kernel_is_compiled() {
     for spec in gemv_core::KERNELS {
-        for build in gemv_cuda::ptx::MODULES.iter().filter(|build| build.module == spec.module) {
+        for build in gemv_cuda::ptx::builds(spec.module) {
             let name = format!("{}{}", spec.name, build.emulator_suffix);
             assert!(gemv_cuda::CudaEmulator::has_kernel(&name), "{name} missing from the emulator library");
         }

@@ -5,7 +5,7 @@
 //! and sums).
 
 use gemv_cuda::launch::THREADS_PER_BLOCK;
-use gemv_cuda::ptx::{MODULES, module_build};
+use gemv_cuda::ptx::{MODULES, builds, module_build};
 
 /// The text of entry `name`, from `.entry name(` to the next `.entry` (or the end).
 fn entry<'a>(ptx: &'a str, name: &str) -> Option<&'a str> {
@@ -16,9 +16,9 @@ fn entry<'a>(ptx: &'a str, name: &str) -> Option<&'a str> {
 
 /// Every build's PTX of the module that holds `spec`.
 fn ptx_of(spec: &gemv_core::KernelSpec) -> Vec<&'static str> {
-    let builds: Vec<_> = MODULES.iter().filter(|build| build.module == spec.module).map(|build| build.ptx).collect();
-    assert!(!builds.is_empty(), "{}: no module {}", spec.name, spec.module);
-    builds
+    let ptx: Vec<_> = builds(spec.module).map(|build| build.ptx).collect();
+    assert!(!ptx.is_empty(), "{}: no module {}", spec.name, spec.module);
+    ptx
 }
 
 #[test]
@@ -71,7 +71,7 @@ fn each_module_targets_its_architecture_and_loads_on_drivers_from_the_535_branch
             "{name}: target vs the capability it is loaded at"
         );
     }
-    let oldest = |module: &str| MODULES.iter().filter(|build| build.module == module).map(|build| build.minimum).min();
+    let oldest = |module: &str| builds(module).map(|build| build.minimum).min();
     assert_eq!(oldest(gemv_core::MODULE_NAME), Some((7, 5)), "the exact family: Turing and newer");
     assert_eq!(oldest(gemv_core::FAST_MODULE_NAME), Some((8, 0)), "the fast family: Ampere and newer");
 }
