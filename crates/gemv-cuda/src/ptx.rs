@@ -4,7 +4,7 @@
 //!
 //! A registry module may come in several builds of one source for different architectures: the
 //! exact family's `w4a16_gemv` has an sm_75 build (scales looked up in a shared-memory table) and
-//! an sm_89 build (scales converted by `cvt.rn.f16x2.e4m3x2`, about 3% fewer instructions per
+//! an sm_89 build (scales converted by `cvt.rn.f16x2.e4m3x2`, about 3% fewer instructions (modelled) per
 //! weight). Both compute the same bits; [`module_build`] picks the one a device runs, for the
 //! driver and the emulator alike.
 
