@@ -7,63 +7,17 @@
 //! and knows every architecture we report.
 
 use crate::util::root;
+use gemv_core::{MODULE_BUILDS, ModuleBuild};
 use std::path::{Path, PathBuf};
 
-/// One build of a kernel source: one committed PTX file.
-pub struct KernelSource {
-    /// File stem under [`KERNEL_DIR`].
-    pub stem: &'static str,
-    /// The PTX's file stem under [`PTX_DIR`] (gemv-cuda's `ptx::MODULES` embeds it).
-    pub ptx: &'static str,
-    /// The lowest architecture its PTX targets.
-    pub arch: &'static str,
-    /// Defines that select the build's variant of the source.
-    pub defines: &'static [&'static str],
-    /// The kernel family it holds (which gates run its kernels).
-    pub family: gemv_core::Family,
-}
-
-impl KernelSource {
-    /// The SM number of [`arch`](Self::arch) (`compute_89` -> 89).
-    pub fn sm(&self) -> u32 {
-        self.arch.trim_start_matches("compute_").parse().unwrap_or(0)
-    }
-}
-
-/// Every kernel build: the exact family needs warp shuffles and __ldg (sm_75) and has a second
-/// build for sm_89 and newer (scales through cvt.rn.f16x2.e4m3x2); the fast family needs bf16
-/// mma.sync and bf16x2 arithmetic (sm_80). A .cu file not listed here is an error.
-pub const KERNEL_SOURCES: [KernelSource; 3] = [
-    KernelSource {
-        stem: "w4a16_gemv",
-        ptx: "w4a16_gemv",
-        arch: "compute_75",
-        defines: &[],
-        family: gemv_core::Family::Exact,
-    },
-    KernelSource {
-        stem: "w4a16_gemv",
-        ptx: "w4a16_gemv_sm89",
-        arch: "compute_89",
-        defines: &["GEMV_SCALES_BY_CVT"],
-        family: gemv_core::Family::Exact,
-    },
-    KernelSource {
-        stem: "w4a16_fast",
-        ptx: "w4a16_fast",
-        arch: "compute_80",
-        defines: &[],
-        family: gemv_core::Family::Fast,
-    },
-];
-
-/// Every build of a source file, oldest architecture first.
-pub fn builds_of(source: &Path) -> Result<Vec<&'static KernelSource>, String> {
+/// Every build of a source file (`gemv_core::MODULE_BUILDS`, the one table gemv-cuda loads
+/// from), oldest architecture first. A .cu file with no build is an error.
+pub fn builds_of(source: &Path) -> Result<Vec<&'static ModuleBuild>, String> {
     let stem = source.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let mut builds: Vec<_> = KERNEL_SOURCES.iter().filter(|entry| entry.stem == stem).collect();
-    builds.sort_by_key(|build| build.sm());
+    let mut builds: Vec<_> = MODULE_BUILDS.iter().filter(|build| build.source == stem).collect();
+    builds.sort_by_key(|build| build.minimum);
     if builds.is_empty() {
-        return Err(format!("{} is not listed in xtask's KERNEL_SOURCES (its target architecture)", source.display()));
+        return Err(format!("{} has no build in gemv_core::MODULE_BUILDS (its target architecture)", source.display()));
     }
     Ok(builds)
 }
@@ -88,7 +42,7 @@ pub fn sources() -> Result<Vec<PathBuf>, String> {
 }
 
 /// Every (source, build) pair, sources in name order and each source's builds oldest first.
-pub fn builds() -> Result<Vec<(PathBuf, &'static KernelSource)>, String> {
+pub fn builds() -> Result<Vec<(PathBuf, &'static ModuleBuild)>, String> {
     let mut all = Vec::new();
     for source in sources()? {
         for build in builds_of(&source)? {
@@ -121,8 +75,8 @@ impl Nvrtc {
 
 /// Compiles one build of a source to PTX at `out`, with extra `-D` defines (none for the shipped
 /// PTX).
-pub fn compile(nvrtc: &Nvrtc, source: &Path, build: &KernelSource, out: &Path, defines: &[&str]) -> Result<(), String> {
-    let arch = format!("-arch={}", build.arch);
+pub fn compile(nvrtc: &Nvrtc, source: &Path, build: &ModuleBuild, out: &Path, defines: &[&str]) -> Result<(), String> {
+    let arch = format!("-arch={}", build.virtual_arch());
     let include = format!("-I{}", root().join(KERNEL_DIR).display());
     let (out, source) = (out.to_string_lossy(), source.to_string_lossy());
     let script = root().join(NVRTC_SCRIPT);

@@ -320,16 +320,17 @@ struct Gates {
 }
 
 /// The exact family's kernels run in gates 1-9; the fast family's only in 10 and 11.
-/// The family comes from the source's entry in `KERNEL_SOURCES`; an unlisted source is judged by
-/// the exact family's gates. Each build is judged on the capability of its target
+/// The family comes from the source's builds in `gemv_core::MODULE_BUILDS`; a source with none is
+/// judged by the exact family's gates. Each build is judged on the capability of its target
 /// (`compute_89` on 8.9).
 fn gates_for(source: &Path) -> Gates {
     let builds = crate::kernels::builds_of(source).unwrap_or_default();
-    let mut capabilities: Vec<String> = builds.iter().map(|b| format!("{}.{}", b.sm() / 10, b.sm() % 10)).collect();
+    let mut capabilities: Vec<String> =
+        builds.iter().map(|build| format!("{}.{}", build.minimum.0, build.minimum.1)).collect();
     if capabilities.is_empty() {
         capabilities.push("9.0".into());
     }
-    match builds.first().map(|build| build.family) {
+    match builds.first().and_then(|build| build.family()) {
         Some(gemv_core::Family::Fast) => Gates { quick: &["10", "11"], large: &[], capabilities },
         _ => Gates { quick: &["8", "5", "2", "6", "3", "4", "9", "1"], large: &["7"], capabilities },
     }

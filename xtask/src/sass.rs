@@ -484,14 +484,11 @@ pub fn run(check: bool) -> Result<(), String> {
         ptx_names.push(ptx.clone());
         let common = out_dir.join(format!("{stem}.common.ptx"));
         compile(&nvrtc, source, build, &common, &[COMMON_PATH])?;
-        // Each architecture is reported with the build of this source it runs: the newest one it
-        // can load (gemv-cuda's `ptx::module_build`).
+        // Each architecture is reported with the build it runs (`gemv_core::module_build`, what
+        // gemv-cuda loads).
         let runs_on = |arch: &str| {
-            let sm: u32 = arch.trim_start_matches("sm_").parse().unwrap_or(0);
-            all.iter()
-                .filter(|(other, b)| other == source && b.sm() <= sm)
-                .max_by_key(|(_, b)| b.sm())
-                .is_some_and(|(_, b)| b.ptx == build.ptx)
+            let sm: i32 = arch.trim_start_matches("sm_").parse().unwrap_or(0);
+            gemv_core::module_build(build.module, (sm / 10, sm % 10)).is_some_and(|runs| runs.ptx == build.ptx)
         };
         for arch in ARCHS.into_iter().filter(|arch| runs_on(arch)) {
             eprintln!("xtask: ptxas {ptx} for {arch}");

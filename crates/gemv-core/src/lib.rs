@@ -9,6 +9,7 @@
 //!   [`select_family`]: the one place the kernel family (exact or fast) is decided.
 #![warn(missing_docs)]
 
+mod builds;
 pub mod codec;
 mod contract;
 mod error;
@@ -21,6 +22,7 @@ mod reference;
 mod shape;
 mod tiers;
 
+pub use builds::{MODULE_BUILDS, ModuleBuild, module_build, module_builds};
 pub use contract::{PARTIALS, fused_multiply_add, gemv_contract, host_threads, widen_bf16};
 pub use error::{CoreError, Result};
 pub use family::{FAST_FAMILY_BY_DEFAULT, FAST_FAMILY_FROM_M, Family, FamilyChoice, select_family, select_family_with};

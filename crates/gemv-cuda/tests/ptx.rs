@@ -5,7 +5,7 @@
 //! and sums).
 
 use gemv_cuda::launch::THREADS_PER_BLOCK;
-use gemv_cuda::ptx::{MODULES, builds, module_build};
+use gemv_cuda::ptx::{MODULE_BUILDS, ModuleBuild, builds, module_build};
 
 /// The text of entry `name`, from `.entry name(` to the next `.entry` (or the end).
 fn entry<'a>(ptx: &'a str, name: &str) -> Option<&'a str> {
@@ -14,9 +14,21 @@ fn entry<'a>(ptx: &'a str, name: &str) -> Option<&'a str> {
     Some(&ptx[start..start + 1 + rest.find(".entry ").unwrap_or(rest.len())])
 }
 
+/// A build's embedded PTX.
+fn embedded(build: &ModuleBuild) -> &'static str {
+    gemv_cuda::ptx::text(build).unwrap_or_else(|| panic!("{}: no embedded PTX", build.ptx))
+}
+
+#[test]
+fn every_build_is_embedded() {
+    for build in &MODULE_BUILDS {
+        assert!(embedded(build).contains(".entry "), "{}: embedded PTX without entries", build.ptx);
+    }
+}
+
 /// Every build's PTX of the module that holds `spec`.
 fn ptx_of(spec: &gemv_core::KernelSpec) -> Vec<&'static str> {
-    let ptx: Vec<_> = builds(spec.module).map(|build| build.ptx).collect();
+    let ptx: Vec<_> = builds(spec.module).map(embedded).collect();
     assert!(!ptx.is_empty(), "{}: no module {}", spec.name, spec.module);
     ptx
 }
@@ -43,8 +55,8 @@ fn each_device_runs_the_newest_build_it_can_load() {
     assert_eq!(exact((7, 0)), None, "below Turing nothing loads");
     assert_eq!(module_build(gemv_core::FAST_MODULE_NAME, (8, 6)).map(|build| build.minimum), Some((8, 0)));
     assert_eq!(module_build(gemv_core::FAST_MODULE_NAME, (7, 5)), None, "no fast family before Ampere");
-    for build in MODULES {
-        let converts = build.ptx.contains("cvt.rn.f16x2.e4m3x2");
+    for build in &MODULE_BUILDS {
+        let converts = embedded(build).contains("cvt.rn.f16x2.e4m3x2");
         assert_eq!(
             converts,
             build.minimum >= (8, 9),
@@ -61,7 +73,8 @@ fn each_device_runs_the_newest_build_it_can_load() {
 /// module only where the device's compute capability reaches its target.
 #[test]
 fn each_module_targets_its_architecture_and_loads_on_drivers_from_the_535_branch() {
-    for gemv_cuda::ptx::ModuleBuild { module: name, ptx, minimum: (major, minor), .. } in MODULES {
+    for build @ ModuleBuild { module: name, minimum: (major, minor), .. } in &MODULE_BUILDS {
+        let ptx = embedded(build);
         let version = ptx.lines().find_map(|line| line.trim().strip_prefix(".version ")).map(str::trim);
         assert_eq!(version, Some("8.2"), "{name}: PTX ISA 8.2 (CUDA 12.2, driver 535) is what the README promises");
         let target = ptx.lines().find_map(|line| line.trim().strip_prefix(".target ")).map(str::trim);
@@ -90,7 +103,8 @@ fn every_kernel_is_bounded_at_the_launchers_block_size() {
 
 #[test]
 fn no_instruction_flushes_subnormals() {
-    for gemv_cuda::ptx::ModuleBuild { module: name, ptx, .. } in MODULES {
+    for build in &MODULE_BUILDS {
+        let (name, ptx) = (build.module, embedded(build));
         let flushing: Vec<&str> = ptx.lines().filter(|line| line.contains(".ftz")).take(5).collect();
         assert!(flushing.is_empty(), "{name}: the PTX flushes subnormals (built with fast math?): {flushing:#?}");
     }

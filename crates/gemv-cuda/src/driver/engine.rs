@@ -74,13 +74,13 @@ impl CudaKernels {
     pub fn load(context: &Arc<CudaContext>) -> Result<Self> {
         let capability = context.compute_capability().map_err(driver_error("compute capability"))?;
         let mut modules = Vec::new();
-        for name in ptx::MODULES.map(|build| build.module) {
+        for name in ptx::MODULE_BUILDS.map(|build| build.module) {
             if modules.iter().any(|(loaded, _)| *loaded == name) {
                 continue;
             }
-            if let Some(build) = ptx::module_build(name, capability) {
+            if let Some(text) = ptx::module_build(name, capability).and_then(ptx::text) {
                 let module = context
-                    .load_module(cudarc::nvrtc::Ptx::from_src(build.ptx))
+                    .load_module(cudarc::nvrtc::Ptx::from_src(text))
                     .map_err(driver_error(format!("loading module {name} from PTX")))?;
                 modules.push((name, module));
             }

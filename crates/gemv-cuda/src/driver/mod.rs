@@ -96,11 +96,12 @@ impl CudaBackend {
         if let Some(loaded) = modules.get(name) {
             return Ok(loaded.clone());
         }
-        let build =
-            ptx::module_build(name, self.capability).ok_or(Error::UnresolvedKernel { raw: 0, backend: NAME })?;
+        let text = ptx::module_build(name, self.capability)
+            .and_then(ptx::text)
+            .ok_or(Error::UnresolvedKernel { raw: 0, backend: NAME })?;
         let loaded = self
             .context
-            .load_module(cudarc::nvrtc::Ptx::from_src(build.ptx))
+            .load_module(cudarc::nvrtc::Ptx::from_src(text))
             .map_err(driver_error(format!("loading module {name} from PTX")))?;
         modules.insert(name, loaded.clone());
         Ok(loaded)
