@@ -6,10 +6,10 @@
 //! The common path (16-byte aligned weights, whole passes, every token of a slice live, no
 //! staged activation overflowing) is counted on the same source compiled with `GEMV_SASS_COMMON_PATH`, which turns
 //! the conditions that select the other paths into constants, so the pass loop holds only the
-//! instructions that path executes. Each staging loop (one per slice of staged tokens; for one
-//! or two tokens a block that half or all of the threads execute) runs
-//! `tokens * 128 / 256` times per warp and pass (8-k chunks of X spread over the block), the rest
-//! of the loop once per pass (the compiler may unroll the loop over several passes: two barriers
+//! instructions that path executes. Staging (a loop per slice of staged tokens, or unrolled steps
+//! that the threads without a chunk branch over) stages `tokens * 128 / 256` chunks per thread
+//! and pass (8-k chunks of X spread over the block) at its code's mean cost per chunk, the rest
+//! of the loop runs once per pass (the compiler may unroll the loop over several passes: two barriers
 //! per pass and slice tell how many). A kernel's tokens per slice are read from its shared
 //! memory (one staged token's bytes each, plus the scale table).
 
@@ -55,13 +55,17 @@ pub struct KernelStats {
     pub instructions: usize,
 }
 
-/// The pass loop of a kernel on the common path: its instructions outside the staging loops,
-/// the staging loops' bodies, and the block barriers in it (two per pass and 8-token slice; the
-/// compiler may unroll the loop over several passes).
+/// The pass loop of a kernel on the common path: its instructions outside staging, staging's
+/// instructions and the chunks they stage (staging loops' bodies and the blocks of unrolled
+/// steps, one chunk each), and the block barriers in it (two per pass and slice; the compiler may
+/// unroll the loop over several passes).
 #[derive(Default, Clone, Copy)]
 struct PassLoop {
     body: usize,
     staging: usize,
+    /// Chunks staged by one pass through the code (two shared stores each): a loop's body counts
+    /// one, each unrolled step one.
+    chunks: usize,
     barriers: usize,
     /// Tokens staged per slice (two barriers per slice and pass).
     slice: usize,
@@ -69,13 +73,13 @@ struct PassLoop {
 
 impl PassLoop {
     /// Instructions one warp executes per pass at `m` tokens (the plan always fills the kernel):
-    /// the staging loop runs `tokens * 128 / 256` times per slice (one 8-k chunk of a token per
-    /// thread), everything else once per pass.
+    /// a thread stages `m * 128 / 256` chunks per pass (8 k of a token each) at the staging code's
+    /// mean cost per chunk, and runs everything else once per pass.
     fn per_pass(self, m: usize) -> f64 {
         let slices = m.div_ceil(self.slice.max(1));
         let passes = (self.barriers as f64 / (2 * slices) as f64).max(1.0);
-        let staging_per_slice = self.staging as f64 / slices as f64;
-        (self.body as f64 + staging_per_slice * (m * 128) as f64 / 256.0) / passes
+        let per_chunk = self.staging as f64 / self.chunks.max(1) as f64;
+        self.body as f64 / passes + per_chunk * (m * 128) as f64 / 256.0
     }
 }
 
@@ -183,7 +187,7 @@ fn pass_loop(instructions: &[(u64, String)]) -> Option<PassLoop> {
     };
     let staging_loops: Vec<(u64, u64)> =
         all.iter().copied().filter(|&(s, e)| s > start && e < end).filter(|&range| is_staging(&body(range))).collect();
-    // Where one step of the block covers a slice (M <= 2), staging is no loop but a block that
+    // Unrolled steps (kernels whose one slice holds every token) are no loop but blocks that
     // threads without a chunk branch over: a predicated forward branch past shared stores (and
     // past no staging loop: the branch around a loop is the loop's own guard).
     let staging_blocks: Vec<(u64, u64)> = skipped_blocks(instructions)
@@ -191,10 +195,15 @@ fn pass_loop(instructions: &[(u64, String)]) -> Option<PassLoop> {
         .filter(|&(s, e)| s > start && e < end && !staging_loops.iter().any(|&(ls, le)| ls <= e && s <= le))
         .filter(|&range| is_staging(&body(range)))
         .collect();
-    let staging: usize = staging_loops.iter().chain(&staging_blocks).map(|&range| body(range).len()).sum();
+    // Unrolled steps nest (a step's guard skips the steps after it too): count each instruction once.
+    let in_staging =
+        |address: u64| staging_loops.iter().chain(&staging_blocks).any(|&(s, e)| (s..=e).contains(&address));
+    let staged: Vec<&str> = instructions.iter().filter(|(a, _)| in_staging(*a)).map(|(_, t)| t.as_str()).collect();
+    let staging = staged.len();
+    let chunks = staged.iter().filter(|t| t.starts_with("STS")).count() / 2;
     let whole = body((start, end));
     let barriers = whole.iter().filter(|t| t.starts_with("BAR")).count();
-    Some(PassLoop { body: whole.len() - staging, staging, barriers, slice: 0 })
+    Some(PassLoop { body: whole.len() - staging, staging, chunks, barriers, slice: 0 })
 }
 
 /// Tokens per slice from a kernel's static shared memory (see `STAGED_TOKEN_BYTES`).

@@ -55,8 +55,14 @@ struct SliceTokens {
     static constexpr int value = MIN_BLOCKS == 1 ? 8 : 4;
 };
 constexpr int kChunks = kPassK / 8;  // 8-k chunks of a pass
+// Whether a kernel's one slice holds every token (see Stager).
+template <int MAX_M, int SLICE>
+struct Held {
+    static constexpr bool value = MAX_M <= SLICE;
+};
 #ifdef GEMV_SCALES_BY_CVT
-constexpr float kXScale = 16384.0f;  // 2^S, S = 14: the converted scale is e4m3 itself
+// bf16 (2^S, 2^S), S = 14: the converted scale is e4m3 itself.
+constexpr gemv_u32 kBf16PairXScale = 0x46804680u;
 #else
 constexpr float kXScale = 128.0f;  // 2^S, S = 7: the table holds e4m3 * 2^7
 #endif
@@ -215,19 +221,49 @@ __device__ __forceinline__ void load_all(RowCursor<ROWS>& rows, int groups, cons
     rows.group += kPartials;
 }
 
-// Stages tokens t0 .. min(t0 + SLICE_TOKENS, m) of one pass into `xs` as f32 times `scale`, in
-// the pair order of e2m1_pairs: each 8-k chunk [x0..x7] is stored as [x0 x4 x1 x5 x2 x6 x3 x7].
-// Thread `tid` stages chunk tid % 128 of tokens tid / 128, tid / 128 + 2, ...; `x_chunk` points at
-// that chunk of token 0 in this pass; token rows are `x_stride` elements apart. k past K (a partial
-// pass) is zero.
-// Stages token t0 + t's chunk of one pass at float4 `slot / 4` of token t's stride (see stage_slice).
+// Shared-memory order of the staged activations: each 8-k chunk [x0..x7] is stored as
+// [x0 x4 x1 x5 x2 x6 x3 x7] (the pair order of e2m1_pairs), lane i's 32 k at kLaneStride floats.
+// Thread tid stages chunk tid % 128 of token tid / 128 and of every second token after it.
+__device__ __forceinline__ int staged_vector(int tid, int token) {
+    static_assert(kTokenStride % 4 == 0 && kLaneStride % 4 == 0, "whole float4 slots");
+    const int chunk = tid % kChunks;
+    const int slot = (chunk / 4) * kLaneStride + (chunk % 4) * 8;
+    // In float4s; the slot and the stride are multiples of 4 (a sum divided by 4 would cost a
+    // signed division's three instructions).
+    return token * (kTokenStride / 4) + slot / 4;
+}
+
+// Where this thread stages X, advanced one pass at a time. With HELD (kernels whose one slice holds
+// every token) `x` is the chunk of token tid / 128 and the float4 is kept: a pass's staging costs
+// one wide multiply-add per step. Otherwise (16 and 32 tokens, whose accumulators fill the
+// registers) `x` is token 0's chunk and the rest is recomputed per slice.
+struct Stager {
+    const gemv_u16* x;
+    int token;   // HELD: tid / 128
+    int vector;  // HELD: staged_vector(tid, token)
+    int steps;   // HELD: the steps of a pass with a token for this thread
+};
+
+template <bool HELD>
+__device__ __forceinline__ Stager make_stager(const gemv_u16* x, int tid, int x_stride, int m) {
+    constexpr int kTokensPerStep = kThreadsPerBlock / kChunks;
+    Stager s;
+    s.token = tid / kChunks;
+    s.steps = m > s.token ? (m - s.token + kTokensPerStep - 1) / kTokensPerStep : 0;
+    s.vector = staged_vector(tid, s.token);
+    s.x = x + 8 * (tid % kChunks) + (HELD ? (gemv_u64)s.token * (gemv_u64)x_stride : 0u);
+    return s;
+}
+
+// Stages one chunk (8 k of one token, from `p`) at float4 `vector` of `xs` as f32 times 2^S; k past
+// K (a partial pass) is zero. The sm_89 build scales bf16 pairs (fma.rn.bf16x2, sm_80+: two
+// products per instruction, exact, subnormals kept, infinity where x * 2^S overflows as in f32),
+// the sm_75 build each f32.
 template <int SLICE_TOKENS>
-__device__ __forceinline__ void stage_chunk(GemvShared<float, SLICE_TOKENS * kTokenStride>& xs, const gemv_u16* x_chunk,
-                                            bool x_aligned, bool chunk_in_k, int t0, int t, int x_stride, int slot,
-                                            float scale) {
+__device__ __forceinline__ void stage_chunk(GemvShared<float, SLICE_TOKENS * kTokenStride>& xs, const gemv_u16* p,
+                                            bool x_aligned, bool chunk_in_k, int vector) {
     gemv_u32 w[4] = {0u, 0u, 0u, 0u};
     if (GEMV_ON_COMMON_PATH(chunk_in_k, true)) {
-        const gemv_u16* p = x_chunk + (gemv_u64)(t0 + t) * (gemv_u64)x_stride;
         if (GEMV_ON_COMMON_PATH(x_aligned, true)) {
             const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
             w[0] = v.x;
@@ -242,33 +278,42 @@ __device__ __forceinline__ void stage_chunk(GemvShared<float, SLICE_TOKENS * kTo
     float v[8];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-        v[2 * i] = __uint_as_float(w[i] << 16) * scale;
-        v[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u) * scale;
+#ifdef GEMV_SCALES_BY_CVT
+        const gemv_u32 scaled = gemv_bf16x2_mul(w[i], kBf16PairXScale);
+        v[2 * i] = __uint_as_float(scaled << 16);
+        v[2 * i + 1] = __uint_as_float(scaled & 0xFFFF0000u);
+#else
+        v[2 * i] = __uint_as_float(w[i] << 16) * kXScale;
+        v[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u) * kXScale;
+#endif
     }
-    // In float4s; the slot and the stride are multiples of 4 (a sum divided by 4 would cost a
-    // signed division's three instructions per chunk).
-    const int vector = t * (kTokenStride / 4) + slot / 4;
     shared_store<float4>(xs, vector, float4{v[0], v[4], v[1], v[5]});
     shared_store<float4>(xs, vector + 1, float4{v[2], v[6], v[3], v[7]});
 }
 
-template <int SLICE_TOKENS>
-__device__ __forceinline__ void stage_slice(GemvShared<float, SLICE_TOKENS * kTokenStride>& xs, const gemv_u16* x_chunk,
-                                            bool x_aligned, bool chunk_in_k, int tid, int t0, int m, int x_stride,
-                                            float scale) {
+// Stages tokens t0 .. min(t0 + SLICE_TOKENS, m) of one pass into `xs` as f32 times 2^S: the
+// block's 256 threads cover two tokens per step, each step a thread's chunk of one token; with
+// HELD (see Stager) the steps (at most four) are unrolled, otherwise a loop.
+template <int SLICE_TOKENS, bool HELD>
+__device__ __forceinline__ void stage_slice(GemvShared<float, SLICE_TOKENS * kTokenStride>& xs, const Stager& s,
+                                            int x_stride, bool x_aligned, bool chunk_in_k, int t0, int m) {
     constexpr int kTokensPerStep = kThreadsPerBlock / kChunks;
-    const int chunk = tid % kChunks;
-    const int slot = (chunk / 4) * kLaneStride + (chunk % 4) * 8;
-    static_assert(kTokenStride % 4 == 0 && kLaneStride % 4 == 0, "whole float4 slots");
-    const int tokens = m - t0 < SLICE_TOKENS ? m - t0 : SLICE_TOKENS;
-    if (SLICE_TOKENS <= kTokensPerStep) {
-        // One step covers the slice (M <= 2): no loop to control.
-        const int t = tid / kChunks;
-        if (t < tokens) stage_chunk<SLICE_TOKENS>(xs, x_chunk, x_aligned, chunk_in_k, t0, t, x_stride, slot, scale);
+    constexpr int kSteps = (SLICE_TOKENS + kTokensPerStep - 1) / kTokensPerStep;
+    if (HELD) {
+#pragma unroll
+        for (int step = 0; step < kSteps; ++step) {
+            if (step >= s.steps) break;
+            const gemv_u16* p = s.x + (long long)x_stride * (step * kTokensPerStep);
+            const int vector = s.vector + step * kTokensPerStep * (kTokenStride / 4);
+            stage_chunk<SLICE_TOKENS>(xs, p, x_aligned, chunk_in_k, vector);
+        }
     } else {
+        const int tokens = m - t0 < SLICE_TOKENS ? m - t0 : SLICE_TOKENS;
+        const int tid = (int)threadIdx.x;
 #pragma unroll 1
         for (int t = tid / kChunks; t < tokens; t += kTokensPerStep) {
-            stage_chunk<SLICE_TOKENS>(xs, x_chunk, x_aligned, chunk_in_k, t0, t, x_stride, slot, scale);
+            stage_chunk<SLICE_TOKENS>(xs, s.x + (gemv_u64)(t0 + t) * (gemv_u64)x_stride, x_aligned, chunk_in_k,
+                                      staged_vector(tid, t));
         }
     }
 }
@@ -289,10 +334,11 @@ __device__ __forceinline__ void word_weights(gemv_u32 q, gemv_u32 scale, int h, 
 // The 8 activations of one word of token t, from the staged order [x0 x4 x1 x5 x2 x6 x3 x7].
 template <int SLICE_TOKENS>
 __device__ __forceinline__ void word_activations(const GemvShared<float, SLICE_TOKENS * kTokenStride>& xs, int t,
-                                                 int offset, float (&xv)[8]) {
-    // In float4s, each term divided on its own (offsets are multiples of 4, see stage_slice).
-    const float4 a = shared_load<float4>(xs, t * (kTokenStride / 4) + offset / 4);
-    const float4 b = shared_load<float4>(xs, t * (kTokenStride / 4) + offset / 4 + 1);
+                                                 int lane_vector, int word, float (&xv)[8]) {
+    // In float4s: token t's stride, the lane's 32 k, the word's two float4s.
+    const int vector = t * (kTokenStride / 4) + lane_vector + 2 * word;
+    const float4 a = shared_load<float4>(xs, vector);
+    const float4 b = shared_load<float4>(xs, vector + 1);
     xv[0] = a.x;
     xv[1] = a.z;
     xv[2] = b.x;
@@ -326,13 +372,15 @@ __device__ __forceinline__ void compute_slice(const PassWeights (&w)[ROWS], cons
         for (int r = 0; r < ROWS; ++r) scale[r] = scales[r].pair[h];
 #pragma unroll
         for (int word = 0; word < 2; ++word) {
-            const int offset = lane * kLaneStride + (2 * h + word) * 8;
+            const int lane_vector = lane * (kLaneStride / 4);
             if (SLICE_TOKENS <= ROWS) {
                 // Few tokens: hold their activations, stream the rows.
                 float xv[SLICE_TOKENS][8];
 #pragma unroll
                 for (int t = 0; t < SLICE_TOKENS; ++t) {
-                    if (t0 + t < MAX_M && (FULL || t0 + t < m)) word_activations<SLICE_TOKENS>(xs, t, offset, xv[t]);
+                    if (t0 + t < MAX_M && (FULL || t0 + t < m)) {
+                        word_activations<SLICE_TOKENS>(xs, t, lane_vector, 2 * h + word, xv[t]);
+                    }
                 }
 #pragma unroll
                 for (int r = 0; r < ROWS; ++r) {
@@ -356,7 +404,7 @@ __device__ __forceinline__ void compute_slice(const PassWeights (&w)[ROWS], cons
                 for (int t = 0; t < SLICE_TOKENS; ++t) {
                     if (t0 + t >= MAX_M || (!FULL && t0 + t >= m)) continue;
                     float xv[8];
-                    word_activations<SLICE_TOKENS>(xs, t, offset, xv);
+                    word_activations<SLICE_TOKENS>(xs, t, lane_vector, 2 * h + word, xv);
 #pragma unroll
                     for (int r = 0; r < ROWS; ++r) {
                         float sum = acc[r][h][t0 + t];
@@ -372,9 +420,8 @@ __device__ __forceinline__ void compute_slice(const PassWeights (&w)[ROWS], cons
 
 // One pass: stage every slice of X (times 2^S) and fuse it.
 template <int MAX_M, int ROWS, int SLICE>
-__device__ __forceinline__ void run_pass(const PassWeights (&w)[ROWS], const ScaleTable& table, const gemv_u16* x_chunk,
-                                         bool x_aligned,
-                                         bool chunk_in_k, int tid, int m, int x_stride, int lane,
+__device__ __forceinline__ void run_pass(const PassWeights (&w)[ROWS], const ScaleTable& table, const Stager& stager,
+                                         int x_stride, bool x_aligned, bool chunk_in_k, int m, int lane,
                                          float (&acc)[ROWS][2][MAX_M]) {
     constexpr int kSliceTokens = MAX_M < SLICE ? MAX_M : SLICE;
     GEMV_SHARED(float, xs, kSliceTokens * kTokenStride);
@@ -382,7 +429,7 @@ __device__ __forceinline__ void run_pass(const PassWeights (&w)[ROWS], const Sca
     for (int t0 = 0; t0 < MAX_M; t0 += kSliceTokens) {
         if (t0 >= m) break;
         __syncthreads();  // the previous slice's readers are done
-        stage_slice<kSliceTokens>(xs, x_chunk, x_aligned, chunk_in_k, tid, t0, m, x_stride, kXScale);
+        stage_slice<kSliceTokens, Held<MAX_M, SLICE>::value>(xs, stager, x_stride, x_aligned, chunk_in_k, t0, m);
         __syncthreads();
         // Every token of the slice live (the plan's usual case) compiles without token guards.
         if (GEMV_ON_COMMON_PATH(t0 + kSliceTokens <= m, true)) {
@@ -490,9 +537,9 @@ __device__ __forceinline__ float gemv_rows(const gemv_u16* x, const gemv_u8* pac
         const int row = row0 + r < n ? row0 + r : n - 1;
         rows.unit[r] = (gemv_u32)(row - first) * (gemv_u32)(k / 16);
     }
-    // This thread's staging chunk of token 0, advanced one pass at a time.
+    // This thread's staging, advanced one pass at a time.
     const int chunk = tid % kChunks;
-    const gemv_u16* x_chunk = x + (gemv_u64)8 * chunk;
+    Stager stager = make_stager<Held<MAX_M, SLICE>::value>(x, tid, x_stride, m);
     // The scale table, one code per thread; the first pass's staging barrier orders it before
     // any lookup.
     GEMV_SHARED(gemv_u32, scale_table, 256);
@@ -511,14 +558,14 @@ __device__ __forceinline__ float gemv_rows(const gemv_u16* x, const gemv_u8* pac
     for (int pass = 0; pass < passes; pass += 2) {
         const bool second = pass + 1 < passes;
         if (second) load_all(rows, groups, loads, b);
-        run_pass<MAX_M, ROWS, SLICE>(a, scale_table, x_chunk, x_aligned, pass * kPassK + 8 * chunk < k, tid, m, x_stride,
-                                             lane, acc);
-        x_chunk += kPassK;
+        const bool in_k = pass * kPassK + 8 * chunk < k;
+        run_pass<MAX_M, ROWS, SLICE>(a, scale_table, stager, x_stride, x_aligned, in_k, m, lane, acc);
+        stager.x += kPassK;
         if (!second) break;
         if (pass + 2 < passes) load_all(rows, groups, loads, a);
-        run_pass<MAX_M, ROWS, SLICE>(b, scale_table, x_chunk, x_aligned, (pass + 1) * kPassK + 8 * chunk < k, tid, m,
-                                             x_stride, lane, acc);
-        x_chunk += kPassK;
+        const bool next_in_k = (pass + 1) * kPassK + 8 * chunk < k;
+        run_pass<MAX_M, ROWS, SLICE>(b, scale_table, stager, x_stride, x_aligned, next_in_k, m, lane, acc);
+        stager.x += kPassK;
     }
     return reduce<MAX_M, ROWS>(acc, lane);
 }
