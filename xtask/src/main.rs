@@ -8,7 +8,8 @@
 //!   declare. The README's test command; `.ci/run` calls it.
 //! - `fixtures [--check] [--modelopt]`: regenerate the ml_dtypes codec fixture (or the ModelOpt
 //!   export fixture of `gemv quantize`) in a venv under target/.
-//! - `kernels [--check]`: CUDA sources to committed PTX with the pinned nvcc.
+//! - `kernels [--check]`: every build in `gemv_core::MODULE_BUILDS` to committed PTX with the
+//!   pinned NVRTC.
 //! - `sass [--check]`: the static SASS report docs/sass.md.
 //! - `package`: `cargo package` of the library crates, verified (the last step of `test`).
 //! - `candle [--full]`: fmt and clippy of `examples/candle` against candle-core's `cuda` feature,
@@ -45,10 +46,11 @@ commands:
   fixtures --modelopt [--check]
                     regenerate crates/gemv-cli/tests/fixtures/modelopt/ with NVIDIA ModelOpt's
                     own export (pinned torch + nvidia-modelopt, several GB; not part of test)
-  kernels [--check] compile crates/gemv-cuda/kernels/*.cu to PTX in crates/gemv-cuda/ptx/ with the pinned
-                    nvcc 13.0.88 (from PATH, or a venv under target/)
-  sass [--check]    assemble the PTX for sm_80..sm_121 and write docs/sass.md (registers,
-                    spills, SASS counts, hot loop, per-row slope, issue model); fails on spills
+  kernels [--check] compile every build in gemv_core::MODULE_BUILDS (crates/gemv-cuda/kernels/*.cu)
+                    to PTX in crates/gemv-cuda/ptx/ with the pinned NVRTC 12.2 (a venv under target/)
+  sass [--check]    assemble the PTX for sm_80..sm_121 with the pinned ptxas and write docs/sass.md
+                    (registers, spills, SASS counts, pass loop per weight, per-token slope, issue
+                    and bytes-in-flight models; all modelled); fails on spills
   package           cargo package of the library crates, each tarball built against the
                     others' tarballs (the last step of `test`)
   candle [--full]   fmt + clippy of examples/candle (an NVFP4 linear layer as a candle custom op)
@@ -59,13 +61,22 @@ commands:
   mutants [--all]   cargo-mutants (installed on first use) over the selector, dispatch plan,
                     codecs and validation of gemv-core and gemv-backend (--all: every file),
                     judged by their tests and gemv-mock's; results in target/mutants-<crate>/
-  mutants --kernels [--from I] [--limit N] [--only I,J]
-                    operator and constant mutants of crates/gemv-cuda/kernels/*.cu, each judged by the
-                    emulator gates (then under ASan+UBSan if it survives); report in
-                    target/kernel-mutants/report.txt. Slow: hours, not part of `test`";
+  mutants --kernels [--source STEM] [--list] [--from I] [--limit N] [--only I,J]
+                    operator and constant mutants of crates/gemv-cuda/kernels/*.cu (--source: one
+                    file's, numbered within it; --list: print them, judge none), each judged by the
+                    emulator gates once per build of its source (then under ASan+UBSan if it
+                    survives); report in target/kernel-mutants/report.txt. Slow: hours, not part
+                    of `test`
+
+`--help` anywhere prints this and runs nothing.";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // Help never runs a command (some install tools or run for hours).
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
     let result = match args.first().map(String::as_str) {
         Some("test") => test(),
         Some("fixtures") if args.iter().any(|a| a == "--modelopt") => {
@@ -78,7 +89,7 @@ fn main() -> ExitCode {
         Some("candle") => candle::run_check(args.iter().any(|a| a == "--full")),
         Some("device-pack") => device_pack::run(),
         Some("mutants") => mutants::run_command(&args[1..]),
-        Some("-h" | "--help" | "help") => {
+        Some("help") => {
             println!("{USAGE}");
             Ok(())
         }
