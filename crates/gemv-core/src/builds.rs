@@ -92,8 +92,10 @@ mod tests {
         assert_eq!(exact((7, 5)), Some("w4a16_gemv"));
         assert_eq!(exact((8, 6)), Some("w4a16_gemv"));
         assert_eq!(exact((8, 9)), Some("w4a16_gemv_sm89"));
+        assert_eq!(exact((9, 0)), Some("w4a16_gemv_sm89"));
         assert_eq!(exact((12, 1)), Some("w4a16_gemv_sm89"));
         assert_eq!(module_build(FAST_MODULE_NAME, (7, 5)), None);
+        assert_eq!(module_build(FAST_MODULE_NAME, (8, 6)).map(|build| build.ptx), Some("w4a16_fast"));
         assert_eq!(module_build(FAST_MODULE_NAME, (9, 0)).map(|build| build.ptx), Some("w4a16_fast"));
         assert_eq!(module_build("nonexistent", (9, 0)), None);
     }

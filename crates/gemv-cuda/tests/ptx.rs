@@ -5,7 +5,7 @@
 //! and sums).
 
 use gemv_cuda::launch::THREADS_PER_BLOCK;
-use gemv_cuda::ptx::{MODULE_BUILDS, ModuleBuild, builds, module_build};
+use gemv_cuda::ptx::{MODULE_BUILDS, ModuleBuild, builds};
 
 /// The text of entry `name`, from `.entry name(` to the next `.entry` (or the end).
 fn entry<'a>(ptx: &'a str, name: &str) -> Option<&'a str> {
@@ -43,18 +43,10 @@ fn every_registry_kernel_is_in_every_build_of_its_module() {
 }
 
 /// The exact family's sm_89 build converts its scales with the sm_89 instruction and the other
-/// build never does (it would not load on sm_75..sm_86); a device gets the newest build it loads.
+/// build never does (it would not load on sm_75..sm_86). Which build a device runs is
+/// `gemv_core::module_build`, tested in gemv-core.
 #[test]
-fn each_device_runs_the_newest_build_it_can_load() {
-    let exact = |capability| module_build(gemv_core::MODULE_NAME, capability).map(|build| build.minimum);
-    assert_eq!(exact((7, 5)), Some((7, 5)));
-    assert_eq!(exact((8, 6)), Some((7, 5)));
-    assert_eq!(exact((8, 9)), Some((8, 9)));
-    assert_eq!(exact((9, 0)), Some((8, 9)));
-    assert_eq!(exact((12, 1)), Some((8, 9)));
-    assert_eq!(exact((7, 0)), None, "below Turing nothing loads");
-    assert_eq!(module_build(gemv_core::FAST_MODULE_NAME, (8, 6)).map(|build| build.minimum), Some((8, 0)));
-    assert_eq!(module_build(gemv_core::FAST_MODULE_NAME, (7, 5)), None, "no fast family before Ampere");
+fn only_the_sm89_build_converts_scales_with_the_sm89_instruction() {
     for build in &MODULE_BUILDS {
         let converts = embedded(build).contains("cvt.rn.f16x2.e4m3x2");
         assert_eq!(
