@@ -23,10 +23,16 @@ fn main() {
     let tiers = ResolvedTiers::resolve(&backend, KillSwitches::default());
     let weights = conformance::matrix(n, k, 1);
     let x = conformance::activations(m, k, 2);
-    let matrix = DeviceMatrix::upload(&backend, &weights.view()).unwrap_or_else(|e| panic!("upload: {e}"));
+    // GEMV_COPIES copies of the weights, launched in turn: enough of them (over the last-level
+    // cache) make every launch stream its weights from memory.
+    let copies = std::env::var("GEMV_COPIES").ok().and_then(|v| v.parse().ok()).unwrap_or(1usize).max(1);
+    let matrices: Vec<_> = (0..copies)
+        .map(|_| DeviceMatrix::upload(&backend, &weights.view()).unwrap_or_else(|e| panic!("upload: {e}")))
+        .collect();
     let launches = std::env::var("GEMV_LAUNCHES").ok().and_then(|v| v.parse().ok()).unwrap_or(9usize).max(1);
     let mut times: Vec<f64> = (0..launches)
-        .map(|_| {
+        .map(|launch| {
+            let matrix = &matrices[launch % copies];
             let start = Instant::now();
             matrix.gemv(&tiers, &x, m, 32).unwrap_or_else(|e| panic!("launch: {e}"));
             start.elapsed().as_secs_f64()

@@ -42,31 +42,6 @@ pub(crate) fn tile_rows(path: SimdPath) -> usize {
     }
 }
 
-/// Superblocks ahead of the one being decoded whose weights are prefetched within the row (the
-/// AVX-512 kernel at every M, the AVX2 kernel at M <= 2, where it measured faster than
-/// prefetching the next tile): the hardware prefetcher alone leaves the stream short.
-#[cfg(target_arch = "x86_64")]
-const PREFETCH_SUPERBLOCKS: usize = 4;
-
-/// Prefetches the packed bytes (512 per superblock) and scales (64) of superblock
-/// `superblock + PREFETCH_SUPERBLOCKS` of one row, where it exists. `prefetcht0` is SSE, part of
-/// every x86-64 CPU.
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[target_feature(enable = "sse")]
-pub(crate) fn prefetch_ahead(packed: &[u8], scales: &[u8], superblock: usize) {
-    use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-    let ahead = superblock + PREFETCH_SUPERBLOCKS;
-    if let Some(bytes) = packed.get(ahead * 512..) {
-        for line in bytes.chunks(64).take(8) {
-            _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast());
-        }
-    }
-    if let Some(codes) = scales.get(ahead * 64..) {
-        _mm_prefetch::<_MM_HINT_T0>(codes.as_ptr().cast());
-    }
-}
-
 /// Block `b` of one row (`W` groups from group `b * W`): its `8 * W` packed bytes and `W` scale
 /// codes. Whole blocks are borrowed in place; a block reaching past the row's last group is
 /// copied into `tail`, zero-padded (a zero scale code makes the padding's weights zero, never
