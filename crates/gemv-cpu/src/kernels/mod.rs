@@ -94,11 +94,14 @@ pub(crate) fn row_tile(
 }
 
 /// The contract's tree over one token's 64 partials, then `bf16(total * global_scale)`.
+/// Each level adds the upper half onto the lower, written over two disjoint halves so the
+/// compiler emits vector adds (the same IEEE additions, lane by lane, as one at a time).
 pub(crate) fn finish(partials: &mut [f32], global_scale: f32) -> u16 {
     let mut d = PARTIALS / 2;
     while d >= 1 {
-        for l in 0..d {
-            partials[l] += partials[l + d];
+        let (low, high) = partials.split_at_mut(d);
+        for (sum, &upper) in low.iter_mut().zip(&high[..d]) {
+            *sum += upper;
         }
         d /= 2;
     }
