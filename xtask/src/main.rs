@@ -141,6 +141,8 @@ fn test() -> Result<(), String> {
             "--test",
             "emulator_faults",
             "--test",
+            "emulator_fallback",
+            "--test",
             "emulator_fast_family",
             "--",
             "--skip",

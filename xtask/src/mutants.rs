@@ -423,12 +423,17 @@ fn judge(tree: &Path, dir: &Path, timeouts: Timeouts, gates: &Gates) -> Result<(
     Ok((Outcome::Missed, times))
 }
 
-/// A survivor's second chance: the emulator's own tests (launch bounds against the launcher),
+/// A survivor's second chance: the emulator's own tests (launch bounds against the launcher; no
+/// block of ordinary data on the exact family's plain path),
 /// then gates 1-6, 8 and 9 with kernels and emulator under ASan and UBSan (gate 7's large
 /// shapes are left out, as in CI). Whether either caught it.
 fn second_chance(tree: &Path, dir: &Path, timeout: Duration) -> Result<Outcome, String> {
-    let mut faults =
-        emulator_tests(tree, dir, "target/kernel-mutants/target", &["emulator_faults", "emulator_fast_family"]);
+    let mut faults = emulator_tests(
+        tree,
+        dir,
+        "target/kernel-mutants/target",
+        &["emulator_faults", "emulator_fallback", "emulator_fast_family"],
+    );
     match run_with_timeout(&mut faults, timeout)? {
         Some(false) => return Ok(Outcome::KilledByEmulatorTests),
         None => return Ok(Outcome::Unjudged),

@@ -23,6 +23,10 @@
 // - GEMV_ENTRY_NAME(name): an entry point's name. The emulator links both builds of the exact
 //   family into one library and names the sm_89 build's entries with a suffix
 //   (GEMV_ENTRY_SUFFIX); the GPU modules keep the plain names.
+// - gemv_note_fallback(): nothing on the GPU; under the emulator it counts one block that left
+//   its kernel's fast path for a slower one (the exact family's plain path), so a test can prove
+//   the fast path serves ordinary inputs: a fault that pushes every block onto the fallback still
+//   gives the right bits there.
 // - gemv_poison(v): nothing on the GPU; under the emulator it fills the local `v` with all-ones
 //   bytes (NaN as f32, bf16 and f16), so a field the code forgets to write before it is used
 //   turns results into NaN, as a GPU register holding NaN would, instead of reading the benign
@@ -76,6 +80,8 @@ struct GemvShared {
 
 template <class T>
 __device__ __forceinline__ void gemv_poison(T&) {}
+
+__device__ __forceinline__ void gemv_note_fallback() {}
 
 // A hint to bring the cache line holding `p` into L2 (the memory it names must be a launch input).
 __device__ __forceinline__ void gemv_prefetch_l2(const void* p) {

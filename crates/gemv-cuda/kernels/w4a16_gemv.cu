@@ -653,6 +653,7 @@ __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* pac
     const bool finite = (__float_as_uint(total) & 0x7F800000u) != 0x7F800000u;
     const int suspect = __syncthreads_or(mine && !finite);
     if (GEMV_ON_COMMON_PATH(suspect, 0)) {
+        if (tid == 0) gemv_note_fallback();
         total = gemv_rows_plain<MAX_M, ROWS>(x, packed, scales, m, n, k, x_stride, lane, row0);
     }
     if (mine) store<MAX_M, ROWS>(total, y, global_scale, y_stride, lane, row0);

@@ -70,6 +70,9 @@ void mma_exchange(const unsigned (&mine)[kMmaWords], unsigned (&all)[32][kMmaWor
 int sync_threads_or(int predicate);
 unsigned lane_id();
 
+// Counts one block of the launch that took its kernel's fallback path.
+void note_fallback();
+
 // A primitive used in a way the emulator does not model: reported as a fault.
 [[noreturn]] void unsupported(const char* what);
 
@@ -129,6 +132,11 @@ inline void __syncthreads() {
 template <class T>
 inline void gemv_poison(T& value) {
     std::memset(static_cast<void*>(&value), 0xFF, sizeof(T));
+}
+
+// One block left the fast path: counted per launch (the calling thread is the block's thread 0).
+inline void gemv_note_fallback() {
+    emu::note_fallback();
 }
 
 // A prefetch fetches nothing here, but its address must lie in a launch input, as a read's would.

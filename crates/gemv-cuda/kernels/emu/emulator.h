@@ -42,8 +42,10 @@ const EmuKernel* gemv_emu_find(const char* name);
 unsigned gemv_emu_launch_bound(const EmuKernel* kernel);
 
 // Runs grid_x blocks of block_x threads, the threads of a block scheduled in thread-index order
-// (or its reverse when `reversed`); 0 on success, else 1 with a message in `error`.
+// (or its reverse when `reversed`); 0 on success, with the number of blocks that took their
+// kernel's fallback path (gemv_note_fallback) in `*fallback_blocks` where it is not null, else 1
+// with a message in `error`.
 int gemv_emu_launch(const EmuKernel* kernel, unsigned grid_x, unsigned block_x, const EmuArgs* args,
-                    const EmuRegion* regions, int region_count, int workers, int reversed, char* error,
-                    size_t error_len);
+                    const EmuRegion* regions, int region_count, int workers, int reversed,
+                    unsigned long long* fallback_blocks, char* error, size_t error_len);
 }

@@ -122,6 +122,7 @@ struct Launch {
     bool reversed;
     std::atomic<unsigned> next_block{0};
     std::atomic<bool> failed{false};
+    std::atomic<unsigned long long> fallback_blocks{0};  // gemv_note_fallback calls
     std::mutex error_lock;
     std::string error;
     // The lowest block whose fault is in `error`: blocks start in order and a started block runs
@@ -337,6 +338,10 @@ const char* shuffle_name(ShuffleKind kind) {
 
 const ThreadCoords& coords() {
     return t_block->current->coords;
+}
+
+void note_fallback() {
+    t_block->launch->fallback_blocks.fetch_add(1);
 }
 
 unsigned lane_id() {
@@ -630,8 +635,8 @@ extern "C" unsigned gemv_emu_launch_bound(const EmuKernel* kernel) {
 }
 
 extern "C" int gemv_emu_launch(const EmuKernel* kernel, unsigned grid_x, unsigned block_x, const EmuArgs* args,
-                               const EmuRegion* regions, int region_count, int workers, int reversed, char* error,
-                               size_t error_len) {
+                               const EmuRegion* regions, int region_count, int workers, int reversed,
+                               unsigned long long* fallback_blocks, char* error, size_t error_len) {
     auto report = [&](const std::string& message) {
         if (error && error_len) std::snprintf(error, error_len, "%s", message.c_str());
         return 1;
@@ -657,5 +662,6 @@ extern "C" int gemv_emu_launch(const EmuKernel* kernel, unsigned grid_x, unsigne
     emu::worker(&launch);
     for (std::thread& t : pool) t.join();
     if (launch.failed.load()) return report(launch.error);
+    if (fallback_blocks) *fallback_blocks = launch.fallback_blocks.load();
     return 0;
 }

@@ -43,6 +43,7 @@ unsafe extern "C" {
         region_count: c_int,
         workers: c_int,
         reversed: c_int,
+        fallback_blocks: *mut u64,
         error: *mut c_char,
         error_len: usize,
     ) -> c_int;

@@ -14,6 +14,7 @@ use gemv_backend::{
 };
 use gemv_core::host_threads;
 use std::ffi::{CStr, CString, c_int};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const NAME: &str = "cuda-emu";
 
@@ -39,6 +40,7 @@ pub struct CudaEmulator {
     workers: usize,
     order: ThreadOrder,
     capability: (i32, i32),
+    fallback_blocks: AtomicU64,
 }
 
 impl Default for CudaEmulator {
@@ -98,7 +100,16 @@ impl CudaEmulator {
             workers: host_threads(),
             order: ThreadOrder::Forward,
             capability: DEFAULT_EMULATED_CAPABILITY,
+            fallback_blocks: AtomicU64::new(0),
         }
+    }
+
+    /// Blocks that left their kernel's fast path for its fallback (the exact family's plain path,
+    /// taken where a block's staged activations overflowed or an output is infinite or NaN),
+    /// over every launch of this emulator so far. A GPU gives the same bits either way; this count
+    /// is how a test proves the fast path served ordinary inputs.
+    pub fn fallback_blocks(&self) -> u64 {
+        self.fallback_blocks.load(Ordering::Relaxed)
     }
 
     /// Emulates a device of compute capability `(major, minor)`: its kernels are those of the
@@ -207,10 +218,12 @@ impl CudaEmulator {
             writable: c_int::from(r.writable),
         });
         let mut message = vec![0u8; 1024];
+        let mut fallback_blocks = 0u64;
         // SAFETY: `kernel` points into the static kernel table; every pointer in `args` and
         // `regions` is valid for its region's length (the caller's contract); the emulator checks
         // every kernel access against `regions` before touching memory and returns only after
-        // every worker thread has joined. `message` has `message.len()` bytes.
+        // every worker thread has joined. `message` has `message.len()` bytes; `fallback_blocks`
+        // is a valid, writable local.
         let status = unsafe {
             ffi::gemv_emu_launch(
                 kernel,
@@ -221,11 +234,16 @@ impl CudaEmulator {
                 regions.len() as c_int,
                 c_int::try_from(self.workers).unwrap_or(1),
                 c_int::from(self.order == ThreadOrder::Reversed),
+                &mut fallback_blocks,
                 message.as_mut_ptr().cast(),
                 message.len(),
             )
         };
         if status == 0 {
+            if fallback_blocks > 0 {
+                tracing::debug!(kernel = kernel_name, fallback_blocks, "blocks took the fallback path");
+            }
+            self.fallback_blocks.fetch_add(fallback_blocks, Ordering::Relaxed);
             return Ok(());
         }
         let end = message.iter().position(|&b| b == 0).unwrap_or(message.len());

@@ -1,0 +1,84 @@
+//! The exact family's fast path serves ordinary inputs. A block that finds an infinite or NaN
+//! output runs again on the plain path, which gives the same bits; so a fault that spoils the
+//! fast path everywhere (every staged activation NaN, say) still passes every gate that compares
+//! bits. The emulator counts the blocks that take that detour
+//! ([`CudaEmulator::fallback_blocks`]): on ordinary data (the conformance suite's weights and
+//! activations) no block of any exact kernel, on either build, may take it, and one activation
+//! that overflows when staged must send blocks there (the control) with the same bits as the
+//! host contract.
+
+use gemv_backend::{DeviceMatrix, GpuBackend, conformance};
+use gemv_core::codec::f32_to_bf16;
+use gemv_core::{Family, KERNELS, MODULE_NAME, Nvfp4Matrix, gemv_contract};
+use gemv_cuda::CudaEmulator;
+
+/// The emulated devices that run each build of the exact family: sm_80 its sm_75 build, sm_90
+/// its sm_89 build.
+const CAPABILITIES: [(i32, i32); 2] = [(8, 0), (9, 0)];
+
+/// (N, K): an odd N (a warp past the last row), K = 800 (50 groups: one pass, partials in the
+/// second half of the 64) and K = 2576 (161 groups: three passes, the last with 33).
+const SHAPES: [(usize, usize); 2] = [(37, 800), (21, 2576)];
+
+/// Launches every exact kernel at its widest M on `x_for(m, k)` over every shape, on both
+/// builds; checks the bits against the host contract and returns the fallback blocks counted
+/// per build.
+fn fallback_blocks(x_for: impl Fn(usize, usize) -> Vec<u16>) -> Vec<((i32, i32), u64)> {
+    CAPABILITIES
+        .iter()
+        .map(|&capability| {
+            let emulator = CudaEmulator::new().with_capability(capability);
+            for (n, k) in SHAPES {
+                let weights: Nvfp4Matrix = conformance::matrix(n, k, 11);
+                let matrix = DeviceMatrix::upload(&emulator, &weights.view())
+                    .unwrap_or_else(|e| panic!("sm_{}{}: upload: {e}", capability.0, capability.1));
+                for spec in KERNELS.iter().filter(|spec| spec.family == Family::Exact) {
+                    let kernel = emulator.lookup_kernel(MODULE_NAME, spec.name);
+                    assert!(kernel.is_resolved(), "{} does not resolve on the emulator", spec.name);
+                    let m = spec.max_m;
+                    let x = x_for(m, k);
+                    let found = matrix
+                        .gemv_with(kernel, &x, m)
+                        .unwrap_or_else(|e| panic!("{} N={n} K={k} M={m}: {e}", spec.name));
+                    let mut expected = vec![0u16; m * n];
+                    gemv_contract(&weights.view(), &x, m, &mut expected, 1).expect("host contract");
+                    if let Some(i) = (0..expected.len()).find(|&i| found[i] != expected[i]) {
+                        panic!(
+                            "{} on sm_{}{} N={n} K={k} M={m}: output {i}: expected {:#06x}, found {:#06x}",
+                            spec.name, capability.0, capability.1, expected[i], found[i]
+                        );
+                    }
+                }
+            }
+            (capability, emulator.fallback_blocks())
+        })
+        .collect()
+}
+
+#[test]
+fn ordinary_inputs_never_leave_the_fast_path() {
+    for (capability, blocks) in fallback_blocks(|m, k| conformance::activations(m, k, 12)) {
+        eprintln!("sm_{}{}: {blocks} fallback blocks on ordinary data", capability.0, capability.1);
+        assert_eq!(
+            blocks, 0,
+            "sm_{}{}: blocks of ordinary data took the plain path: the fast path gave an infinite or NaN output \
+             (the plain path hid it by giving the right bits)",
+            capability.0, capability.1
+        );
+    }
+}
+
+/// The control: x = 2^122 overflows when staged (times 2^7 in the sm_75 build, 2^14 in the sm_89
+/// build), so every block reading it must take the plain path, and still give the contract's bits.
+#[test]
+fn an_activation_that_overflows_when_staged_sends_blocks_to_the_plain_path() {
+    let overflowing = |m: usize, k: usize| {
+        let mut x = conformance::activations(m, k, 12);
+        x[5] = f32_to_bf16(2f32.powi(122));
+        x
+    };
+    for (capability, blocks) in fallback_blocks(overflowing) {
+        eprintln!("sm_{}{}: {blocks} fallback blocks with x = 2^122", capability.0, capability.1);
+        assert!(blocks > 0, "sm_{}{}: x = 2^122 must send blocks to the plain path", capability.0, capability.1);
+    }
+}
