@@ -29,18 +29,21 @@ impl TransposedX {
         let blocks = groups.div_ceil(PARTIALS) * (PARTIALS / width);
         let block_len = GROUP_SIZE * width;
         let mut values = vec![0f32; m * blocks * block_len];
-        // |e2m1 * e4m3| <= 2688 < 2^12, so below 2^116 no product of finite values overflows.
-        let products_finite = x.iter().all(|&bits| {
-            let value = bf16_to_f32(bits);
-            !value.is_finite() || value.abs() < PRODUCT_OVERFLOW_X
+        // |e2m1 * e4m3| <= 2688 < 2^12, so below 2^116 no product of finite values overflows:
+        // on the bits, a finite magnitude from 2^116 up is 0x7980..0x7F7F. Folded without
+        // branches (it vectorises).
+        let overflow_x = PRODUCT_OVERFLOW_X.to_bits() >> 16;
+        let products_finite = !x.iter().fold(false, |large, &bits| {
+            let magnitude = u32::from(bits & 0x7FFF);
+            large | (magnitude >= overflow_x && magnitude < 0x7F80)
         });
-        for t in 0..m {
-            let row = &x[t * k..(t + 1) * k];
-            for g in 0..groups {
+        for (t, row) in x.chunks_exact(k).take(m).enumerate() {
+            let token = &mut values[t * blocks * block_len..(t + 1) * blocks * block_len];
+            for (g, group) in row.chunks_exact(GROUP_SIZE).enumerate() {
                 let (b, lane) = (g / width, g % width);
-                let block = &mut values[(t * blocks + b) * block_len..(t * blocks + b + 1) * block_len];
-                for j in 0..GROUP_SIZE {
-                    block[j * width + lane] = bf16_to_f32(row[GROUP_SIZE * g + j]);
+                let block = &mut token[b * block_len..(b + 1) * block_len];
+                for (value, &bits) in block[lane..].iter_mut().step_by(width).zip(group) {
+                    *value = bf16_to_f32(bits);
                 }
             }
         }
