@@ -96,8 +96,8 @@ impl HostMemory {
         };
         let x = bytes("x", args.x_read())?;
         let row_bytes = 2 * args.k;
-        // Row by row into a zeroed vector: a byte copy where the platform is little-endian (a
-        // flat-mapped iterator of pairs cost 8% of a small CPU-backend launch).
+        // Row by row into a zeroed vector (a flat-mapped iterator of pairs cost 8% of a small
+        // CPU-backend launch's profile).
         let mut x_values = vec![0u16; args.m * args.k];
         for (t, row) in x_values.chunks_exact_mut(args.k).enumerate() {
             let bytes = &x[2 * t * args.x_row_stride..][..row_bytes];

@@ -30,8 +30,8 @@ impl TransposedX {
         let block_len = GROUP_SIZE * width;
         let mut values = vec![0f32; m * blocks * block_len];
         // |e2m1 * e4m3| <= 2688 < 2^12, so below 2^116 no product of finite values overflows:
-        // on the bits, a finite magnitude from 2^116 up is 0x7980..0x7F7F. Folded without
-        // branches (it vectorises).
+        // on the bits, a finite magnitude from 2^116 up is 0x7980..0x7F7F. Folded without a
+        // branch per element.
         let overflow_x = PRODUCT_OVERFLOW_X.to_bits() >> 16;
         let products_finite = !x.iter().fold(false, |large, &bits| {
             let magnitude = u32::from(bits & 0x7FFF);
