@@ -20,7 +20,7 @@
 // Lane, row, token and element indices address several arrays at once in these loops.
 #![allow(clippy::needless_range_loop)]
 
-use super::{TILE_ROWS, block_bytes};
+use super::{TILE_ROWS, block_bytes, prefetch_row};
 use crate::activations::TransposedX;
 use gemv_core::{GROUP_SIZE, PARTIALS};
 use std::arch::x86_64::*;
@@ -304,12 +304,8 @@ fn stream_tokens<const R: usize, const T: usize>(
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 fn prefetch_next_tile(tile: &Tile<'_>, row: usize, superblock: usize) {
-    let (row_bytes, groups) = (tile.row_bytes, tile.groups);
-    let bytes = tile.packed.as_ptr().wrapping_add(row * row_bytes + superblock * 512);
-    for line in 0..8 {
-        _mm_prefetch::<_MM_HINT_T0>(bytes.wrapping_add(64 * line).cast());
-    }
-    _mm_prefetch::<_MM_HINT_T0>(tile.scales.as_ptr().wrapping_add(row * groups + superblock * 64).cast());
+    let shape = (tile.row_bytes, tile.groups);
+    prefetch_row(tile.packed, tile.scales, shape, row, superblock * 512, 8, Some(superblock * 64));
 }
 
 /// At M <= 2, block by block: prefetches block `b` of row `row` (two groups of streamed rows
@@ -322,11 +318,8 @@ fn prefetch_next_tile(tile: &Tile<'_>, row: usize, superblock: usize) {
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 fn prefetch_block_ahead(tile: &Tile<'_>, row: usize, b: usize) {
-    let (row_bytes, groups) = (tile.row_bytes, tile.groups);
-    _mm_prefetch::<_MM_HINT_T0>(tile.packed.as_ptr().wrapping_add(row * row_bytes + b * 64).cast());
-    if b.is_multiple_of(Q) {
-        _mm_prefetch::<_MM_HINT_T0>(tile.scales.as_ptr().wrapping_add(row * groups + b * W).cast());
-    }
+    let shape = (tile.row_bytes, tile.groups);
+    prefetch_row(tile.packed, tile.scales, shape, row, b * 64, 1, b.is_multiple_of(Q).then_some(b * W));
 }
 
 /// Block `b` of one row as (even words, odd words) in group order, and its scales.

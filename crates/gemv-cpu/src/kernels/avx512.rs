@@ -11,7 +11,7 @@
 // Lane, row, token and element indices address several arrays at once in these loops.
 #![allow(clippy::needless_range_loop)]
 
-use super::{TILE_ROWS, block_bytes};
+use super::{TILE_ROWS, block_bytes, prefetch_row};
 use crate::activations::TransposedX;
 use gemv_core::{GROUP_SIZE, PARTIALS};
 use std::arch::x86_64::*;
@@ -208,19 +208,15 @@ fn stream_tokens<const T: usize>(
 /// within the row, as this kernel first did, left every tile's start cold), and spread over the
 /// blocks the prefetches keep pace with the stream. qkv (5120 x 5120), 40 weight copies cycled,
 /// two threads, Xeon with AVX-512 (`GEMV_COPIES=40 GEMV_LAUNCHES=41 cargo run --release -p
-/// gemv-cpu --example throughput -- 5120 5120 1 2`), median of three runs each: 1.89-2.09 ms
+/// gemv-cpu --example throughput -- 5120 5120 1 2`), median of three runs each: 1.93-2.09 ms
 /// within the row, 1.47-1.77 ms one tile ahead in one burst per superblock, 1.29-1.43 ms spread.
 /// The address may lie past `packed` (or the matrix): it is only prefetched, never read, and a
 /// prefetch does not fault.
 #[inline]
 #[target_feature(enable = "avx512f")]
 fn prefetch_block(packed: &[u8], scales: &[u8], row_bytes: usize, groups: usize, row: usize, b: usize) {
-    let bytes = packed.as_ptr().wrapping_add(row * row_bytes + b * 8 * W);
-    _mm_prefetch::<_MM_HINT_T0>(bytes.cast());
-    _mm_prefetch::<_MM_HINT_T0>(bytes.wrapping_add(64).cast());
-    if b.is_multiple_of(Q) {
-        _mm_prefetch::<_MM_HINT_T0>(scales.as_ptr().wrapping_add(row * groups + b * W).cast());
-    }
+    let scale_code = b.is_multiple_of(Q).then_some(b * W);
+    prefetch_row(packed, scales, (row_bytes, groups), row, b * 8 * W, 2, scale_code);
 }
 
 /// Prefetches superblock `superblock` of row `row` (512 packed bytes, 64 scale codes): the M > 2
@@ -231,11 +227,7 @@ fn prefetch_block(packed: &[u8], scales: &[u8], row_bytes: usize, groups: usize,
 #[inline]
 #[target_feature(enable = "avx512f")]
 fn prefetch_superblock(packed: &[u8], scales: &[u8], row_bytes: usize, groups: usize, row: usize, superblock: usize) {
-    let bytes = packed.as_ptr().wrapping_add(row * row_bytes + superblock * 8 * PARTIALS);
-    for line in 0..8 {
-        _mm_prefetch::<_MM_HINT_T0>(bytes.wrapping_add(64 * line).cast());
-    }
-    _mm_prefetch::<_MM_HINT_T0>(scales.as_ptr().wrapping_add(row * groups + superblock * PARTIALS).cast());
+    prefetch_row(packed, scales, (row_bytes, groups), row, superblock * 8 * PARTIALS, 8, Some(superblock * PARTIALS));
 }
 
 /// # Safety

@@ -42,6 +42,33 @@ pub(crate) fn tile_rows(path: SimdPath) -> usize {
     }
 }
 
+/// Prefetches `lines` cache lines of row `row`'s packed bytes from byte `offset` of the row and,
+/// where `scale_code` is given, the line holding that scale code of the row. The row index may
+/// lie past `packed` (the kernels prefetch the rows after their tile, which may be past the
+/// matrix): the addresses are only prefetched, never read, and a prefetch does not fault.
+/// `prefetcht0` is SSE, part of every x86-64 CPU.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "sse")]
+pub(crate) fn prefetch_row(
+    packed: &[u8],
+    scales: &[u8],
+    (row_bytes, groups): (usize, usize),
+    row: usize,
+    offset: usize,
+    lines: usize,
+    scale_code: Option<usize>,
+) {
+    use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+    let bytes = packed.as_ptr().wrapping_add(row * row_bytes + offset);
+    for line in 0..lines {
+        _mm_prefetch::<_MM_HINT_T0>(bytes.wrapping_add(64 * line).cast());
+    }
+    if let Some(code) = scale_code {
+        _mm_prefetch::<_MM_HINT_T0>(scales.as_ptr().wrapping_add(row * groups + code).cast());
+    }
+}
+
 /// Block `b` of one row (`W` groups from group `b * W`): its `8 * W` packed bytes and `W` scale
 /// codes. Whole blocks are borrowed in place; a block reaching past the row's last group is
 /// copied into `tail`, zero-padded (a zero scale code makes the padding's weights zero, never
