@@ -9,8 +9,8 @@
 //! - With `--kernels`: operator and constant mutants of the CUDA kernel sources
 //!   (crates/gemv-cuda/kernels/*.cu), one at a time, each compiled into the emulator (`GEMV_KERNELS_DIR`)
 //!   and judged by `gemv check --backend cuda-emu --fail-fast`, fastest gates first, with a
-//!   timeout, once per build of its source (`--emulate` at each build's target: the exact
-//!   family's sm_75 and sm_89 builds); survivors get a second chance: the emulator's own tests (launch bounds), then the
+//!   timeout, once per build of its source, the builds side by side (`--emulate` at each build's
+//!   target: the exact family's sm_75 and sm_89 builds); survivors get a second chance: the emulator's own tests (launch bounds), then the
 //!   gates with the emulator under ASan and UBSan. Report in target/kernel-mutants/report.txt:
 //!   every mutant with its line, change and outcome. `--only 6,41` re-judges chosen mutants.
 //!   `--source w4a16_fast` takes one source's mutants (numbered within it); `--list` prints the
@@ -364,6 +364,55 @@ fn run_with_timeout(command: &mut Command, timeout: Duration) -> Result<Option<b
     }
 }
 
+/// Runs `commands` side by side until one fails (the others are then stopped), all succeed, or
+/// `timeout` passes: `Some(all succeeded)`, or None when it timed out. The judge runs a stage's
+/// builds this way: each `gemv check` keeps about one core busy, and the machines this pass runs
+/// on have two.
+fn run_all_with_timeout(commands: Vec<Command>, timeout: Duration) -> Result<Option<bool>, String> {
+    let mut children = Vec::with_capacity(commands.len());
+    for mut command in commands {
+        match command.stdout(Stdio::null()).stderr(Stdio::null()).spawn() {
+            Ok(child) => children.push(Some(child)),
+            Err(error) => {
+                stop_all(&mut children);
+                return Err(error.to_string());
+            }
+        }
+    }
+    let started = Instant::now();
+    loop {
+        let mut running = false;
+        for slot in &mut children {
+            let Some(child) = slot else { continue };
+            match child.try_wait().map_err(|e| e.to_string())? {
+                Some(status) if !status.success() => {
+                    *slot = None;
+                    stop_all(&mut children);
+                    return Ok(Some(false));
+                }
+                Some(_) => *slot = None,
+                None => running = true,
+            }
+        }
+        if !running {
+            return Ok(Some(true));
+        }
+        if started.elapsed() > timeout {
+            stop_all(&mut children);
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Kills and reaps every child still running.
+fn stop_all(children: &mut [Option<std::process::Child>]) {
+    for mut child in children.iter_mut().filter_map(Option::take) {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
 /// How long the gates may run on a mutant: the quick gates (all but 7) and gate 7's large shapes,
 /// each timed on the unmutated kernels, so an endless loop costs about a minute, not ten.
 #[derive(Debug, Clone, Copy)]
@@ -401,23 +450,29 @@ fn judge(tree: &Path, dir: &Path, timeouts: Timeouts, gates: &Gates) -> Result<(
     let mut times = [Duration::ZERO; 2];
     let stages: [(&[&str], Duration); 2] = [(gates.quick, timeouts.quick), (gates.large, timeouts.large)];
     for (stage, (numbers, timeout)) in stages.into_iter().enumerate() {
-        for capability in &gates.capabilities {
-            if numbers.is_empty() {
-                continue;
-            }
-            let mut check = Command::new(target.join("debug/gemv"));
-            check.args(["check", "--backend", "cuda-emu", "--fail-fast", "--emulate", capability]);
-            for gate in numbers {
-                check.args(["--gate", gate]);
-            }
-            let started = Instant::now();
-            let result = run_with_timeout(&mut check, timeout)?;
-            times[stage] = times[stage].max(started.elapsed());
-            match result {
-                Some(true) => {}
-                Some(false) => return Ok((Outcome::Killed, times)),
-                None => return Ok((Outcome::TimedOut, times)),
-            }
+        if numbers.is_empty() {
+            continue;
+        }
+        // Each build's capability at once.
+        let checks = gates
+            .capabilities
+            .iter()
+            .map(|capability| {
+                let mut check = Command::new(target.join("debug/gemv"));
+                check.args(["check", "--backend", "cuda-emu", "--fail-fast", "--emulate", capability]);
+                for gate in numbers {
+                    check.args(["--gate", gate]);
+                }
+                check
+            })
+            .collect();
+        let started = Instant::now();
+        let result = run_all_with_timeout(checks, timeout)?;
+        times[stage] = started.elapsed();
+        match result {
+            Some(true) => {}
+            Some(false) => return Ok((Outcome::Killed, times)),
+            None => return Ok((Outcome::TimedOut, times)),
         }
     }
     Ok((Outcome::Missed, times))
@@ -587,6 +642,23 @@ fn kernels(selection: Selection) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn side_by_side_commands_stop_at_the_first_failure_or_the_timeout() {
+        let shell = |script: &str| {
+            let mut command = Command::new("sh");
+            command.args(["-c", script]);
+            command
+        };
+        let long = Duration::from_secs(60);
+        assert_eq!(run_all_with_timeout(vec![shell("true"), shell("sleep 0.2")], long), Ok(Some(true)));
+        let started = Instant::now();
+        assert_eq!(run_all_with_timeout(vec![shell("sleep 30"), shell("false")], long), Ok(Some(false)));
+        assert!(started.elapsed() < Duration::from_secs(20), "a failure stops the others");
+        let started = Instant::now();
+        assert_eq!(run_all_with_timeout(vec![shell("true"), shell("sleep 30")], Duration::from_millis(300)), Ok(None));
+        assert!(started.elapsed() < Duration::from_secs(20), "the timeout stops the rest");
+    }
 
     #[test]
     fn tokens_skip_comments_literals_and_preprocessor_lines() {
