@@ -2,8 +2,10 @@
 //! N K M THREADS [PATH]`. A cache-resident N (e.g. 256 x 5120) shows the kernels' compute rate,
 //! a large one the memory rate. Prints the fastest and the median of `GEMV_LAUNCHES` launches
 //! (default 9); on a shared or virtual machine the fastest is the steadier compute figure.
+//! `GEMV_COPIES` cycles that many weight copies (enough of them stream every launch from
+//! memory); `GEMV_BACK_TO_BACK=20` times launches in groups the way `gemv bench` does.
 
-use gemv_backend::{DeviceMatrix, ResolvedTiers, conformance};
+use gemv_backend::{DeviceMatrix, GpuBackend, ResolvedTiers, conformance};
 use gemv_core::KillSwitches;
 use gemv_cpu::{CpuBackend, SimdPath};
 use std::time::Instant;
@@ -30,14 +32,35 @@ fn main() {
         .map(|_| DeviceMatrix::upload(&backend, &weights.view()).unwrap_or_else(|e| panic!("upload: {e}")))
         .collect();
     let launches = std::env::var("GEMV_LAUNCHES").ok().and_then(|v| v.parse().ok()).unwrap_or(9usize).max(1);
-    let mut times: Vec<f64> = (0..launches)
-        .map(|launch| {
-            let matrix = &matrices[launch % copies];
-            let start = Instant::now();
-            matrix.gemv(&tiers, &x, m, 32).unwrap_or_else(|e| panic!("launch: {e}"));
-            start.elapsed().as_secs_f64()
-        })
-        .collect();
+    // GEMV_BACK_TO_BACK=B: time groups of B launches back to back through the backend, X and Y
+    // allocated once, and report per-launch means of the groups, as `gemv bench` does (its rows
+    // are medians of such means, B = 20); otherwise each launch is timed alone.
+    let group = std::env::var("GEMV_BACK_TO_BACK").ok().and_then(|v| v.parse().ok()).unwrap_or(1usize).max(1);
+    let mut times: Vec<f64> = if group > 1 {
+        let (x_buffer, y_buffer) =
+            (backend.alloc(2 * m * k).expect("alloc x"), backend.alloc(2 * m * n).expect("alloc y"));
+        backend.upload(x_buffer.whole(), bytemuck::cast_slice(&x)).expect("upload x");
+        let plan = tiers.plan(m, 32).unwrap_or_else(|e| panic!("plan: {e}"));
+        let (plan, tiers) = (&plan, &tiers);
+        let list: Vec<_> = (0..group)
+            .flat_map(|i| {
+                let matrix = &matrices[i % copies];
+                plan.iter().map(move |l| (tiers.handle(l.tier), matrix.args(x_buffer, y_buffer, l.row_offset, l.rows)))
+            })
+            .collect();
+        (0..launches.div_ceil(group))
+            .map(|_| backend.time_launches(&list, 1).expect("launch").as_secs_f64() / group as f64)
+            .collect()
+    } else {
+        (0..launches)
+            .map(|launch| {
+                let matrix = &matrices[launch % copies];
+                let start = Instant::now();
+                matrix.gemv(&tiers, &x, m, 32).unwrap_or_else(|e| panic!("launch: {e}"));
+                start.elapsed().as_secs_f64()
+            })
+            .collect()
+    };
     times.sort_by(f64::total_cmp);
     let (fastest, seconds) = (times[0], times[times.len() / 2]);
     let weights_count = (n * k) as f64;
