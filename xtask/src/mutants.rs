@@ -347,27 +347,10 @@ struct Selection {
     list: bool,
 }
 
-/// Runs `command` to completion or `timeout`; `Some(success)`, or None when it timed out.
-fn run_with_timeout(command: &mut Command, timeout: Duration) -> Result<Option<bool>, String> {
-    let mut child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().map_err(|e| e.to_string())?;
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
-            return Ok(Some(status.success()));
-        }
-        if started.elapsed() > timeout {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Ok(None);
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// Runs `commands` side by side until one fails (the others are then stopped), all succeed, or
 /// `timeout` passes: `Some(all succeeded)`, or None when it timed out. The judge runs a stage's
-/// builds this way: each `gemv check` keeps about one core busy, and the machines this pass runs
-/// on have two.
+/// builds this way (each `gemv check` keeps about one core busy, and the machines this pass runs
+/// on have two); the second chance runs one command at a time through it.
 fn run_all_with_timeout(commands: Vec<Command>, timeout: Duration) -> Result<Option<bool>, String> {
     let mut children = Vec::with_capacity(commands.len());
     for mut command in commands {
@@ -483,20 +466,20 @@ fn judge(tree: &Path, dir: &Path, timeouts: Timeouts, gates: &Gates) -> Result<(
 /// then gates 1-6, 8 and 9 with kernels and emulator under ASan and UBSan (gate 7's large
 /// shapes are left out, as in CI). Whether either caught it.
 fn second_chance(tree: &Path, dir: &Path, timeout: Duration) -> Result<Outcome, String> {
-    let mut faults = emulator_tests(
+    let faults = emulator_tests(
         tree,
         dir,
         "target/kernel-mutants/target",
         &["emulator_faults", "emulator_fallback", "emulator_fast_family"],
     );
-    match run_with_timeout(&mut faults, timeout)? {
+    match run_all_with_timeout(vec![faults], timeout)? {
         Some(false) => return Ok(Outcome::KilledByEmulatorTests),
         None => return Ok(Outcome::Unjudged),
         Some(true) => {}
     }
     let mut sanitized = emulator_tests(tree, dir, "target/kernel-mutants/target-sanitize", &["emulator_conformance"]);
     sanitized.args(["--", "--skip", "gate7"]).env("GEMV_EMU_SANITIZE", "address,undefined");
-    Ok(match run_with_timeout(&mut sanitized, timeout)? {
+    Ok(match run_all_with_timeout(vec![sanitized], timeout)? {
         Some(false) => Outcome::KilledBySanitizer,
         Some(true) => Outcome::Missed,
         None => Outcome::Unjudged,
