@@ -231,6 +231,23 @@ fn a_shared_access_past_the_array_is_caught() {
 }
 
 #[test]
+fn a_shared_access_past_the_array_is_caught_in_blocks_the_race_checker_does_not_track() {
+    let kernel = "emu_test_shared_out_of_bounds_in_block_3";
+    match launch_with(kernel, 4, 32, ThreadOrder::Forward) {
+        Err(Error::KernelFault { message, .. }) => assert!(
+            message.starts_with(
+                "block (3,0,0) thread (3,0,0): out-of-bounds shared read of 16 bytes at element 44 of 'values' (32 elements)"
+            ),
+            "{message}"
+        ),
+        other => panic!("{kernel}: expected a kernel fault, got {other:?}"),
+    }
+    let y = launch_with(kernel, 3, 32, ThreadOrder::Forward).unwrap_or_else(|e| panic!("control (3 blocks): {e}"));
+    // Y holds 64 outputs (blocks 0 and 1); block 2 read in bounds, or the launch would have failed.
+    assert_eq!(y, [5u16; 64], "every thread of the control read 1 + 4");
+}
+
+#[test]
 fn shared_memory_over_the_block_limit_is_caught() {
     let message = fault_message("emu_test_shared_too_large", 32);
     assert!(

@@ -81,8 +81,12 @@ void note_fallback();
 struct SharedHandle {
     unsigned char* base;
     unsigned decl;
+    bool tracked;  // the block's accesses are race- and initialisation-checked (shared_check)
 };
 SharedHandle shared_alloc(const void* tag, const char* name, size_t bytes, size_t count);
+// Faults on an access out of bounds and, in a tracked block, on a race or an uninitialised read.
+// GemvShared calls it only where it has something to find: an index out of bounds, or any
+// access of a tracked block (a call per access of every block cost an eighth of gate 7's time).
 void shared_check(unsigned decl, long long element, size_t element_size, size_t count, size_t vector_size,
                   bool write);
 
@@ -341,25 +345,26 @@ class GemvShared {
         const emu::SharedHandle handle = emu::shared_alloc(tag, name, sizeof(T) * (size_t)N, (size_t)N);
         base_ = handle.base;
         decl_ = handle.decl;
+        tracked_ = handle.tracked;
     }
     Ref operator[](long long index) { return Ref(this, index); }
     T operator[](long long index) const { return read(index); }
 
     T read(long long index) const {
-        emu::shared_check(decl_, index, sizeof(T), (size_t)N, sizeof(T), false);
+        check(index, sizeof(T), false);
         T v;
         std::memcpy(&v, base_ + (size_t)index * sizeof(T), sizeof v);
         return v;
     }
     void write(long long index, T value) {
-        emu::shared_check(decl_, index, sizeof(T), (size_t)N, sizeof(T), true);
+        check(index, sizeof(T), true);
         std::memcpy(base_ + (size_t)index * sizeof(T), &value, sizeof value);
     }
     // The index-th V-sized vector (V a whole number of elements).
     template <class V>
     V load_vector(long long index) const {
         static_assert(sizeof(V) % sizeof(T) == 0, "a shared vector is a whole number of elements");
-        emu::shared_check(decl_, index * (long long)(sizeof(V) / sizeof(T)), sizeof(T), (size_t)N, sizeof(V), false);
+        check(index * (long long)(sizeof(V) / sizeof(T)), sizeof(V), false);
         V v;
         std::memcpy(&v, base_ + (size_t)index * sizeof(V), sizeof v);
         return v;
@@ -367,13 +372,20 @@ class GemvShared {
     template <class V>
     void store_vector(long long index, V value) {
         static_assert(sizeof(V) % sizeof(T) == 0, "a shared vector is a whole number of elements");
-        emu::shared_check(decl_, index * (long long)(sizeof(V) / sizeof(T)), sizeof(T), (size_t)N, sizeof(V), true);
+        check(index * (long long)(sizeof(V) / sizeof(T)), sizeof(V), true);
         std::memcpy(base_ + (size_t)index * sizeof(V), &value, sizeof value);
     }
 
    private:
+    // An access of `bytes` from element `element`.
+    void check(long long element, size_t bytes, bool write) const {
+        const bool in_bounds = element >= 0 && (unsigned long long)element + bytes / sizeof(T) <= (unsigned long long)N;
+        if (tracked_ || !in_bounds) emu::shared_check(decl_, element, sizeof(T), (size_t)N, bytes, write);
+    }
+
     unsigned char* base_;
     unsigned decl_;
+    bool tracked_;
 };
 
 #define GEMV_SHARED(T, name, count)                     \

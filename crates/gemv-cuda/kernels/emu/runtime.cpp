@@ -561,7 +561,7 @@ void sync_threads() {
 SharedHandle shared_alloc(const void* tag, const char* name, size_t bytes, size_t count) {
     BlockRun& run = *t_block;
     for (unsigned i = 0; i < run.shared.size(); ++i) {
-        if (run.shared[i].tag == tag) return SharedHandle{run.arena.get() + run.shared[i].offset, i};
+        if (run.shared[i].tag == tag) return SharedHandle{run.arena.get() + run.shared[i].offset, i, run.tracking};
     }
     const size_t offset = (run.shared_used + 15) & ~(size_t)15;
     if (offset + bytes > kMaxSharedBytes) {
@@ -575,7 +575,7 @@ SharedHandle shared_alloc(const void* tag, const char* name, size_t bytes, size_
     std::fill(run.shadow.begin() + (long)offset, run.shadow.begin() + (long)(offset + bytes), ByteShadow{});
     run.shared.push_back(SharedDecl{tag, name, offset, bytes, count});
     run.shared_used = offset + bytes;
-    return SharedHandle{run.arena.get() + offset, (unsigned)(run.shared.size() - 1)};
+    return SharedHandle{run.arena.get() + offset, (unsigned)(run.shared.size() - 1), run.tracking};
 }
 
 void shared_check(unsigned decl, long long element, size_t element_size, size_t count, size_t vector_size,

@@ -245,6 +245,18 @@ GEMV_KERNEL(emu_test_shared_out_of_bounds, 1024, 1)(EMU_ARGS) {
     emu_test::out(y, m, n, 0);
 }
 
+// A float4 read one vector past a 32-element shared array by thread 3 of block 3 only: the race
+// checker tracks the first two blocks of a launch, the bounds are checked in every block. A grid
+// of three blocks is the control.
+GEMV_KERNEL(emu_test_shared_out_of_bounds_in_block_3, 1024, 1)(EMU_ARGS) {
+    GEMV_SHARED(float, values, 32);
+    if (threadIdx.x < 8) shared_store<float4>(values, threadIdx.x, float4{1.0f, 2.0f, 3.0f, 4.0f});
+    __syncthreads();
+    const unsigned vector = threadIdx.x % 8 + (blockIdx.x == 3 && threadIdx.x == 3 ? 8 : 0);
+    const float4 v = shared_load<float4>(values, vector);
+    emu_test::out(y, m, n, (unsigned)(v.x + v.w));
+}
+
 // More static shared memory than a block may have (48 KiB + 4 bytes).
 GEMV_KERNEL(emu_test_shared_too_large, 1024, 1)(EMU_ARGS) {
     GEMV_SHARED(float, values, 12 * 1024 + 1);
@@ -357,6 +369,7 @@ GEMV_KERNEL(emu_test_prefetch_inside, 1024, 1)(EMU_ARGS) {
     X(emu_test_shared_write_race, 1, 1)        \
     X(emu_test_shared_uninitialised, 1, 1)     \
     X(emu_test_shared_out_of_bounds, 1, 1)     \
+    X(emu_test_shared_out_of_bounds_in_block_3, 1, 1) \
     X(emu_test_shared_too_large, 1, 1)         \
     X(emu_test_shared_vectors, 1, 1)           \
     X(emu_test_hmul2, 1, 1)                    \
