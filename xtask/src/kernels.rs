@@ -74,10 +74,10 @@ impl Nvrtc {
 }
 
 /// Compiles one build of a source to PTX at `out`, with extra `-D` defines (none for the shipped
-/// PTX).
+/// PTX). Headers come from the source's own directory (the mutation pass compiles copies).
 pub fn compile(nvrtc: &Nvrtc, source: &Path, build: &ModuleBuild, out: &Path, defines: &[&str]) -> Result<(), String> {
     let arch = format!("-arch={}", build.virtual_arch());
-    let include = format!("-I{}", root().join(KERNEL_DIR).display());
+    let include = format!("-I{}", source.parent().unwrap_or(&root().join(KERNEL_DIR)).display());
     let (out, source) = (out.to_string_lossy(), source.to_string_lossy());
     let script = root().join(NVRTC_SCRIPT);
     let (script, library) = (script.to_string_lossy(), nvrtc.library.to_string_lossy());

@@ -64,9 +64,10 @@ commands:
   mutants --kernels [--source STEM] [--list] [--from I] [--limit N] [--only I,J]
                     operator and constant mutants of crates/gemv-cuda/kernels/*.cu (--source: one
                     file's, numbered within it; --list: print them, judge none), each judged by the
-                    emulator gates once per build of its source (then under ASan+UBSan if it
-                    survives); report in target/kernel-mutants/report.txt. Slow: hours, not part
-                    of `test`
+                    emulator gates once per build of its source and the emulator's tests; one
+                    whose PTX is byte-identical to the committed PTX is equivalent (IdenticalPtx),
+                    the rest meet gate 7, then ASan+UBSan if they survive); report in
+                    target/kernel-mutants/report.txt. Slow: hours, not part of `test`
 
 `--help` anywhere prints this and runs nothing.";
 

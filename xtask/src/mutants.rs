@@ -11,8 +11,10 @@
 //!   and judged by `gemv check --backend cuda-emu --fail-fast`, fastest gates first, with a
 //!   timeout, once per build of its source, the builds side by side (`--emulate` at each build's
 //!   target: the exact family's sm_75 and sm_89 builds); after the quick gates, the emulator's
-//!   own tests (launch bounds; no ordinary data on the plain path), then gate 7's large shapes;
-//!   survivors get a second chance: the gates with the emulator under ASan and UBSan. Report in
+//!   own tests (launch bounds; no ordinary data on the plain path); a mutant still standing whose
+//!   every build compiles (pinned NVRTC) to PTX byte-identical to the committed PTX is equivalent,
+//!   proven (`IdenticalPtx`: the GPU runs the same code); the others meet gate 7's large shapes,
+//!   and survivors get a second chance: the gates with the emulator under ASan and UBSan. Report in
 //!   target/kernel-mutants/report.txt:
 //!   every mutant with its line, change and outcome. `--only 6,41` re-judges chosen mutants.
 //!   `--source w4a16_fast` takes one source's mutants (numbered within it); `--list` prints the
@@ -145,6 +147,10 @@ enum Outcome {
     KilledBySanitizer,
     /// It survived the gates and the second chance ran past its timeout.
     Unjudged,
+    /// It survived the quick gates and the emulator's tests, and every build of its source
+    /// compiles to PTX byte-identical to the committed PTX: the GPU would run the same code, so
+    /// no test can tell it apart (equivalent, proven; gate 7 and the second chance are skipped).
+    IdenticalPtx,
     /// Nothing caught it.
     Missed,
 }
@@ -438,8 +444,16 @@ const EMULATOR_TESTS: [&str; 3] = ["emulator_faults", "emulator_fallback", "emul
 
 /// Builds gemv against the kernels in `dir` and judges them in three stages, each stopping at the
 /// first failure: `gates`' quick gates with `--fail-fast`, the emulator's own tests
-/// ([`EMULATOR_TESTS`]), then the large gates. Also returns how long each stage ran.
-fn judge(tree: &Path, dir: &Path, timeouts: Timeouts, gates: &Gates) -> Result<(Outcome, [Duration; 3]), String> {
+/// ([`EMULATOR_TESTS`]), then the large gates. Before the large gates, a mutant whose source
+/// `ptx` finds compiling to the committed PTX is [`Outcome::IdenticalPtx`]. Also returns how long
+/// each stage ran.
+fn judge(
+    tree: &Path,
+    dir: &Path,
+    timeouts: Timeouts,
+    gates: &Gates,
+    ptx: Option<(&PtxIdentity, &Path)>,
+) -> Result<(Outcome, [Duration; 3]), String> {
     let target = root().join("target/kernel-mutants/target");
     let built = Command::new("cargo")
         .args(["build", "-q", "-p", "gemv-cli", "--bin", "gemv", "--target-dir"])
@@ -482,6 +496,12 @@ fn judge(tree: &Path, dir: &Path, timeouts: Timeouts, gates: &Gates) -> Result<(
     ];
     let mut times = [Duration::ZERO; 3];
     for (stage, (commands, timeout, killed)) in stages.into_iter().enumerate() {
+        if stage == 2
+            && let Some((identity, source)) = ptx
+            && identity.identical(source)?
+        {
+            return Ok((Outcome::IdenticalPtx, times));
+        }
         if commands.is_empty() {
             continue;
         }
@@ -495,6 +515,46 @@ fn judge(tree: &Path, dir: &Path, timeouts: Timeouts, gates: &Gates) -> Result<(
         }
     }
     Ok((Outcome::Missed, times))
+}
+
+/// Whether a source's every build compiles to the PTX committed in the snapshot: what the GPU runs.
+/// The committed PTX is the unmutated sources' (CI's `cargo xtask kernels --check`; the pass
+/// checks it again before judging).
+struct PtxIdentity {
+    nvrtc: crate::kernels::Nvrtc,
+    committed: PathBuf,
+    out: PathBuf,
+}
+
+impl PtxIdentity {
+    fn new(tree: &Path, work: &Path) -> Result<Self, String> {
+        let out = work.join("ptx");
+        std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+        Ok(Self {
+            nvrtc: crate::kernels::Nvrtc::find_or_install()?,
+            committed: tree.join(crate::kernels::PTX_DIR),
+            out,
+        })
+    }
+
+    /// Whether every build of `source` compiles to its committed PTX (a source NVRTC rejects does
+    /// not).
+    fn identical(&self, source: &Path) -> Result<bool, String> {
+        for build in crate::kernels::builds_of(source)? {
+            let out = self.out.join(format!("{}.ptx", build.ptx));
+            let _ = std::fs::remove_file(&out);
+            if crate::kernels::compile(&self.nvrtc, source, build, &out, &[]).is_err() {
+                return Ok(false);
+            }
+            let committed = self.committed.join(format!("{}.ptx", build.ptx));
+            let committed =
+                std::fs::read(&committed).map_err(|e| format!("cannot read {}: {e}", committed.display()))?;
+            if std::fs::read(&out).ok() != Some(committed) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
 }
 
 /// A survivor's second chance: gates 1-6, 8 and 9 with kernels and emulator under ASan and UBSan
@@ -593,7 +653,17 @@ fn kernels(selection: Selection) -> Result<(), String> {
     copy_dir(&source_dir, &scratch)?;
     let exact_gates = gates_for(Path::new("w4a16_gemv.cu"));
     warm_test_builds(&tree, &scratch)?;
-    let timeouts = match judge(&tree, &scratch, Timeouts::BASELINE, &exact_gates)? {
+    let identity = PtxIdentity::new(&tree, &work)?;
+    for source in &sources {
+        let copy = scratch.join(source.file_name().unwrap_or_default());
+        if !identity.identical(&copy)? {
+            return Err(format!(
+                "{} does not compile to its committed PTX: run `cargo xtask kernels`",
+                source.display()
+            ));
+        }
+    }
+    let timeouts = match judge(&tree, &scratch, Timeouts::BASELINE, &exact_gates, None)? {
         (Outcome::Missed, times) => Timeouts::from_baseline(times),
         (other, _) => return Err(format!("the unmutated kernels do not pass the gates ({other:?})")),
     };
@@ -621,7 +691,9 @@ fn kernels(selection: Selection) -> Result<(), String> {
         copy_dir(&source_dir, &scratch)?;
         std::fs::write(scratch.join(relative), mutated).map_err(|e| e.to_string())?;
         let started = Instant::now();
-        let (mut outcome, _) = judge(&tree, &scratch, timeouts, &gates_for(&mutant.file))?;
+        let source = scratch.join(relative);
+        let (mut outcome, _) =
+            judge(&tree, &scratch, timeouts, &gates_for(&mutant.file), Some((&identity, source.as_path())))?;
         if outcome == Outcome::Missed {
             outcome = second_chance(&tree, &scratch, second_chance_timeout)?;
         }
