@@ -437,8 +437,8 @@ impl Timeouts {
 /// The emulator's own tests that judge a mutant once the quick gates pass: launch bounds against
 /// the launcher; no block of ordinary data on the exact family's plain path (a fast path that
 /// gives only infinite or NaN outputs passes every gate that compares bits, since the plain path
-/// then recomputes them: #44, every odd element made negative with garbage exponents, passed the
-/// quick gates and died only in gate 7 after 984 s, where this stage takes about 15 s); the fast
+/// then recomputes them: #44, which gave every odd element garbage exponent bits, passed the
+/// quick gates and died only in gate 7 after 984 s, where this stage takes 15-40 s); the fast
 /// family's own checks.
 const EMULATOR_TESTS: [&str; 3] = ["emulator_faults", "emulator_fallback", "emulator_fast_family"];
 
