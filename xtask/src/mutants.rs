@@ -455,7 +455,7 @@ fn judge(
     ptx: Option<(&PtxIdentity, &Path)>,
 ) -> Result<(Outcome, [Duration; 3]), String> {
     let target = root().join("target/kernel-mutants/target");
-    let built = Command::new("cargo")
+    let built = kernel_cargo()
         .args(["build", "-q", "-p", "gemv-cli", "--bin", "gemv", "--target-dir"])
         .arg(&target)
         .env("GEMV_KERNELS_DIR", dir)
@@ -569,9 +569,19 @@ fn second_chance(tree: &Path, dir: &Path, timeout: Duration) -> Result<Outcome, 
     })
 }
 
+/// cargo for the kernel pass's builds: without Rust debug info, which halves the CPU time of a
+/// mutant's rebuild (kernels recompiled, gemv relinked: 8.9 s of CPU against 18.3 s, measured on
+/// the 2-core machine), most of the time a killed mutant costs. Its target directories are the
+/// pass's own, so nothing else is rebuilt.
+fn kernel_cargo() -> Command {
+    let mut cargo = Command::new("cargo");
+    cargo.env("CARGO_PROFILE_DEV_DEBUG", "0");
+    cargo
+}
+
 /// `cargo test` of gemv-cuda's emulator `tests` in `tree`, kernels from `dir`, into `target`.
 fn emulator_tests(tree: &Path, dir: &Path, target: &str, tests: &[&str]) -> Command {
-    let mut command = Command::new("cargo");
+    let mut command = kernel_cargo();
     command.args(["test", "-q", "-p", "gemv-cuda", "--features", "emulator"]);
     for test in tests {
         command.args(["--test", test]);
@@ -585,7 +595,7 @@ fn emulator_tests(tree: &Path, dir: &Path, target: &str, tests: &[&str]) -> Comm
 fn warm_test_builds(tree: &Path, dir: &Path) -> Result<(), String> {
     for (target, sanitize) in [("target/kernel-mutants/target", false), ("target/kernel-mutants/target-sanitize", true)]
     {
-        let mut build = Command::new("cargo");
+        let mut build = kernel_cargo();
         build
             .args(["test", "--no-run", "-q", "-p", "gemv-cuda", "--features", "emulator", "--tests", "--target-dir"])
             .arg(root().join(target))
