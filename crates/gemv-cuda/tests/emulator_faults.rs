@@ -199,6 +199,19 @@ fn reading_a_neighbours_slot_without_a_barrier_is_a_race_naming_both_threads() {
 }
 
 #[test]
+fn a_race_on_an_element_inside_a_vector_is_caught() {
+    // Thread 0 stores elements 0..3; thread 1 then reads element 2 (the race checker tracks every
+    // element a vector access covers, not only its first).
+    let message = fault_message("emu_test_shared_vector_race", 32);
+    assert!(
+        message.contains(
+            "shared-memory race on 'values' element 2: thread 0 wrote it and thread 1 read it with no __syncthreads"
+        ),
+        "{message}"
+    );
+}
+
+#[test]
 fn two_threads_writing_one_slot_without_a_barrier_is_a_race() {
     let message = fault_message("emu_test_shared_write_race", 32);
     assert!(message.contains("race on 'slot' element 0: thread 0 wrote it and thread 1 wrote it"), "{message}");

@@ -89,9 +89,10 @@ struct WarpState {
     unsigned count[2];
 };
 
-// What the race checker knows of one shared byte: the last writer and up to two readers, each
-// with the barrier epoch (completed __syncthreads + 1) of the access; 0 = none.
-struct ByteShadow {
+// What the race checker knows of one shared element (kept at the element's first byte): the last
+// writer and up to two readers, each with the barrier epoch (completed __syncthreads + 1) of the
+// access; 0 = none.
+struct Shadow {
     unsigned write_epoch = 0;
     unsigned read_epoch = 0;
     unsigned short writer = 0;
@@ -127,7 +128,7 @@ struct BlockRun {
     std::vector<SharedDecl> shared;
     size_t shared_used = 0;
     std::unique_ptr<unsigned char[]> arena{new unsigned char[kMaxSharedBytes]};
-    std::vector<ByteShadow> shadow = std::vector<ByteShadow>(kMaxSharedBytes);
+    std::vector<Shadow> shadow = std::vector<Shadow>(kMaxSharedBytes);
     bool tracking = false;  // this block's shared accesses are race-checked
     const void* scheduler_stack = nullptr;
     size_t scheduler_stack_size = 0;
@@ -593,7 +594,7 @@ SharedHandle shared_alloc(const void* tag, const char* name, size_t bytes, size_
     // Poisoned and unwritten: a read before a write in this block is an error, and never sees
     // what an earlier block left there.
     std::memset(run.arena.get() + offset, kSharedPoison, bytes);
-    std::fill(run.shadow.begin() + (long)offset, run.shadow.begin() + (long)(offset + bytes), ByteShadow{});
+    std::fill(run.shadow.begin() + (long)offset, run.shadow.begin() + (long)(offset + bytes), Shadow{});
     run.shared.push_back(SharedDecl{tag, name, offset, bytes, count});
     run.shared_used = offset + bytes;
     return SharedHandle{run.arena.get() + offset, (unsigned)(run.shared.size() - 1), run.tracking};
@@ -616,8 +617,11 @@ void shared_check(unsigned decl, long long element, size_t element_size, size_t 
     Fiber& self = *run.current;
     const unsigned short tid = (unsigned short)linear_tid(self.coords);
     const unsigned epoch = self.barriers_done + 1;
-    for (size_t b = first; b < first + vector_size; ++b) {
-        ByteShadow& s = run.shadow[d.offset + b];
+    // One shadow per element (its first byte's): every access to a GemvShared<T, N> covers whole
+    // elements of T, so an element's bytes are always touched together and per-byte tracking
+    // would find nothing more (it cost four times the iterations for f32 and u32 arrays).
+    for (size_t b = first; b < first + vector_size; b += element_size) {
+        Shadow& s = run.shadow[d.offset + b];
         const long long at = (long long)(b / element_size);
         auto race = [&](unsigned other, const char* other_did, const char* self_did) {
             fault("shared-memory race on '%s' element %lld: thread %u %s it and thread %u %s it with no "

@@ -222,6 +222,16 @@ GEMV_KERNEL(emu_test_shared_race, 1024, 1)(EMU_ARGS) {
     emu_test::out(y, m, n, left);
 }
 
+// Each thread stores one float4 (elements 4t..4t+3) and reads element 4(t - 1) + 2, the third
+// element of its left neighbour's vector, with no barrier: a race on an element inside a vector,
+// not its first. Its control (emu_test_shared_vectors) has the barrier.
+GEMV_KERNEL(emu_test_shared_vector_race, 1024, 1)(EMU_ARGS) {
+    GEMV_SHARED(float, values, 4 * 1024);
+    shared_store<float4>(values, threadIdx.x, float4{1.0f, 2.0f, 3.0f, (float)threadIdx.x});
+    const unsigned at = threadIdx.x > 0 ? 4 * (threadIdx.x - 1) + 2 : 2;
+    emu_test::out(y, m, n, (unsigned)(float)values[at]);
+}
+
 // Every thread writes the same slot with no barrier between the writes.
 GEMV_KERNEL(emu_test_shared_write_race, 1024, 1)(EMU_ARGS) {
     GEMV_SHARED(float, slot, 1);
@@ -366,6 +376,7 @@ GEMV_KERNEL(emu_test_prefetch_inside, 1024, 1)(EMU_ARGS) {
     X(emu_test_bounded_64, 1, 1)               \
     X(emu_test_shared_exchange, 1, 1)          \
     X(emu_test_shared_race, 1, 1)              \
+    X(emu_test_shared_vector_race, 1, 1)       \
     X(emu_test_shared_write_race, 1, 1)        \
     X(emu_test_shared_uninitialised, 1, 1)     \
     X(emu_test_shared_out_of_bounds, 1, 1)     \
