@@ -626,7 +626,10 @@ fn snapshot(work: &Path) -> Result<PathBuf, String> {
 fn kernels(selection: Selection) -> Result<(), String> {
     let work = root().join("target/kernel-mutants");
     std::fs::create_dir_all(&work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
-    let tree = snapshot(&work)?;
+    // `--list` reads the working tree's sources and leaves the snapshot alone, so it can run while
+    // a pass judges (recreating the snapshot would pull the tree from under it); the numbers are the
+    // same as a pass's from HEAD as long as the kernel sources have no uncommitted change.
+    let tree = if selection.list { root() } else { snapshot(&work)? };
     let source_dir = tree.join(crate::kernels::KERNEL_DIR);
     let scratch = work.join("src");
     let mut sources: Vec<PathBuf> = std::fs::read_dir(&source_dir)
