@@ -86,7 +86,7 @@ struct SharedHandle {
 SharedHandle shared_alloc(const void* tag, const char* name, size_t bytes, size_t count);
 // Faults on an access out of bounds and, in a tracked block, on a race or an uninitialised read.
 // GemvShared calls it only where it has something to find: an index out of bounds, or any
-// access of a tracked block (a call per access of every block cost an eighth of gate 7's time).
+// access of a tracked block (a call per access of every block was an eighth of the samples of a gate 7 profile).
 void shared_check(unsigned decl, long long element, size_t element_size, size_t count, size_t vector_size,
                   bool write);
 

@@ -35,15 +35,16 @@ namespace {
 // the compiler spilling the callee-saved registers around the setjmp, where glibc's _longjmp
 // also demangles pointers and walks the thread's cancellation cleanups on every switch (gates 1,
 // 3, 5 and 6 on sm_89, 2-core machine: 6.2-7.0 s of CPU against 6.9-7.6 with glibc's pair). Under
-// AddressSanitizer the glibc pair stays: its interceptor unpoisons the frames a jump abandons.
-#ifdef EMU_ASAN_FIBERS
-typedef jmp_buf JumpBuffer;
-#define EMU_SETJMP(buffer) _setjmp(buffer)
-#define EMU_LONGJMP(buffer) _longjmp(buffer, 1)
-#else
+// AddressSanitizer the glibc pair stays: its interceptor unpoisons the frames a jump abandons;
+// so it does off x86-64, where not every compiler has the builtins.
+#if defined(__x86_64__) && !defined(EMU_ASAN_FIBERS)
 typedef void* JumpBuffer[5];
 #define EMU_SETJMP(buffer) __builtin_setjmp(buffer)
 #define EMU_LONGJMP(buffer) __builtin_longjmp(buffer, 1)
+#else
+typedef jmp_buf JumpBuffer;
+#define EMU_SETJMP(buffer) _setjmp(buffer)
+#define EMU_LONGJMP(buffer) _longjmp(buffer, 1)
 #endif
 
 // Jumps to `buffer`. Out of line: a function must not longjmp to a buffer it setjmp'd itself.
