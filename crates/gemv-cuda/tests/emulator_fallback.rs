@@ -20,6 +20,17 @@ const CAPABILITIES: [(i32, i32); 2] = [(8, 0), (9, 0)];
 /// second half of the 64) and K = 2576 (161 groups: three passes, the last with 33).
 const SHAPES: [(usize, usize); 2] = [(37, 800), (21, 2576)];
 
+/// Weights whose scale codes are drawn from all 254 finite E4M3 codes: both signs, zero and
+/// subnormals are ordinary data too. (With only the suite's positive codes, mutant #103 of the
+/// kernel pass, the sign of the sm_75 build's scale table shifted into its exponent, survived
+/// everything: every negative scale became infinite, and the plain path recomputed those blocks.)
+fn every_finite_scale_code(n: usize, k: usize) -> Nvfp4Matrix {
+    conformance::matrix_with_scales(n, k, 11, conformance::GLOBAL_SCALE, |_, _, rng| {
+        let code = rng.next_u32() as u8;
+        if code & 0x7F == 0x7F { code ^ 1 } else { code }
+    })
+}
+
 /// Launches every exact kernel at its widest M on `x_for(m, k)` over every shape, on both
 /// builds; checks the bits against the host contract and returns the fallback blocks counted
 /// per build.
@@ -29,7 +40,7 @@ fn fallback_blocks(x_for: impl Fn(usize, usize) -> Vec<u16>) -> Vec<((i32, i32),
         .map(|&capability| {
             let emulator = CudaEmulator::new().with_capability(capability);
             for (n, k) in SHAPES {
-                let weights: Nvfp4Matrix = conformance::matrix(n, k, 11);
+                let weights: Nvfp4Matrix = every_finite_scale_code(n, k);
                 let matrix = DeviceMatrix::upload(&emulator, &weights.view())
                     .unwrap_or_else(|e| panic!("sm_{}{}: upload: {e}", capability.0, capability.1));
                 for spec in KERNELS.iter().filter(|spec| spec.family == Family::Exact) {
