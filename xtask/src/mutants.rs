@@ -438,7 +438,7 @@ impl Timeouts {
 /// the launcher; no block of ordinary data on the exact family's plain path (a fast path that
 /// gives only infinite or NaN outputs passes every gate that compares bits, since the plain path
 /// then recomputes them: #44, which gave every odd element garbage exponent bits, passed the
-/// quick gates and died only in gate 7 after 984 s, where this stage takes 15-40 s); the fast
+/// quick gates and died only in gate 7 after 984 s, where this stage takes 15-45 s); the fast
 /// family's own checks.
 const EMULATOR_TESTS: [&str; 3] = ["emulator_faults", "emulator_fallback", "emulator_fast_family"];
 
@@ -485,34 +485,35 @@ fn judge(
             })
             .collect()
     };
-    let stages = [
-        (checks(gates.quick), timeouts.quick, Outcome::Killed),
-        (
-            vec![emulator_tests(tree, dir, "target/kernel-mutants/target", &EMULATOR_TESTS)],
-            timeouts.emulator_tests,
-            Outcome::KilledByEmulatorTests,
-        ),
-        (checks(gates.large), timeouts.large, Outcome::Killed),
-    ];
+    // Runs one stage and records its time: `Some(outcome)` ends the judgement there.
     let mut times = [Duration::ZERO; 3];
-    for (stage, (commands, timeout, killed)) in stages.into_iter().enumerate() {
-        if stage == 2
-            && let Some((identity, source)) = ptx
-            && identity.identical(source)?
-        {
-            return Ok((Outcome::IdenticalPtx, times));
-        }
+    let mut stage = |index: usize, commands: Vec<Command>, timeout: Duration, killed: Outcome| {
         if commands.is_empty() {
-            continue;
+            return Ok(None);
         }
         let started = Instant::now();
         let result = run_all_with_timeout(commands, timeout)?;
-        times[stage] = started.elapsed();
-        match result {
-            Some(true) => {}
-            Some(false) => return Ok((killed, times)),
-            None => return Ok((Outcome::TimedOut, times)),
-        }
+        times[index] = started.elapsed();
+        Ok::<_, String>(match result {
+            Some(true) => None,
+            Some(false) => Some(killed),
+            None => Some(Outcome::TimedOut),
+        })
+    };
+    if let Some(outcome) = stage(0, checks(gates.quick), timeouts.quick, Outcome::Killed)? {
+        return Ok((outcome, times));
+    }
+    let tests = vec![emulator_tests(tree, dir, "target/kernel-mutants/target", &EMULATOR_TESTS)];
+    if let Some(outcome) = stage(1, tests, timeouts.emulator_tests, Outcome::KilledByEmulatorTests)? {
+        return Ok((outcome, times));
+    }
+    if let Some((identity, source)) = ptx
+        && identity.identical(source)?
+    {
+        return Ok((Outcome::IdenticalPtx, times));
+    }
+    if let Some(outcome) = stage(2, checks(gates.large), timeouts.large, Outcome::Killed)? {
+        return Ok((outcome, times));
     }
     Ok((Outcome::Missed, times))
 }

@@ -187,28 +187,25 @@ fn a_barrier_exchange_through_shared_memory_passes_in_both_orders() {
     assert_eq!(y[0], 1 + 2 + 3 + 1);
 }
 
+/// `kernel` (a block of 32) must fault on thread 0's write and thread 1's read of `values[element]`.
+fn assert_race(kernel: &str, element: usize) {
+    let message = fault_message(kernel, 32);
+    let expected = format!(
+        "shared-memory race on 'values' element {element}: thread 0 wrote it and thread 1 read it with no __syncthreads"
+    );
+    assert!(message.contains(&expected), "{message}");
+}
+
 #[test]
 fn reading_a_neighbours_slot_without_a_barrier_is_a_race_naming_both_threads() {
-    let message = fault_message("emu_test_shared_race", 32);
-    assert!(
-        message.contains(
-            "shared-memory race on 'values' element 0: thread 0 wrote it and thread 1 read it with no __syncthreads"
-        ),
-        "{message}"
-    );
+    assert_race("emu_test_shared_race", 0);
 }
 
 #[test]
 fn a_race_on_an_element_inside_a_vector_is_caught() {
     // Thread 0 stores elements 0..3; thread 1 then reads element 2 (the race checker tracks every
     // element a vector access covers, not only its first).
-    let message = fault_message("emu_test_shared_vector_race", 32);
-    assert!(
-        message.contains(
-            "shared-memory race on 'values' element 2: thread 0 wrote it and thread 1 read it with no __syncthreads"
-        ),
-        "{message}"
-    );
+    assert_race("emu_test_shared_vector_race", 2);
 }
 
 #[test]
