@@ -257,8 +257,12 @@ impl GpuBackend for CudaBackend {
     }
 
     fn time_device_copy(&self, bytes: usize, repeats: usize) -> Result<Option<Duration>> {
-        let source = self.stream.alloc_zeros::<u8>(bytes.max(1)).map_err(driver_error("copy source"))?;
-        let mut target = self.stream.alloc_zeros::<u8>(bytes.max(1)).map_err(driver_error("copy target"))?;
+        // Copied through buffers larger than any target's L2 (H200: 50 MB), like the rotated
+        // weight copies the kernels stream: a weight-sized copy would stay in L2 and measure it.
+        const COLD_COPY_BYTES: usize = 256 << 20;
+        let size = bytes.max(COLD_COPY_BYTES);
+        let source = self.stream.alloc_zeros::<u8>(size).map_err(driver_error("copy source"))?;
+        let mut target = self.stream.alloc_zeros::<u8>(size).map_err(driver_error("copy target"))?;
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         self.stream.memcpy_dtod(&source, &mut target).map_err(driver_error("warm-up copy"))?;
         let start = self.stream.record_event(timing).map_err(driver_error("recording an event"))?;
@@ -268,7 +272,8 @@ impl GpuBackend for CudaBackend {
         let end = self.stream.record_event(timing).map_err(driver_error("recording an event"))?;
         end.synchronize().map_err(driver_error("waiting for an event"))?;
         let ms = start.elapsed_ms(&end).map_err(driver_error("reading event time"))?;
-        Ok(Some(Duration::from_secs_f64(f64::from(ms) / 1e3)))
+        // The time `repeats` copies of `bytes` take at the rate measured.
+        Ok(Some(Duration::from_secs_f64(f64::from(ms) / 1e3 * bytes as f64 / size as f64)))
     }
 
     /// cuBLAS's BF16 GEMM (feature `cublas-peer`; see `cublas_peer.rs`).

@@ -1,7 +1,8 @@
 //! The timing protocol: cold weights rotated through copies totalling at least
 //! `cold_bytes`, device events where the backend has them, `launches` back-to-back launches per
 //! timing after a warm-up, `rounds` rounds with the arms interleaved (rotated each round), and
-//! the median per arm. Where the backend has a peer GEMM (cuBLAS's BF16 GEMM on CUDA), it is
+//! the median per arm. The backend's memory copy (the "% copy" reference) is one more arm: timed
+//! in every round among the kernels, its median bandwidth is the reference. Where the backend has a peer GEMM (cuBLAS's BF16 GEMM on CUDA), it is
 //! timed on the same shape and M, the same way, and printed beside the kernels with the NVFP4
 //! speed-up over it.
 
@@ -51,17 +52,25 @@ pub fn measure(
     let y = backend.alloc(2 * max_m * n).map_err(|e| e.to_string())?;
     let x_data = conformance::activations(max_m, k, 2);
     backend.upload(x.whole(), bytemuck::cast_slice(&x_data)).map_err(|e| e.to_string())?;
-    let copy_gbps = backend
-        .time_device_copy(weight_bytes, options.launches)
-        .map_err(|e| e.to_string())?
-        .map(|t| 2.0 * (weight_bytes * options.launches) as f64 / t.as_secs_f64() / 1e9);
-
+    // The copy reference is one more arm of the rotation, timed in every round: a host or device
+    // that is busy for part of the run then slows both sides of the "% copy" ratio alike.
+    let mut copy_samples = Some(Vec::with_capacity(options.rounds));
     let mut samples = vec![Vec::with_capacity(options.rounds); arms.len()];
+    let steps = arms.len() + 1;
     let total = options.rounds * arms.len();
+    let mut done = 0;
     for round in 0..options.rounds {
-        for step in 0..arms.len() {
-            let index = (step + round) % arms.len();
-            let arm = &arms[index];
+        for step in 0..steps {
+            let index = (step + round) % steps;
+            let Some(arm) = arms.get(index) else {
+                if let Some(rates) = copy_samples.as_mut() {
+                    match backend.time_device_copy(weight_bytes, options.launches).map_err(|e| e.to_string())? {
+                        Some(t) => rates.push(2.0 * (weight_bytes * options.launches) as f64 / t.as_secs_f64() / 1e9),
+                        None => copy_samples = None,
+                    }
+                }
+                continue;
+            };
             let list: Vec<_> = (0..options.launches)
                 .flat_map(|i| {
                     let matrix = &matrices[i % copies];
@@ -73,9 +82,11 @@ pub fn measure(
             }
             let elapsed = backend.time_launches(&list, 1).map_err(|e| e.to_string())?;
             samples[index].push(elapsed.as_secs_f64() / options.launches as f64);
-            progress(round * arms.len() + step + 1, total, &format!("bench {label}"));
+            done += 1;
+            progress(done, total, &format!("bench {label}"));
         }
     }
+    let copy_gbps = copy_samples.filter(|c| !c.is_empty()).map(|mut c| median(&mut c));
     let _ = backend.free(x);
     let _ = backend.free(y);
     drop(matrices);
@@ -274,11 +285,14 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
-    /// The host backend with a stand-in peer: a fixed time per round, or an error.
+    /// The host backend with a stand-in peer (a fixed time per round, or an error) and a
+    /// stand-in copy whose n-th call (from 1) takes n ms when `copy` is set.
     struct WithPeer {
         inner: gemv_mock::MockBackend,
         peer: std::result::Result<Duration, &'static str>,
         calls: AtomicUsize,
+        copy: bool,
+        copy_calls: AtomicUsize,
     }
 
     impl GpuBackend for WithPeer {
@@ -308,6 +322,10 @@ mod tests {
         }
         fn synchronize(&self) -> gemv_backend::Result<()> {
             self.inner.synchronize()
+        }
+        fn time_device_copy(&self, _bytes: usize, _repeats: usize) -> gemv_backend::Result<Option<Duration>> {
+            let call = self.copy_calls.fetch_add(1, Ordering::Relaxed) as u64 + 1;
+            Ok(self.copy.then(|| Duration::from_millis(call)))
         }
         fn time_peer_gemm(
             &self,
@@ -347,7 +365,33 @@ mod tests {
     }
 
     fn with_peer(peer: std::result::Result<Duration, &'static str>) -> WithPeer {
-        WithPeer { inner: gemv_mock::MockBackend::new(), peer, calls: AtomicUsize::new(0) }
+        WithPeer {
+            inner: gemv_mock::MockBackend::new(),
+            peer,
+            calls: AtomicUsize::new(0),
+            copy: false,
+            copy_calls: AtomicUsize::new(0),
+        }
+    }
+
+    #[test]
+    fn the_copy_reference_is_timed_in_every_round_and_its_median_taken() {
+        let backend = WithPeer { copy: true, ..with_peer(Ok(Duration::from_millis(1))) };
+        // Three rounds: copies of 1, 2 and 3 ms; the reference is the 2 ms one.
+        let (rows, _) = bench(&backend, &[1, 2], false);
+        assert_eq!(backend.copy_calls.load(Ordering::Relaxed), 3, "one copy per round");
+        let weight_bytes = (64 * 256 / 2 + 64 * 256 / 16) as f64;
+        let reference = 2.0 * weight_bytes * 2.0 / 2e-3 / 1e9;
+        for row in &rows {
+            let expected = 100.0 * row.gbps / reference;
+            let found = row.percent_copy.expect("a copy reference");
+            assert!((found - expected).abs() < 1e-9 * expected, "M = {}: expected {expected}%, found {found}%", row.m);
+        }
+        // A backend without a copy is asked once, and the column stays empty.
+        let backend = with_peer(Ok(Duration::from_millis(1)));
+        let (rows, _) = bench(&backend, &[1], false);
+        assert_eq!(backend.copy_calls.load(Ordering::Relaxed), 1);
+        assert!(rows.iter().all(|r| r.percent_copy.is_none()), "{rows:?}");
     }
 
     #[test]
