@@ -13,8 +13,8 @@
 //!   target: the exact family's sm_75 and sm_89 builds); after the quick gates, the emulator's
 //!   own tests (launch bounds; no ordinary data on the plain path); a mutant still standing whose
 //!   every build compiles (pinned NVRTC) to PTX byte-identical to the committed PTX is equivalent,
-//!   proven (`IdenticalPtx`: the GPU runs the same code); the others meet gate 7's large shapes,
-//!   and survivors get a second chance: the gates with the emulator under ASan and UBSan. Report in
+//!   proven (`IdenticalPtx`: the GPU runs the same code); the others meet gate 7's large shapes
+//!   on the builds whose PTX changed, and survivors get a second chance: the gates with the emulator under ASan and UBSan. Report in
 //!   target/kernel-mutants/report.txt:
 //!   every mutant with its line, change and outcome. `--only 6,41` re-judges chosen mutants.
 //!   `--source w4a16_fast` takes one source's mutants (numbered within it); `--list` prints the
@@ -468,12 +468,11 @@ fn judge(
         return Ok((Outcome::Unviable, [Duration::ZERO; 3]));
     }
     // Each build's capability at once.
-    let checks = |numbers: &[&str]| -> Vec<Command> {
+    let checks = |numbers: &[&str], capabilities: &[String]| -> Vec<Command> {
         if numbers.is_empty() {
             return Vec::new();
         }
-        gates
-            .capabilities
+        capabilities
             .iter()
             .map(|capability| {
                 let mut check = Command::new(target.join("debug/gemv"));
@@ -500,19 +499,22 @@ fn judge(
             None => Some(Outcome::TimedOut),
         })
     };
-    if let Some(outcome) = stage(0, checks(gates.quick), timeouts.quick, Outcome::Killed)? {
+    if let Some(outcome) = stage(0, checks(gates.quick, &gates.capabilities), timeouts.quick, Outcome::Killed)? {
         return Ok((outcome, times));
     }
     let tests = vec![emulator_tests(tree, dir, "target/kernel-mutants/target", &EMULATOR_TESTS)];
     if let Some(outcome) = stage(1, tests, timeouts.emulator_tests, Outcome::KilledByEmulatorTests)? {
         return Ok((outcome, times));
     }
-    if let Some((identity, source)) = ptx
-        && identity.identical(source)?
-    {
-        return Ok((Outcome::IdenticalPtx, times));
+    let mut large_capabilities = gates.capabilities.clone();
+    if let Some((identity, source)) = ptx {
+        let same = identity.identical_builds(source)?;
+        if same.iter().all(|&same| same) {
+            return Ok((Outcome::IdenticalPtx, times));
+        }
+        large_capabilities = builds_that_changed(&gates.capabilities, &same);
     }
-    if let Some(outcome) = stage(2, checks(gates.large), timeouts.large, Outcome::Killed)? {
+    if let Some(outcome) = stage(2, checks(gates.large, &large_capabilities), timeouts.large, Outcome::Killed)? {
         return Ok((outcome, times));
     }
     Ok((Outcome::Missed, times))
@@ -538,24 +540,42 @@ impl PtxIdentity {
         })
     }
 
-    /// Whether every build of `source` compiles to its committed PTX (a source NVRTC rejects does
-    /// not).
+    /// Whether every build of `source` compiles to its committed PTX.
     fn identical(&self, source: &Path) -> Result<bool, String> {
-        for build in crate::kernels::builds_of(source)? {
-            let out = self.out.join(format!("{}.ptx", build.ptx));
-            let _ = std::fs::remove_file(&out);
-            if crate::kernels::compile(&self.nvrtc, source, build, &out, &[]).is_err() {
-                return Ok(false);
-            }
-            let committed = self.committed.join(format!("{}.ptx", build.ptx));
-            let committed =
-                std::fs::read(&committed).map_err(|e| format!("cannot read {}: {e}", committed.display()))?;
-            if std::fs::read(&out).ok() != Some(committed) {
-                return Ok(false);
-            }
-        }
-        Ok(true)
+        Ok(self.identical_builds(source)?.iter().all(|&same| same))
     }
+
+    /// For each build of `source` (in [`crate::kernels::builds_of`]'s order, as
+    /// [`Gates::capabilities`]), whether it compiles to its committed PTX (a build NVRTC rejects
+    /// does not).
+    fn identical_builds(&self, source: &Path) -> Result<Vec<bool>, String> {
+        crate::kernels::builds_of(source)?
+            .into_iter()
+            .map(|build| {
+                let out = self.out.join(format!("{}.ptx", build.ptx));
+                let _ = std::fs::remove_file(&out);
+                if crate::kernels::compile(&self.nvrtc, source, build, &out, &[]).is_err() {
+                    return Ok(false);
+                }
+                let committed = self.committed.join(format!("{}.ptx", build.ptx));
+                let committed =
+                    std::fs::read(&committed).map_err(|e| format!("cannot read {}: {e}", committed.display()))?;
+                Ok(std::fs::read(&out).ok() == Some(committed))
+            })
+            .collect()
+    }
+}
+
+/// The capabilities gate 7 must judge a mutant on: those whose build's PTX changed. A build that
+/// compiles to its committed PTX runs the code the unmutated kernels ran through gate 7 already
+/// (the argument of [`Outcome::IdenticalPtx`], build by build), so a mutant in code only one build
+/// compiles (the sm_75 build's scale table, the sm_89 build's conversions) meets gate 7 on that
+/// build alone, with both cores. Where the lists do not pair up, every capability.
+fn builds_that_changed(capabilities: &[String], identical: &[bool]) -> Vec<String> {
+    if capabilities.len() != identical.len() {
+        return capabilities.to_vec();
+    }
+    capabilities.iter().zip(identical).filter(|&(_, &same)| !same).map(|(capability, _)| capability.clone()).collect()
 }
 
 /// A survivor's second chance: gates 1-6, 8 and 9 with kernels and emulator under ASan and UBSan
@@ -759,6 +779,20 @@ mod tests {
         let found: Vec<&str> = tokens(source).iter().map(|&(s, e, _)| &source[s..e]).collect();
         assert_eq!(found, ["int", "f", "(", ")", "{", "return", "a", "+", "b", "+", "0x1p126f", ";", "}"]);
         assert_eq!(tokens(source)[7].2, 4, "line numbers count the skipped lines");
+    }
+
+    #[test]
+    fn gate7_judges_only_the_builds_whose_ptx_changed() {
+        let both = ["7.5".to_string(), "8.9".to_string()];
+        assert_eq!(builds_that_changed(&both, &[true, false]), ["8.9"]);
+        assert_eq!(builds_that_changed(&both, &[false, true]), ["7.5"]);
+        assert_eq!(builds_that_changed(&both, &[false, false]), both);
+        assert_eq!(builds_that_changed(&both, &[false]), both, "unpaired lists: every build");
+        // The exact family's capabilities pair with its builds, oldest first.
+        let exact = gates_for(Path::new("kernels/w4a16_gemv.cu"));
+        let builds = crate::kernels::builds_of(Path::new("w4a16_gemv.cu")).expect("builds");
+        assert_eq!(exact.capabilities.len(), builds.len());
+        assert_eq!(exact.capabilities, ["7.5", "8.9"]);
     }
 
     #[test]
