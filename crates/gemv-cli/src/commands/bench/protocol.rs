@@ -86,7 +86,17 @@ pub fn measure(
             progress(done, total, &format!("bench {label}"));
         }
     }
-    let copy_gbps = copy_samples.filter(|c| !c.is_empty()).map(|mut c| median(&mut c));
+    let copy_gbps = copy_samples.filter(|c| !c.is_empty()).map(|mut rates| {
+        let reference = median(&mut rates);
+        // Sorted by `median`: the spread shows how much the machine moved during the run.
+        notes.push(format!(
+            "{label}: \"% copy\" divides by a copy at {reference:.1} GB/s, the median of {} rounds ({:.1}-{:.1} GB/s)",
+            rates.len(),
+            rates[0],
+            rates[rates.len() - 1]
+        ));
+        reference
+    });
     let _ = backend.free(x);
     let _ = backend.free(y);
     drop(matrices);
@@ -378,7 +388,7 @@ mod tests {
     fn the_copy_reference_is_timed_in_every_round_and_its_median_taken() {
         let backend = WithPeer { copy: true, ..with_peer(Ok(Duration::from_millis(1))) };
         // Three rounds: copies of 1, 2 and 3 ms; the reference is the 2 ms one.
-        let (rows, _) = bench(&backend, &[1, 2], false);
+        let (rows, notes) = bench(&backend, &[1, 2], false);
         assert_eq!(backend.copy_calls.load(Ordering::Relaxed), 3, "one copy per round");
         let weight_bytes = (64 * 256 / 2 + 64 * 256 / 16) as f64;
         let reference = 2.0 * weight_bytes * 2.0 / 2e-3 / 1e9;
@@ -387,6 +397,12 @@ mod tests {
             let found = row.percent_copy.expect("a copy reference");
             assert!((found - expected).abs() < 1e-9 * expected, "M = {}: expected {expected}%, found {found}%", row.m);
         }
+        let said = format!(
+            "t: \"% copy\" divides by a copy at {reference:.1} GB/s, the median of 3 rounds ({:.1}-{:.1} GB/s)",
+            reference * 2.0 / 3.0,
+            reference * 2.0
+        );
+        assert!(notes.contains(&said), "{said:?} not in {notes:?}");
         // A backend without a copy is asked once, and the column stays empty.
         let backend = with_peer(Ok(Duration::from_millis(1)));
         let (rows, _) = bench(&backend, &[1], false);
