@@ -2,9 +2,9 @@
 //! `cold_bytes`, device events where the backend has them, `launches` back-to-back launches per
 //! timing after a warm-up, `rounds` rounds with the arms interleaved (rotated each round), and
 //! the median per arm. The backend's memory copy (the "% copy" reference) is one more arm: timed
-//! in every round among the kernels, its median bandwidth is the reference. Where the backend has a peer GEMM (cuBLAS's BF16 GEMM on CUDA), it is
-//! timed on the same shape and M, the same way, and printed beside the kernels with the NVFP4
-//! speed-up over it.
+//! in every round among the kernels, its median bandwidth is the reference. Where the backend
+//! has a peer GEMM (cuBLAS's BF16 GEMM on CUDA), it is timed on the same shape and M, the same
+//! way, and printed beside the kernels with the NVFP4 speed-up over it.
 
 use super::{Arm, BenchOptions, Measurement};
 use crate::commands::progress::progress;
