@@ -14,8 +14,8 @@
 //!   own tests (launch bounds; no ordinary data on the plain path); a mutant still standing whose
 //!   every build compiles (pinned NVRTC) to PTX byte-identical to the committed PTX is equivalent,
 //!   proven (`IdenticalPtx`: the GPU runs the same code); the others meet gate 7's large shapes
-//!   on the builds whose PTX changed, and survivors get a second chance: the gates with the emulator under ASan and UBSan. Report in
-//!   target/kernel-mutants/report.txt:
+//!   on the builds whose PTX changed, and survivors get a second chance: the gates with the
+//!   emulator under ASan and UBSan. Report in target/kernel-mutants/report.txt:
 //!   every mutant with its line, change and outcome. `--only 6,41` re-judges chosen mutants.
 //!   `--source w4a16_fast` takes one source's mutants (numbered within it); `--list` prints the
 //!   mutants and judges none. The exact family's source is judged by gates 1-9, the fast
