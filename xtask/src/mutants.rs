@@ -335,8 +335,7 @@ struct Gates {
 /// (`compute_89` on 8.9).
 fn gates_for(source: &Path) -> Gates {
     let builds = crate::kernels::builds_of(source).unwrap_or_default();
-    let mut capabilities: Vec<String> =
-        builds.iter().map(|build| format!("{}.{}", build.minimum.0, build.minimum.1)).collect();
+    let mut capabilities: Vec<String> = builds.iter().map(|build| capability(build)).collect();
     if capabilities.is_empty() {
         capabilities.push("9.0".into());
     }
@@ -344,6 +343,11 @@ fn gates_for(source: &Path) -> Gates {
         Some(gemv_core::Family::Fast) => Gates { quick: &["10", "11"], large: &[], capabilities },
         _ => Gates { quick: &["8", "5", "2", "6", "3", "4", "9", "1"], large: &["7"], capabilities },
     }
+}
+
+/// The capability the emulator emulates to run `build` (`--emulate`): its target's minimum.
+fn capability(build: &gemv_core::ModuleBuild) -> String {
+    format!("{}.{}", build.minimum.0, build.minimum.1)
 }
 
 /// Which kernel mutants to judge.
@@ -509,10 +513,10 @@ fn judge(
     let mut large_capabilities = gates.capabilities.clone();
     if let Some((identity, source)) = ptx {
         let same = identity.identical_builds(source)?;
-        if same.iter().all(|&same| same) {
+        if same.iter().all(|&(_, same)| same) {
             return Ok((Outcome::IdenticalPtx, times));
         }
-        large_capabilities = builds_that_changed(&gates.capabilities, &same);
+        large_capabilities = builds_that_changed(&same);
     }
     if let Some(outcome) = stage(2, checks(gates.large, &large_capabilities), timeouts.large, Outcome::Killed)? {
         return Ok((outcome, times));
@@ -542,40 +546,36 @@ impl PtxIdentity {
 
     /// Whether every build of `source` compiles to its committed PTX.
     fn identical(&self, source: &Path) -> Result<bool, String> {
-        Ok(self.identical_builds(source)?.iter().all(|&same| same))
+        Ok(self.identical_builds(source)?.iter().all(|&(_, same)| same))
     }
 
-    /// For each build of `source` (in [`crate::kernels::builds_of`]'s order, as
-    /// [`Gates::capabilities`]), whether it compiles to its committed PTX (a build NVRTC rejects
-    /// does not).
-    fn identical_builds(&self, source: &Path) -> Result<Vec<bool>, String> {
+    /// Each build of `source` with whether it compiles to its committed PTX (a build NVRTC
+    /// rejects does not).
+    fn identical_builds(&self, source: &Path) -> Result<Vec<(&'static gemv_core::ModuleBuild, bool)>, String> {
         crate::kernels::builds_of(source)?
             .into_iter()
             .map(|build| {
                 let out = self.out.join(format!("{}.ptx", build.ptx));
                 let _ = std::fs::remove_file(&out);
                 if crate::kernels::compile(&self.nvrtc, source, build, &out, &[]).is_err() {
-                    return Ok(false);
+                    return Ok((build, false));
                 }
                 let committed = self.committed.join(format!("{}.ptx", build.ptx));
                 let committed =
                     std::fs::read(&committed).map_err(|e| format!("cannot read {}: {e}", committed.display()))?;
-                Ok(std::fs::read(&out).ok() == Some(committed))
+                Ok((build, std::fs::read(&out).ok() == Some(committed)))
             })
             .collect()
     }
 }
 
-/// The capabilities gate 7 must judge a mutant on: those whose build's PTX changed. A build that
-/// compiles to its committed PTX runs the code the unmutated kernels ran through gate 7 already
-/// (the argument of [`Outcome::IdenticalPtx`], build by build), so a mutant in code only one build
-/// compiles (the sm_75 build's scale table, the sm_89 build's conversions) meets gate 7 on that
-/// build alone, with both cores. Where the lists do not pair up, every capability.
-fn builds_that_changed(capabilities: &[String], identical: &[bool]) -> Vec<String> {
-    if capabilities.len() != identical.len() {
-        return capabilities.to_vec();
-    }
-    capabilities.iter().zip(identical).filter(|&(_, &same)| !same).map(|(capability, _)| capability.clone()).collect()
+/// The capabilities gate 7 must judge a mutant on: those of the builds whose PTX changed. A build
+/// that compiles to its committed PTX runs the code the unmutated kernels ran through gate 7
+/// already (the argument of [`Outcome::IdenticalPtx`], build by build), so a mutant in code only
+/// one build compiles (the sm_75 build's scale table, the sm_89 build's conversions) meets gate 7
+/// on that build alone, with both cores.
+fn builds_that_changed(builds: &[(&gemv_core::ModuleBuild, bool)]) -> Vec<String> {
+    builds.iter().filter(|&&(_, same)| !same).map(|&(build, _)| capability(build)).collect()
 }
 
 /// A survivor's second chance: gates 1-6, 8 and 9 with kernels and emulator under ASan and UBSan
@@ -783,16 +783,13 @@ mod tests {
 
     #[test]
     fn gate7_judges_only_the_builds_whose_ptx_changed() {
-        let both = ["7.5".to_string(), "8.9".to_string()];
-        assert_eq!(builds_that_changed(&both, &[true, false]), ["8.9"]);
-        assert_eq!(builds_that_changed(&both, &[false, true]), ["7.5"]);
-        assert_eq!(builds_that_changed(&both, &[false, false]), both);
-        assert_eq!(builds_that_changed(&both, &[false]), both, "unpaired lists: every build");
-        // The exact family's capabilities pair with its builds, oldest first.
-        let exact = gates_for(Path::new("kernels/w4a16_gemv.cu"));
         let builds = crate::kernels::builds_of(Path::new("w4a16_gemv.cu")).expect("builds");
-        assert_eq!(exact.capabilities.len(), builds.len());
-        assert_eq!(exact.capabilities, ["7.5", "8.9"]);
+        let [old, new] = builds[..] else { panic!("the exact family has two builds: {}", builds.len()) };
+        assert_eq!(builds_that_changed(&[(old, true), (new, false)]), ["8.9"]);
+        assert_eq!(builds_that_changed(&[(old, false), (new, true)]), ["7.5"]);
+        assert_eq!(builds_that_changed(&[(old, false), (new, false)]), ["7.5", "8.9"]);
+        // Gate 7 and the quick gates name a build by the same capability.
+        assert_eq!(gates_for(Path::new("kernels/w4a16_gemv.cu")).capabilities, ["7.5", "8.9"]);
     }
 
     #[test]
