@@ -6,7 +6,8 @@
 //! multiply-adds: exactly the contract's chains. The SIMD kernels decode a whole superblock of
 //! 64 groups (all 64 partials, 64 / W vectors) before the tokens run over it, so each token has
 //! 64 / W independent chains in flight instead of one (a chain of dependent FMAs would otherwise
-//! wait on their latency). The tree and the final rounding are shared scalar code ([`finish`]).
+//! wait on their latency). The tree and the final rounding are shared code ([`finish`] one output
+//! at a time, [`finish_outputs`] 16 outputs to a vector on AVX-512, the same additions).
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -120,6 +121,35 @@ pub(crate) fn row_tile(
     }
 }
 
+/// Outputs `path` finishes together (one vector of them); [`finish_outputs`] is fastest on
+/// batches of a multiple of it.
+pub(crate) fn finish_width(path: SimdPath) -> usize {
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        SimdPath::Avx512 => avx512::FINISH_OUTPUTS,
+        _ => 1,
+    }
+}
+
+/// [`finish`] for each of `out.len()` outputs, whose partials are `partials[64 * o..][..64]`: on
+/// AVX-512 16 outputs to a vector (the same additions in the same order), the rest one at a time.
+pub(crate) fn finish_outputs(path: SimdPath, partials: &mut [f32], global_scale: f32, out: &mut [u16]) {
+    debug_assert!(partials.len() >= out.len() * PARTIALS);
+    let width = finish_width(path);
+    let vectorised = if width > 1 { out.len() / width * width } else { 0 };
+    #[cfg(target_arch = "x86_64")]
+    if vectorised > 0 {
+        for (out, partials) in out[..vectorised].chunks_exact_mut(width).zip(partials.chunks_exact(width * PARTIALS)) {
+            // SAFETY: `finish_width` is above 1 only on the AVX-512 path, which a backend holds
+            // only after `SimdPath::is_supported` confirmed the CPU has AVX-512F.
+            unsafe { avx512::finish_outputs(partials, global_scale, out) };
+        }
+    }
+    for (o, value) in out.iter_mut().enumerate().skip(vectorised) {
+        *value = finish(&mut partials[o * PARTIALS..(o + 1) * PARTIALS], global_scale);
+    }
+}
+
 /// The contract's tree over one token's 64 partials, then `bf16(total * global_scale)`.
 /// Each level adds the upper half onto the lower, written over two disjoint halves so the
 /// compiler emits vector adds (the same IEEE additions, lane by lane, as one at a time).
@@ -133,4 +163,97 @@ pub(crate) fn finish(partials: &mut [f32], global_scale: f32) -> u16 {
         d /= 2;
     }
     f32_to_bf16(partials[0] * global_scale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small deterministic generator (an LCG's upper bits).
+    struct Lcg(u64);
+
+    impl Lcg {
+        fn next(&mut self) -> u32 {
+            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (self.0 >> 33) as u32
+        }
+    }
+
+    /// One value of many kinds: NaN, infinities of both signs (so inf - inf), signed zeros,
+    /// subnormals, values near f32's limits (so sums and the scaling overflow), bf16 halfway
+    /// cases, and ordinary values of mixed magnitude.
+    fn special(random: &mut Lcg) -> f32 {
+        match random.next() % 16 {
+            0 => f32::NAN,
+            1 => f32::INFINITY,
+            2 => f32::NEG_INFINITY,
+            3 => -0.0,
+            4 => 0.0,
+            5 => f32::from_bits((random.next() % 0x0080_0000) | (random.next() & 0x8000_0000)),
+            6 => f32::from_bits(0x7F00_0000 | (random.next() & 0x807F_FFFF)),
+            7 => f32::from_bits((random.next() & 0xFFFF_0000) | 0x8000),
+            _ => ordinary(random),
+        }
+    }
+
+    /// A finite value between 2^-63 and 1 in magnitude, either sign.
+    fn ordinary(random: &mut Lcg) -> f32 {
+        f32::from_bits(((random.next() % 0x3F) << 23) | 0x2000_0000 | (random.next() & 0x807F_FFFF))
+    }
+
+    /// Ordinary partials in which one level `d` of the tree (32, 16, ..., 1) meets a pair that
+    /// cancels exactly: +B at position i < d and -B at i + d (B = 2^40, which swallows every
+    /// ordinary value), and zeros at the positions that fold into them before that level. The tree
+    /// gives the ordinary values' sum; any other pairing or order adds B to something first.
+    fn cancelling(random: &mut Lcg) -> [f32; PARTIALS] {
+        let mut partials = [0f32; PARTIALS];
+        let d = PARTIALS >> (1 + random.next() % 6);
+        let i = random.next() as usize % d;
+        for (position, value) in partials.iter_mut().enumerate() {
+            *value = if position % d != i {
+                ordinary(random)
+            } else if position == i {
+                2f32.powi(40)
+            } else if position == i + d {
+                -(2f32.powi(40))
+            } else {
+                0.0
+            };
+        }
+        partials
+    }
+
+    #[test]
+    fn the_vector_finish_matches_the_tree_one_output_at_a_time() {
+        // 37 outputs: on AVX-512 two vectors of 16, then five one at a time.
+        let outputs = 37;
+        for path in SimdPath::ALL.into_iter().filter(|path| path.is_supported()) {
+            for global_scale in [1.0f32, 0.0371, -2.5, 0.0, f32::INFINITY, 1e-40, 3e38] {
+                for seed in 0..60u64 {
+                    let mut random = Lcg(seed);
+                    let partials: Vec<f32> = match seed % 3 {
+                        0 => (0..outputs * PARTIALS).map(|_| special(&mut random)).collect(),
+                        1 => (0..outputs * PARTIALS).map(|_| ordinary(&mut random)).collect(),
+                        _ => (0..outputs).flat_map(|_| cancelling(&mut random)).collect(),
+                    };
+                    let expected: Vec<u16> = partials
+                        .chunks_exact(PARTIALS)
+                        .map(|output| finish(&mut output.to_vec(), global_scale))
+                        .collect();
+                    let mut found = vec![0u16; outputs];
+                    finish_outputs(path, &mut partials.clone(), global_scale, &mut found);
+                    for o in 0..outputs {
+                        assert_eq!(
+                            found[o],
+                            expected[o],
+                            "{}: output {o}, seed {seed}, global scale {global_scale}: expected {:#06x}, found {:#06x}",
+                            path.name(),
+                            expected[o],
+                            found[o]
+                        );
+                    }
+                }
+            }
+        }
+    }
 }
