@@ -11,9 +11,12 @@
 //! common default): the CPU backend streams weights from them, and with 4 KB pages every 4 KB of
 //! a row stream costs a TLB miss. On the 2-core CI machine (Zen 3, KVM) `gemv bench --backend cpu
 //! --m 1,8` on qkv/o took 2353-2499 us at M = 1 with huge pages against 2567-2713 us without
-//! (three runs each, interleaved); M = 8 was within the noise.
+//! (three runs each, interleaved); M = 8 was within the noise. The advice has to come before the
+//! zero-fill faults the pages in; until 2026-12-03 it came after, and no buffer got a huge page.
+//! Fixed, on the 2-core Xeon (AVX-512, KVM), the CPU backend's cold qkv/o at M = 1 on two threads
+//! took a median 0.93 of the time without (ten paired rounds, quartiles 0.87-1.01), M = 8 1.00.
 
-use std::alloc::{Layout, alloc_zeroed, dealloc, handle_alloc_error};
+use std::alloc::{Layout, alloc, alloc_zeroed, dealloc, handle_alloc_error};
 use std::ptr::NonNull;
 
 /// The alignment of every host buffer (that of CUDA allocations).
@@ -38,12 +41,24 @@ impl AlignedBytes {
     /// `len` zero bytes (a zero-length buffer still owns one aligned byte).
     pub fn zeroed(len: usize) -> Self {
         let layout = Self::layout(len);
-        // SAFETY: the layout has a non-zero size (at least one byte) and a power-of-two alignment.
-        let raw = unsafe { alloc_zeroed(layout) };
+        let raw = if len >= HUGE_PAGE {
+            // The advice must come before the first touch: a page the zero-fill has already
+            // faulted in stays a 4 KB page (`alloc_zeroed` with this alignment allocates, then
+            // writes the zeros itself, so huge pages never came before this order).
+            // SAFETY: the layout has a non-zero size and a power-of-two alignment.
+            let raw = unsafe { alloc(layout) };
+            if !raw.is_null() {
+                advise_huge_pages(raw, len);
+                // SAFETY: `raw` is a fresh allocation of `layout.size() >= len` bytes.
+                unsafe { raw.write_bytes(0, len) };
+            }
+            raw
+        } else {
+            // SAFETY: the layout has a non-zero size (at least one byte) and a power-of-two
+            // alignment.
+            unsafe { alloc_zeroed(layout) }
+        };
         let ptr = NonNull::new(raw).unwrap_or_else(|| handle_alloc_error(layout));
-        if len >= HUGE_PAGE {
-            advise_huge_pages(raw, len);
-        }
         Self { ptr, len }
     }
 
@@ -125,5 +140,45 @@ mod tests {
             bytes.iter_mut().for_each(|b| *b = 7);
             assert!(bytes.iter().all(|&b| b == 7));
         }
+    }
+
+    /// The kB of transparent huge pages backing the mapping that holds `address`
+    /// (`/proc/self/smaps`).
+    #[cfg(target_os = "linux")]
+    fn anon_huge_kb(address: usize) -> Option<u64> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let mut inside = false;
+        for line in smaps.lines() {
+            let first = line.split_whitespace().next().unwrap_or("");
+            if let Some((start, end)) = first.split_once('-')
+                && let (Ok(start), Ok(end)) = (usize::from_str_radix(start, 16), usize::from_str_radix(end, 16))
+            {
+                inside = (start..end).contains(&address);
+            } else if inside && let Some(kb) = line.strip_prefix("AnonHugePages:") {
+                return kb.trim().trim_end_matches("kB").trim().parse().ok();
+            }
+        }
+        None
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn large_buffers_get_huge_pages_where_the_system_offers_them() {
+        let setting = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+        if !(setting.contains("[always]") || setting.contains("[madvise]")) {
+            eprintln!("not checked: transparent huge pages are off here ({:?})", setting.trim());
+            return;
+        }
+        // Four huge pages' worth: the zero-fill faults them in after the advice, so at least one
+        // is a huge page unless the kernel found no free 2 MiB of memory at all. (Zeroing first
+        // and advising after, as this buffer once did, left every page 4 KB.)
+        let bytes = AlignedBytes::zeroed(4 * HUGE_PAGE);
+        let huge = anon_huge_kb(bytes.base() as usize).expect("the buffer's mapping in /proc/self/smaps");
+        assert!(
+            huge >= 2048,
+            "a {} MiB buffer has {huge} kB of huge pages (THP setting {:?})",
+            (4 * HUGE_PAGE) >> 20,
+            setting.trim()
+        );
     }
 }
