@@ -6,6 +6,7 @@
 //! 64 groups (one group per partial sum); groups past the end are zero, which the kernels pair
 //! with zero weights: `fma(0, 0, a) = a` for every partial (a partial is never -0).
 
+use crate::lines::Lines;
 use gemv_core::{GROUP_SIZE, PARTIALS};
 
 /// 2^116: finite activations at least this large can overflow a product with a weight.
@@ -35,10 +36,10 @@ fn transpose_blocks<const W: usize>(row: &[u16], token: &mut [f32]) -> usize {
     whole
 }
 
-/// X as f32 in `[t][block][j][lane]` order.
+/// X as f32 in `[t][block][j][lane]` order, on cache lines (every block is whole lines).
 #[derive(Debug, Clone)]
 pub struct TransposedX {
-    values: Vec<f32>,
+    values: Lines,
     width: usize,
     blocks: usize,
     m: usize,
@@ -51,7 +52,7 @@ impl TransposedX {
         let groups = k / GROUP_SIZE;
         let blocks = groups.div_ceil(PARTIALS) * (PARTIALS / width);
         let block_len = GROUP_SIZE * width;
-        let mut values = vec![0f32; m * blocks * block_len];
+        let mut values = Lines::zeroed(m * blocks * block_len);
         // |e2m1 * e4m3| <= 2688 < 2^12, so below 2^116 no product of finite values overflows:
         // on the bits, a finite magnitude from 2^116 up is 0x7980..0x7F7F. Folded without a
         // branch per element.
@@ -126,6 +127,9 @@ mod tests {
             let xt = TransposedX::new(&x, m, k, width);
             assert_eq!(xt.blocks(), groups.div_ceil(64) * 64 / width, "whole 64-group superblocks");
             for t in 0..m {
+                for b in 0..xt.blocks() {
+                    assert_eq!(xt.block(t, b).as_ptr() as usize % 64, 0, "block {b} of token {t} on a cache line");
+                }
                 for g in 0..xt.blocks() * width {
                     for j in 0..16 {
                         let found = xt.block(t, g / width)[j * width + g % width];

@@ -3,6 +3,7 @@
 
 use crate::activations::TransposedX;
 use crate::kernels::{TILE_ROWS, finish_outputs, finish_width, row_tile, tile_rows};
+use crate::lines::Lines;
 use crate::simd::SimdPath;
 use gemv_core::{GROUP_SIZE, PARTIALS};
 
@@ -58,7 +59,7 @@ pub(crate) fn gemv(path: SimdPath, pool: &rayon::ThreadPool, launch: &Launch<'_>
         for (chunk, mut columns) in runs.into_iter().enumerate() {
             let xt = &xt;
             scope.spawn(move |_| {
-                let mut partials = vec![0f32; batch_rows * m * PARTIALS];
+                let mut partials = Lines::zeroed(batch_rows * m * PARTIALS);
                 let mut finished = vec![0u16; batch_rows * m];
                 let first_row = chunk * rows_per_thread;
                 let chunk_rows = columns.first().map_or(0, |token| token.len());

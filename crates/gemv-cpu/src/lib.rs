@@ -14,6 +14,7 @@ mod activations;
 mod backend;
 mod compute;
 mod kernels;
+mod lines;
 mod simd;
 
 pub use backend::CpuBackend;
