@@ -16,6 +16,7 @@ use crate::activations::TransposedX;
 use gemv_core::codec::BF16_NAN;
 use gemv_core::{GROUP_SIZE, PARTIALS};
 use std::arch::x86_64::*;
+use std::mem::MaybeUninit;
 
 const W: usize = 16;
 /// Blocks per 64-group superblock.
@@ -49,15 +50,15 @@ fn weights<const SHR: u32>(words: __m512i, table: __m512, scale: __m512) -> __m5
 /// Elements 0..7 (from the even words) or 8..15 (odd words) of 16 groups.
 #[inline]
 #[target_feature(enable = "avx512f")]
-fn decode_half(words: __m512i, table: __m512, scale: __m512, out: &mut [__m512]) {
-    out[0] = weights::<0>(words, table, scale);
-    out[1] = weights::<4>(words, table, scale);
-    out[2] = weights::<8>(words, table, scale);
-    out[3] = weights::<12>(words, table, scale);
-    out[4] = weights::<16>(words, table, scale);
-    out[5] = weights::<20>(words, table, scale);
-    out[6] = weights::<24>(words, table, scale);
-    out[7] = weights::<28>(words, table, scale);
+fn decode_half(words: __m512i, table: __m512, scale: __m512, out: &mut [MaybeUninit<__m512>]) {
+    out[0].write(weights::<0>(words, table, scale));
+    out[1].write(weights::<4>(words, table, scale));
+    out[2].write(weights::<8>(words, table, scale));
+    out[3].write(weights::<12>(words, table, scale));
+    out[4].write(weights::<16>(words, table, scale));
+    out[5].write(weights::<20>(words, table, scale));
+    out[6].write(weights::<24>(words, table, scale));
+    out[7].write(weights::<28>(words, table, scale));
 }
 
 /// Rows decoded together (a tile).
@@ -279,8 +280,15 @@ pub(crate) unsafe fn row_tile(packed: &[u8], scales: &[u8], rows: usize, xt: &Tr
         }
         return;
     }
-    // Rows of the tile past `rows` keep zero weights: their partials are scratch.
-    let mut ws = [[[_mm512_setzero_ps(); GROUP_SIZE]; Q]; ROWS];
+    // Not zeroed as a whole: 16 KB of stores per tile, where a superblock's decode writes 16 KB
+    // and each tile decodes five (qkv/o). Rows of the tile past `rows` hold zero weights (their
+    // partials are scratch); the decode writes every element of the others, every superblock.
+    let mut ws = [[[MaybeUninit::<__m512>::uninit(); GROUP_SIZE]; Q]; ROWS];
+    for row_ws in ws.iter_mut().skip(rows) {
+        for block_ws in row_ws.iter_mut() {
+            block_ws.fill(MaybeUninit::new(_mm512_setzero_ps()));
+        }
+    }
     for superblock in 0..xt.blocks() / Q {
         for (r, row_ws) in ws.iter_mut().enumerate().take(rows) {
             let (row_packed, row_scales) =
@@ -302,13 +310,17 @@ pub(crate) unsafe fn row_tile(packed: &[u8], scales: &[u8], rows: usize, xt: &Tr
                 decode_half(_mm512_permutex2var_epi32(low, odd_words, high), e2m1, scale, second);
             }
         }
+        // SAFETY: every element of `ws` is initialised: rows from `rows` on were zeroed before the
+        // loop, and the decode above wrote all Q blocks of 16 vectors of every row below it.
+        // `MaybeUninit<T>` has `T`'s layout, so the array casts element for element.
+        let ready = unsafe { &*(&raw const ws).cast::<[[[__m512; GROUP_SIZE]; Q]; ROWS]>() };
         let mut t0 = 0;
         while t0 < m {
             match m - t0 {
-                1 => accumulate::<1>(&ws, xt, superblock, t0, partials),
-                2 => accumulate::<2>(&ws, xt, superblock, t0, partials),
-                3 => accumulate::<3>(&ws, xt, superblock, t0, partials),
-                _ => accumulate::<TOKENS>(&ws, xt, superblock, t0, partials),
+                1 => accumulate::<1>(ready, xt, superblock, t0, partials),
+                2 => accumulate::<2>(ready, xt, superblock, t0, partials),
+                3 => accumulate::<3>(ready, xt, superblock, t0, partials),
+                _ => accumulate::<TOKENS>(ready, xt, superblock, t0, partials),
             }
             t0 += TOKENS;
         }
