@@ -22,6 +22,7 @@
 
 use super::{TILE_ROWS, block_bytes, prefetch_row};
 use crate::activations::TransposedX;
+use gemv_core::codec::BF16_NAN;
 use gemv_core::{GROUP_SIZE, PARTIALS};
 use std::arch::x86_64::*;
 
@@ -448,4 +449,68 @@ fn decode_and_accumulate(tile: &Tile<'_>, first: usize, xt: &TransposedX, partia
             t0 += TOKENS;
         }
     }
+}
+
+/// Outputs [`finish_outputs`] finishes together, one per lane.
+pub(crate) const FINISH_OUTPUTS: usize = W;
+
+/// The contract's tree over the 64 partials of 8 outputs (`partials[64 * o..][..64]`) and
+/// `bf16(total * global_scale)` of each into `out[o]`: every addition of [`super::finish`], with
+/// the same operands in the same order, 8 outputs to a vector (see the AVX-512 version). Levels
+/// 32, 16 and 8 add an output's own vectors; level 4 pairs two outputs' 128-bit halves, levels 2
+/// and 1 two vectors' values within the halves, which leaves the outputs in the lane order 0 2 4 6
+/// 1 3 5 7, put right by one permute.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) fn finish_outputs(partials: &[f32], global_scale: f32, out: &mut [u16]) {
+    assert!(partials.len() >= W * PARTIALS && out.len() >= W, "finish_outputs: 8 outputs");
+    let mut level = [_mm256_setzero_ps(); W];
+    for (o, sums) in level.iter_mut().enumerate() {
+        // SAFETY: output o's 64 partials lie inside `partials` (asserted above); unaligned loads.
+        let p: [__m256; 8] = unsafe {
+            let base = partials.as_ptr().add(o * PARTIALS);
+            [
+                _mm256_loadu_ps(base),
+                _mm256_loadu_ps(base.add(W)),
+                _mm256_loadu_ps(base.add(2 * W)),
+                _mm256_loadu_ps(base.add(3 * W)),
+                _mm256_loadu_ps(base.add(4 * W)),
+                _mm256_loadu_ps(base.add(5 * W)),
+                _mm256_loadu_ps(base.add(6 * W)),
+                _mm256_loadu_ps(base.add(7 * W)),
+            ]
+        };
+        let q = [
+            _mm256_add_ps(p[0], p[4]),
+            _mm256_add_ps(p[1], p[5]),
+            _mm256_add_ps(p[2], p[6]),
+            _mm256_add_ps(p[3], p[7]),
+        ];
+        *sums = _mm256_add_ps(_mm256_add_ps(q[0], q[2]), _mm256_add_ps(q[1], q[3]));
+    }
+    // Level 4: [a0..a3 | b0..b3] + [a4..a7 | b4..b7].
+    for v in 0..4 {
+        let (a, b) = (level[2 * v], level[2 * v + 1]);
+        level[v] = _mm256_add_ps(_mm256_permute2f128_ps::<0x20>(a, b), _mm256_permute2f128_ps::<0x31>(a, b));
+    }
+    // Level 2, within each half: [a0 a1 b0 b1] + [a2 a3 b2 b3].
+    for v in 0..2 {
+        let (a, b) = (level[2 * v], level[2 * v + 1]);
+        level[v] = _mm256_add_ps(_mm256_shuffle_ps::<0b01_00_01_00>(a, b), _mm256_shuffle_ps::<0b11_10_11_10>(a, b));
+    }
+    // Level 1: [a0 a2 b0 b2] + [a1 a3 b1 b3], leaving outputs 0 2 4 6 | 1 3 5 7.
+    let (a, b) = (level[0], level[1]);
+    let totals = _mm256_add_ps(_mm256_shuffle_ps::<0b10_00_10_00>(a, b), _mm256_shuffle_ps::<0b11_01_11_01>(a, b));
+    let totals = _mm256_permutevar8x32_ps(totals, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    let scaled = _mm256_mul_ps(totals, _mm256_set1_ps(global_scale));
+    // Round to nearest even on the bits; NaN to the canonical bf16 NaN.
+    let bits = _mm256_castps_si256(scaled);
+    let odd = _mm256_and_si256(_mm256_srli_epi32::<16>(bits), _mm256_set1_epi32(1));
+    let rounded = _mm256_srli_epi32::<16>(_mm256_add_epi32(bits, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF))));
+    let nan = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_UNORD_Q>(scaled, scaled));
+    let values = _mm256_blendv_epi8(rounded, _mm256_set1_epi32(i32::from(BF16_NAN)), nan);
+    // Each value fits 16 bits: the unsigned pack keeps it; the halves' low quadwords hold 0..3 and
+    // 4..7.
+    let packed = _mm256_permute4x64_epi64::<0b00_00_10_00>(_mm256_packus_epi32(values, values));
+    // SAFETY: `out` holds at least 8 u16 (asserted above); an unaligned 16-byte store.
+    unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), _mm256_castsi256_si128(packed)) };
 }

@@ -127,12 +127,15 @@ pub(crate) fn finish_width(path: SimdPath) -> usize {
     match path {
         #[cfg(target_arch = "x86_64")]
         SimdPath::Avx512 => avx512::FINISH_OUTPUTS,
+        #[cfg(target_arch = "x86_64")]
+        SimdPath::Avx2 => avx2::FINISH_OUTPUTS,
         _ => 1,
     }
 }
 
 /// [`finish`] for each of `out.len()` outputs, whose partials are `partials[64 * o..][..64]`: on
-/// AVX-512 16 outputs to a vector (the same additions in the same order), the rest one at a time.
+/// AVX-512 16 outputs to a vector, on AVX2 8 (the same additions in the same order), the rest one
+/// at a time.
 pub(crate) fn finish_outputs(path: SimdPath, partials: &mut [f32], global_scale: f32, out: &mut [u16]) {
     debug_assert!(partials.len() >= out.len() * PARTIALS);
     let width = finish_width(path);
@@ -140,9 +143,14 @@ pub(crate) fn finish_outputs(path: SimdPath, partials: &mut [f32], global_scale:
     #[cfg(target_arch = "x86_64")]
     if vectorised > 0 {
         for (out, partials) in out[..vectorised].chunks_exact_mut(width).zip(partials.chunks_exact(width * PARTIALS)) {
-            // SAFETY: `finish_width` is above 1 only on the AVX-512 path, which a backend holds
-            // only after `SimdPath::is_supported` confirmed the CPU has AVX-512F.
-            unsafe { avx512::finish_outputs(partials, global_scale, out) };
+            match path {
+                // SAFETY: a backend holds an x86 path only after `SimdPath::is_supported`
+                // confirmed the CPU has its features (AVX-512F; AVX2 and FMA).
+                SimdPath::Avx512 => unsafe { avx512::finish_outputs(partials, global_scale, out) },
+                // SAFETY: as above.
+                SimdPath::Avx2 => unsafe { avx2::finish_outputs(partials, global_scale, out) },
+                SimdPath::Portable => unreachable!("the portable path finishes one output at a time"),
+            }
         }
     }
     for (o, value) in out.iter_mut().enumerate().skip(vectorised) {
