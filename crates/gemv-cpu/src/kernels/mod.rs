@@ -7,7 +7,8 @@
 //! 64 groups (all 64 partials, 64 / W vectors) before the tokens run over it, so each token has
 //! 64 / W independent chains in flight instead of one (a chain of dependent FMAs would otherwise
 //! wait on their latency). The tree and the final rounding are shared code ([`finish`] one output
-//! at a time, [`finish_outputs`] 16 outputs to a vector on AVX-512, the same additions).
+//! at a time, [`finish_outputs`] 16 outputs to a vector on AVX-512 and 8 on AVX2, the same
+//! additions).
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
