@@ -3,11 +3,17 @@
 //! fast path everywhere (every staged activation NaN, say) still passes every gate that compares
 //! bits. The emulator counts the blocks that take that detour
 //! ([`CudaEmulator::fallback_blocks`]): on ordinary data (the conformance suite's weights and
-//! activations) no block of any exact kernel, on either build, may take it, and one activation
-//! that overflows when staged must send blocks there (the control) with the same bits as the
-//! host contract.
+//! activations) no block of any exact kernel, on either build, with X aligned or not, may take
+//! it, and one activation that overflows when staged must send blocks there (the control) with
+//! the same bits as the host contract.
+//!
+//! Both X alignments matter: each stages X by its own code (one 16-byte load, or eight 2-byte
+//! loads paired by shifts). Mutant #328 of the kernel pass (the odd element's `<< 16` to `<< 17`
+//! in the misaligned branch) turns ordinary activations into huge or infinite staged values, so
+//! every block it touches reruns on the plain path and the gates, which compare bits, pass; only
+//! this count sees it.
 
-use gemv_backend::{DeviceMatrix, GpuBackend, conformance};
+use gemv_backend::{DeviceMatrix, GpuBackend, KernelHandle, conformance};
 use gemv_core::codec::f32_to_bf16;
 use gemv_core::{Family, KERNELS, MODULE_NAME, Nvfp4Matrix, gemv_contract};
 use gemv_cuda::CudaEmulator;
@@ -31,9 +37,37 @@ fn every_finite_scale_code(n: usize, k: usize) -> Nvfp4Matrix {
     })
 }
 
-/// Launches every exact kernel at its widest M on `x_for(m, k)` over every shape, on both
-/// builds; checks the bits against the host contract and returns the fallback blocks counted
-/// per build.
+/// Where X starts in its buffer: 256-byte aligned (the 16-byte loads) and 2 bytes past that
+/// (the 2-byte loads; the alignment check reads the address the kernel is given).
+const X_OFFSETS: [usize; 2] = [0, 2];
+
+/// One launch of `kernel` with X at byte `x_offset` of its buffer; returns Y.
+fn launch_at(
+    emulator: &CudaEmulator,
+    matrix: &DeviceMatrix<impl gemv_backend::BackendRef>,
+    kernel: KernelHandle,
+    x: &[u16],
+    x_offset: usize,
+    m: usize,
+) -> gemv_backend::Result<Vec<u16>> {
+    let (n, x_bytes) = (matrix.n(), 2 * x.len());
+    let x_buffer = emulator.alloc(x_offset + x_bytes)?;
+    let y_buffer = emulator.alloc(2 * m * n)?;
+    let mut args = matrix.args(x_buffer, y_buffer, 0, m);
+    args.x = x_buffer.range(x_offset, x_bytes);
+    emulator.upload(args.x, bytemuck::cast_slice(x))?;
+    emulator.launch_gemv(kernel, &args)?;
+    emulator.synchronize()?;
+    let mut y = vec![0u16; m * n];
+    emulator.download(y_buffer.whole(), bytemuck::cast_slice_mut(&mut y))?;
+    emulator.free(x_buffer)?;
+    emulator.free(y_buffer)?;
+    Ok(y)
+}
+
+/// Launches every exact kernel at its widest M on `x_for(m, k)` over every shape and both X
+/// alignments, on both builds; checks the bits against the host contract and returns the
+/// fallback blocks counted per build.
 fn fallback_blocks(x_for: impl Fn(usize, usize) -> Vec<u16>) -> Vec<((i32, i32), u64)> {
     CAPABILITIES
         .iter()
@@ -48,16 +82,18 @@ fn fallback_blocks(x_for: impl Fn(usize, usize) -> Vec<u16>) -> Vec<((i32, i32),
                     assert!(kernel.is_resolved(), "{} does not resolve on the emulator", spec.name);
                     let m = spec.max_m;
                     let x = x_for(m, k);
-                    let found = matrix
-                        .gemv_with(kernel, &x, m)
-                        .unwrap_or_else(|e| panic!("{} N={n} K={k} M={m}: {e}", spec.name));
                     let mut expected = vec![0u16; m * n];
                     gemv_contract(&weights.view(), &x, m, &mut expected, 1).expect("host contract");
-                    if let Some(i) = (0..expected.len()).find(|&i| found[i] != expected[i]) {
-                        panic!(
-                            "{} on sm_{}{} N={n} K={k} M={m}: output {i}: expected {:#06x}, found {:#06x}",
-                            spec.name, capability.0, capability.1, expected[i], found[i]
-                        );
+                    for x_offset in X_OFFSETS {
+                        let found = launch_at(&emulator, &matrix, kernel, &x, x_offset, m)
+                            .unwrap_or_else(|e| panic!("{} N={n} K={k} M={m} X at byte {x_offset}: {e}", spec.name));
+                        if let Some(i) = (0..expected.len()).find(|&i| found[i] != expected[i]) {
+                            panic!(
+                                "{} on sm_{}{} N={n} K={k} M={m} X at byte {x_offset}: output {i}: expected \
+                                 {:#06x}, found {:#06x}",
+                                spec.name, capability.0, capability.1, expected[i], found[i]
+                            );
+                        }
                     }
                 }
             }
