@@ -66,7 +66,8 @@ commands:
                     file's, numbered within it; --list: print them, judge none), each judged by the
                     emulator gates once per build of its source and the emulator's tests; one
                     whose PTX is byte-identical to the committed PTX is equivalent (IdenticalPtx),
-                    the rest meet gate 7, then ASan+UBSan if they survive); report in
+                    one whose PTX equals a mutant's the pass missed shares its verdict
+                    (SamePtxAs), the rest meet gate 7, then ASan+UBSan if they survive; report in
                     target/kernel-mutants/report.txt. Slow: hours, not part of `test`
 
 `--help` anywhere prints this and runs nothing.";

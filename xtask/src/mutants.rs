@@ -13,7 +13,9 @@
 //!   target: the exact family's sm_75 and sm_89 builds); after the quick gates, the emulator's
 //!   own tests (launch bounds; no ordinary data on the plain path); a mutant still standing whose
 //!   every build compiles (pinned NVRTC) to PTX byte-identical to the committed PTX is equivalent,
-//!   proven (`IdenticalPtx`: the GPU runs the same code); the others meet gate 7's large shapes
+//!   proven (`IdenticalPtx`: the GPU runs the same code), and one whose every build compiles to
+//!   the PTX of a mutant the pass missed earlier shares that verdict (`SamePtxAs`: the GPU runs
+//!   that mutant's code; within one pass); the others meet gate 7's large shapes
 //!   on the builds whose PTX changed, and survivors get a second chance: the gates with the
 //!   emulator under ASan and UBSan. Report in target/kernel-mutants/report.txt:
 //!   every mutant with its line, change and outcome. `--only 6,41` re-judges chosen mutants.
@@ -151,6 +153,12 @@ enum Outcome {
     /// compiles to PTX byte-identical to the committed PTX: the GPU would run the same code, so
     /// no test can tell it apart (equivalent, proven; gate 7 and the second chance are skipped).
     IdenticalPtx,
+    /// It survived the quick gates and the emulator's tests, and every build of its source
+    /// compiles to PTX byte-identical to that of the earlier mutant named here, which this pass
+    /// judged `Missed`: the GPU would run that mutant's code, so that judgement, and the argument
+    /// that the earlier mutant is equivalent, hold for this one (gate 7 and the second chance are
+    /// skipped).
+    SamePtxAs(usize),
     /// Nothing caught it.
     Missed,
 }
@@ -449,15 +457,16 @@ const EMULATOR_TESTS: [&str; 3] = ["emulator_faults", "emulator_fallback", "emul
 /// Builds gemv against the kernels in `dir` and judges them in three stages, each stopping at the
 /// first failure: `gates`' quick gates with `--fail-fast`, the emulator's own tests
 /// ([`EMULATOR_TESTS`]), then the large gates. Before the large gates, a mutant whose source
-/// `ptx` finds compiling to the committed PTX is [`Outcome::IdenticalPtx`]. Also returns how long
-/// each stage ran.
+/// `ptx` finds compiling to the committed PTX is [`Outcome::IdenticalPtx`], and one compiling to
+/// the PTX of a mutant this pass missed already is [`Outcome::SamePtxAs`] that mutant. Also returns
+/// how long each stage ran and, for a mutant that met gate 7, its builds' PTX.
 fn judge(
     tree: &Path,
     dir: &Path,
     timeouts: Timeouts,
     gates: &Gates,
-    ptx: Option<(&PtxIdentity, &Path)>,
-) -> Result<(Outcome, [Duration; 3]), String> {
+    ptx: Option<PtxCheck>,
+) -> Result<Judgement, String> {
     let target = root().join("target/kernel-mutants/target");
     let built = kernel_cargo()
         .args(["build", "-q", "-p", "gemv-cli", "--bin", "gemv", "--target-dir"])
@@ -469,7 +478,7 @@ fn judge(
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if !built.success() {
-        return Ok((Outcome::Unviable, [Duration::ZERO; 3]));
+        return Ok(Judgement::new(Outcome::Unviable, [Duration::ZERO; 3]));
     }
     // Each build's capability at once.
     let checks = |numbers: &[&str], capabilities: &[String]| -> Vec<Command> {
@@ -504,24 +513,70 @@ fn judge(
         })
     };
     if let Some(outcome) = stage(0, checks(gates.quick, &gates.capabilities), timeouts.quick, Outcome::Killed)? {
-        return Ok((outcome, times));
+        return Ok(Judgement::new(outcome, times));
     }
     let tests = vec![emulator_tests(tree, dir, "target/kernel-mutants/target", &EMULATOR_TESTS)];
     if let Some(outcome) = stage(1, tests, timeouts.emulator_tests, Outcome::KilledByEmulatorTests)? {
-        return Ok((outcome, times));
+        return Ok(Judgement::new(outcome, times));
     }
     let mut large_capabilities = gates.capabilities.clone();
-    if let Some((identity, source)) = ptx {
-        let same = identity.identical_builds(source)?;
+    let mut compiled = None;
+    if let Some(check) = ptx {
+        let same = check.identity.identical_builds(check.source)?;
         if same.iter().all(|&(_, same)| same) {
-            return Ok((Outcome::IdenticalPtx, times));
+            return Ok(Judgement::new(Outcome::IdenticalPtx, times));
         }
+        let builds = check.identity.compiled(check.source)?;
+        if let Some(earlier) = check.missed.same_ptx(&builds) {
+            return Ok(Judgement::new(Outcome::SamePtxAs(earlier), times));
+        }
+        compiled = Some(builds);
         large_capabilities = builds_that_changed(&same);
     }
-    if let Some(outcome) = stage(2, checks(gates.large, &large_capabilities), timeouts.large, Outcome::Killed)? {
-        return Ok((outcome, times));
+    let outcome = stage(2, checks(gates.large, &large_capabilities), timeouts.large, Outcome::Killed)?;
+    Ok(Judgement { outcome: outcome.unwrap_or(Outcome::Missed), times, ptx: compiled })
+}
+
+/// What [`judge`] found: the outcome, each stage's time, and the PTX of a mutant that met gate 7.
+struct Judgement {
+    outcome: Outcome,
+    times: [Duration; 3],
+    ptx: Option<BuildsPtx>,
+}
+
+impl Judgement {
+    fn new(outcome: Outcome, times: [Duration; 3]) -> Self {
+        Self { outcome, times, ptx: None }
     }
-    Ok((Outcome::Missed, times))
+}
+
+/// The PTX of each build of a source, in `kernels::builds_of` order (None: NVRTC rejected it).
+type BuildsPtx = Vec<Option<Vec<u8>>>;
+
+/// What [`judge`] needs to compare a mutant's PTX: with the committed PTX, and with the mutants
+/// this pass missed.
+struct PtxCheck<'a> {
+    identity: &'a PtxIdentity,
+    source: &'a Path,
+    missed: &'a MissedPtx,
+}
+
+/// The PTX of the mutants this pass judged `Missed`, kept in memory (about 9 MB a mutant of the
+/// exact family): a later mutant compiling to the same PTX is the same program on a GPU. Only
+/// within one pass: the snapshot, its tests and its committed PTX are fixed for the pass's length,
+/// so an earlier verdict was reached by the same judges.
+#[derive(Default)]
+struct MissedPtx(Vec<(usize, BuildsPtx)>);
+
+impl MissedPtx {
+    /// The first missed mutant whose every build's PTX equals `builds`.
+    fn same_ptx(&self, builds: &BuildsPtx) -> Option<usize> {
+        self.0.iter().find(|(_, ptx)| ptx == builds).map(|&(index, _)| index)
+    }
+
+    fn record(&mut self, index: usize, builds: BuildsPtx) {
+        self.0.push((index, builds));
+    }
 }
 
 /// Whether a source's every build compiles to the PTX committed in the snapshot: what the GPU runs.
@@ -566,6 +621,15 @@ impl PtxIdentity {
                 Ok((build, std::fs::read(&out).ok() == Some(committed)))
             })
             .collect()
+    }
+
+    /// The PTX `identical_builds` last compiled from a source, build by build (None where NVRTC
+    /// rejected it).
+    fn compiled(&self, source: &Path) -> Result<BuildsPtx, String> {
+        Ok(crate::kernels::builds_of(source)?
+            .into_iter()
+            .map(|build| std::fs::read(self.out.join(format!("{}.ptx", build.ptx))).ok())
+            .collect())
     }
 }
 
@@ -697,9 +761,10 @@ fn kernels(selection: Selection) -> Result<(), String> {
             ));
         }
     }
-    let timeouts = match judge(&tree, &scratch, Timeouts::BASELINE, &exact_gates, None)? {
-        (Outcome::Missed, times) => Timeouts::from_baseline(times),
-        (other, _) => return Err(format!("the unmutated kernels do not pass the gates ({other:?})")),
+    let baseline = judge(&tree, &scratch, Timeouts::BASELINE, &exact_gates, None)?;
+    let timeouts = match baseline.outcome {
+        Outcome::Missed => Timeouts::from_baseline(baseline.times),
+        other => return Err(format!("the unmutated kernels do not pass the gates ({other:?})")),
     };
     eprintln!(
         "xtask: timeouts per mutant: {:.0} s for the quick gates, {:.0} s for the emulator's tests, {:.0} s for gate 7",
@@ -709,6 +774,7 @@ fn kernels(selection: Selection) -> Result<(), String> {
     );
     let second_chance_timeout = Duration::from_secs(600);
     let mut report = String::new();
+    let mut missed = MissedPtx::default();
     let mut counts = std::collections::BTreeMap::new();
     let report_name = if selection.only.is_some() { "report-rejudged.txt" } else { "report.txt" };
     let selected = mutants
@@ -726,10 +792,14 @@ fn kernels(selection: Selection) -> Result<(), String> {
         std::fs::write(scratch.join(relative), mutated).map_err(|e| e.to_string())?;
         let started = Instant::now();
         let source = scratch.join(relative);
-        let (mut outcome, _) =
-            judge(&tree, &scratch, timeouts, &gates_for(&mutant.file), Some((&identity, source.as_path())))?;
+        let check = PtxCheck { identity: &identity, source: &source, missed: &missed };
+        let judgement = judge(&tree, &scratch, timeouts, &gates_for(&mutant.file), Some(check))?;
+        let mut outcome = judgement.outcome;
         if outcome == Outcome::Missed {
             outcome = second_chance(&tree, &scratch, second_chance_timeout)?;
+            if let (Outcome::Missed, Some(ptx)) = (outcome, judgement.ptx) {
+                missed.record(index, ptx);
+            }
         }
         let line = format!(
             "#{index} {}:{} `{}` -> `{}`: {outcome:?} ({:.0} s)",
@@ -742,7 +812,11 @@ fn kernels(selection: Selection) -> Result<(), String> {
         eprintln!("xtask: {line}");
         report.push_str(&line);
         report.push('\n');
-        *counts.entry(format!("{outcome:?}")).or_insert(0usize) += 1;
+        let kind = match outcome {
+            Outcome::SamePtxAs(_) => "SamePtxAs".to_string(),
+            other => format!("{other:?}"),
+        };
+        *counts.entry(kind).or_insert(0usize) += 1;
         std::fs::write(work.join(report_name), &report).map_err(|e| e.to_string())?;
     }
     let summary: Vec<String> = counts.iter().map(|(k, v)| format!("{k}: {v}")).collect();
@@ -803,6 +877,18 @@ mod tests {
         let fast = gates_for(Path::new("kernels/w4a16_fast.cu"));
         assert_eq!((fast.quick, fast.large), (&["10", "11"][..], &[][..]), "the fast family's gates");
         assert_eq!(fast.capabilities, ["8.0"]);
+    }
+
+    #[test]
+    fn a_mutant_shares_a_verdict_only_with_ptx_equal_in_every_build() {
+        let mut missed = MissedPtx::default();
+        let ptx = |text: &str| Some(text.as_bytes().to_vec());
+        missed.record(7, vec![ptx("a"), ptx("b")]);
+        missed.record(9, vec![ptx("a"), None]);
+        assert_eq!(missed.same_ptx(&vec![ptx("a"), ptx("b")]), Some(7));
+        assert_eq!(missed.same_ptx(&vec![ptx("a"), None]), Some(9), "a build NVRTC rejects must be rejected alike");
+        assert_eq!(missed.same_ptx(&vec![ptx("a"), ptx("c")]), None, "one build differing is another program");
+        assert_eq!(missed.same_ptx(&vec![ptx("a")]), None);
     }
 
     #[test]
