@@ -522,11 +522,10 @@ fn judge(
     let mut large_capabilities = gates.capabilities.clone();
     let mut compiled = None;
     if let Some(check) = ptx {
-        let same = check.identity.identical_builds(check.source)?;
+        let (same, builds) = check.identity.compile_builds(check.source)?;
         if same.iter().all(|&(_, same)| same) {
             return Ok(Judgement::new(Outcome::IdenticalPtx, times));
         }
-        let builds = check.identity.compiled(check.source)?;
         if let Some(earlier) = check.missed.same_ptx(&builds) {
             return Ok(Judgement::new(Outcome::SamePtxAs(earlier), times));
         }
@@ -552,6 +551,9 @@ impl Judgement {
 
 /// The PTX of each build of a source, in `kernels::builds_of` order (None: NVRTC rejected it).
 type BuildsPtx = Vec<Option<Vec<u8>>>;
+
+/// Each build of a source with whether it compiles to its committed PTX.
+type BuildsIdentical = Vec<(&'static gemv_core::ModuleBuild, bool)>;
 
 /// What [`judge`] needs to compare a mutant's PTX: with the committed PTX, and with the mutants
 /// this pass missed.
@@ -601,35 +603,27 @@ impl PtxIdentity {
 
     /// Whether every build of `source` compiles to its committed PTX.
     fn identical(&self, source: &Path) -> Result<bool, String> {
-        Ok(self.identical_builds(source)?.iter().all(|&(_, same)| same))
+        Ok(self.compile_builds(source)?.0.iter().all(|&(_, same)| same))
     }
 
     /// Each build of `source` with whether it compiles to its committed PTX (a build NVRTC
-    /// rejects does not).
-    fn identical_builds(&self, source: &Path) -> Result<Vec<(&'static gemv_core::ModuleBuild, bool)>, String> {
-        crate::kernels::builds_of(source)?
-            .into_iter()
-            .map(|build| {
-                let out = self.out.join(format!("{}.ptx", build.ptx));
-                let _ = std::fs::remove_file(&out);
-                if crate::kernels::compile(&self.nvrtc, source, build, &out, &[]).is_err() {
-                    return Ok((build, false));
-                }
-                let committed = self.committed.join(format!("{}.ptx", build.ptx));
-                let committed =
-                    std::fs::read(&committed).map_err(|e| format!("cannot read {}: {e}", committed.display()))?;
-                Ok((build, std::fs::read(&out).ok() == Some(committed)))
-            })
-            .collect()
-    }
-
-    /// The PTX `identical_builds` last compiled from a source, build by build (None where NVRTC
-    /// rejected it).
-    fn compiled(&self, source: &Path) -> Result<BuildsPtx, String> {
-        Ok(crate::kernels::builds_of(source)?
-            .into_iter()
-            .map(|build| std::fs::read(self.out.join(format!("{}.ptx", build.ptx))).ok())
-            .collect())
+    /// rejects does not), and the PTX each build compiled to.
+    fn compile_builds(&self, source: &Path) -> Result<(BuildsIdentical, BuildsPtx), String> {
+        let mut identical = Vec::new();
+        let mut compiled = Vec::new();
+        for build in crate::kernels::builds_of(source)? {
+            let out = self.out.join(format!("{}.ptx", build.ptx));
+            let _ = std::fs::remove_file(&out);
+            let ptx = crate::kernels::compile(&self.nvrtc, source, build, &out, &[])
+                .ok()
+                .and_then(|()| std::fs::read(&out).ok());
+            let committed = self.committed.join(format!("{}.ptx", build.ptx));
+            let committed =
+                std::fs::read(&committed).map_err(|e| format!("cannot read {}: {e}", committed.display()))?;
+            identical.push((build, ptx.as_ref() == Some(&committed)));
+            compiled.push(ptx);
+        }
+        Ok((identical, compiled))
     }
 }
 
