@@ -271,6 +271,41 @@ fn unknown_kernels_are_a_typed_error() {
     assert!(matches!(launch("no_such_kernel", 32), Err(Error::KernelFault { .. })));
 }
 
+// ---- Local arrays: the sanitized build ----
+
+/// Set in the child process that runs the planted write past a local array.
+const RUN_PLANTED_OVERFLOW: &str = "GEMV_EMU_RUN_PLANTED_OVERFLOW";
+
+/// A write one past a thread's local array is invisible to the emulator (a thread's locals live
+/// on the host's stack), so `cargo xtask test` runs this suite again built with
+/// `GEMV_EMU_SANITIZE=address,undefined`, where UndefinedBehaviorSanitizer stops the process at
+/// the write. The planted fault therefore runs in a child process (this test again, with
+/// [`RUN_PLANTED_OVERFLOW`] set), whose failure and message the parent asserts. In a build without
+/// the sanitizers only the control runs: the fault would corrupt this process's stack unseen.
+#[test]
+fn a_write_past_a_local_array_is_caught_by_the_sanitized_build() {
+    if std::env::var_os(RUN_PLANTED_OVERFLOW).is_some() {
+        let _ = launch("emu_test_local_array_one_past", 32);
+        return;
+    }
+    // 0 + 1 + 2 + 3 (as an integer), every write inside the array.
+    assert_eq!(passes("emu_test_local_array_filled", 32)[0], 6);
+    if option_env!("GEMV_EMU_SANITIZE").is_none_or(str::is_empty) {
+        eprintln!("the planted write past a local array runs only in the sanitized build (GEMV_EMU_SANITIZE)");
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let child = std::process::Command::new(exe)
+        .args(["a_write_past_a_local_array_is_caught_by_the_sanitized_build", "--exact", "--nocapture"])
+        .env(RUN_PLANTED_OVERFLOW, "1")
+        .output()
+        .expect("the test binary runs again");
+    let stderr = String::from_utf8_lossy(&child.stderr);
+    eprintln!("child ({}): {stderr}", child.status);
+    assert!(!child.status.success(), "the sanitized build let a write past a local array pass:\n{stderr}");
+    assert!(stderr.contains("index 4 out of bounds for type 'float [4]'"), "{stderr}");
+}
+
 // ---- Bit and half-precision primitives, against an independent reference ----
 
 /// Runs a test kernel over chosen inputs: `x` holds `m * k` values, y gets `m * n`.

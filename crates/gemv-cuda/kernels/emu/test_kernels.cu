@@ -283,6 +283,25 @@ GEMV_KERNEL(emu_test_shared_vectors, 1024, 1)(EMU_ARGS) {
     emu_test::out(y, m, n, (unsigned)(v.x + v.y + v.z + v.w));
 }
 
+// ---- Local arrays (caught by the sanitized build only) -----------------------------------------
+
+// Fills a thread's local array of 4 with 0, 1, .., count - 1 and writes their sum to y[0]. A count
+// past 4 writes past the array: the emulator cannot see it (a thread's locals are host stack), g++'s
+// UndefinedBehaviorSanitizer can. The count is a kernel argument, so no compiler can drop the
+// write at compile time.
+__device__ __noinline__ void emu_test_fill_local(gemv_u16* y, int count) {
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int i = 0; i < count; ++i) acc[i] = (float)i;
+    const float sum = acc[0] + acc[1] + acc[2] + acc[3];
+    if (emu_test::global_thread() == 0) store_global(y, (gemv_u16)sum);
+}
+
+// Control: count = k / 8 = 4 with the tests' K = 32, every write inside the array (must pass).
+GEMV_KERNEL(emu_test_local_array_filled, 1024, 1)(EMU_ARGS) { emu_test_fill_local(y, k / 8); }
+
+// One past the array: count = k / 8 + 1, the kernel mutants' `t < MAX_M` to `t <= MAX_M`.
+GEMV_KERNEL(emu_test_local_array_one_past, 1024, 1)(EMU_ARGS) { emu_test_fill_local(y, k / 8 + 1); }
+
 // ---- Bit and half-precision primitives -----------------------------------------------------
 
 // y[2i], y[2i+1] = the low / high half of hmul2((x[i], x[i]), (x[j], x[j])), j = (7 i + 3) % (m k):
@@ -383,6 +402,8 @@ GEMV_KERNEL(emu_test_prefetch_inside, 1024, 1)(EMU_ARGS) {
     X(emu_test_shared_out_of_bounds_in_block_3, 1, 1) \
     X(emu_test_shared_too_large, 1, 1)         \
     X(emu_test_shared_vectors, 1, 1)           \
+    X(emu_test_local_array_filled, 1, 1)       \
+    X(emu_test_local_array_one_past, 1, 1)     \
     X(emu_test_hmul2, 1, 1)                    \
     X(emu_test_hmul2_broadcast, 1, 1)          \
     X(emu_test_e4m3x2_to_f16x2, 1, 1)          \
