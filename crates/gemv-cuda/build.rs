@@ -47,7 +47,10 @@ mod emulator {
         if std::arch::is_x86_feature_detected!("fma") {
             build.flag("-mfma");
         }
-        if let Some(sanitizers) = std::env::var("GEMV_EMU_SANITIZE").ok().filter(|s| !s.is_empty()) {
+        let sanitizers = std::env::var("GEMV_EMU_SANITIZE").ok().filter(|s| !s.is_empty());
+        // `gemv_cuda::EMULATOR_SANITIZERS`: what this build chose, for the tests.
+        println!("cargo:rustc-env=GEMV_EMU_SANITIZERS={}", sanitizers.as_deref().unwrap_or(""));
+        if let Some(sanitizers) = sanitizers {
             let flag = format!("-fsanitize={sanitizers}");
             // -fno-aggressive-loop-optimizations: a loop that runs one element past a local array is
             // undefined behaviour, which g++ would otherwise "optimise" into the in-bounds loop the

@@ -24,4 +24,4 @@ pub use error::CudaError;
 mod emulator;
 
 #[cfg(feature = "emulator")]
-pub use emulator::{CudaEmulator, DEFAULT_EMULATED_CAPABILITY, HostLaunch, ThreadOrder};
+pub use emulator::{CudaEmulator, DEFAULT_EMULATED_CAPABILITY, EMULATOR_SANITIZERS, HostLaunch, ThreadOrder};

@@ -4,7 +4,7 @@
 
 use gemv_backend::Error;
 use gemv_cuda::launch::THREADS_PER_BLOCK;
-use gemv_cuda::{CudaEmulator, HostLaunch, ThreadOrder};
+use gemv_cuda::{CudaEmulator, EMULATOR_SANITIZERS, HostLaunch, ThreadOrder};
 
 const M: usize = 1;
 const N: usize = 64;
@@ -278,8 +278,8 @@ const RUN_PLANTED_OVERFLOW: &str = "GEMV_EMU_RUN_PLANTED_OVERFLOW";
 
 /// A write one past a thread's local array is invisible to the emulator (a thread's locals live
 /// on the host's stack), so `cargo xtask test` runs this suite again built with
-/// `GEMV_EMU_SANITIZE=address,undefined`, where UndefinedBehaviorSanitizer stops the process at
-/// the write. The planted fault therefore runs in a child process (this test again, with
+/// `GEMV_EMU_SANITIZE=address,undefined` ([`EMULATOR_SANITIZERS`]), where UndefinedBehaviorSanitizer
+/// stops the process at the write. The planted fault therefore runs in a child process (this test again, with
 /// [`RUN_PLANTED_OVERFLOW`] set), whose failure and message the parent asserts. In a build without
 /// the sanitizers only the control runs: the fault would corrupt this process's stack unseen.
 #[test]
@@ -290,7 +290,7 @@ fn a_write_past_a_local_array_is_caught_by_the_sanitized_build() {
     }
     // 0 + 1 + 2 + 3 (as an integer), every write inside the array.
     assert_eq!(passes("emu_test_local_array_filled", 32)[0], 6);
-    if option_env!("GEMV_EMU_SANITIZE").is_none_or(str::is_empty) {
+    if EMULATOR_SANITIZERS.is_empty() {
         eprintln!("the planted write past a local array runs only in the sanitized build (GEMV_EMU_SANITIZE)");
         return;
     }

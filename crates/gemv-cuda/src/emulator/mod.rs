@@ -33,6 +33,11 @@ pub enum ThreadOrder {
 /// so the exact family runs its sm_89 build and the fast family is available.
 pub const DEFAULT_EMULATED_CAPABILITY: (i32, i32) = (9, 0);
 
+/// The g++ sanitizers the emulator and its kernels were built under (`GEMV_EMU_SANITIZE` when
+/// this crate was built, e.g. `address,undefined`), empty for none. Set by the build script, so
+/// a test asks what was built rather than reading the variable again.
+pub const EMULATOR_SANITIZERS: &str = env!("GEMV_EMU_SANITIZERS");
+
 /// The CUDA kernels on the CPU under the SIMT emulator.
 #[derive(Debug)]
 pub struct CudaEmulator {
