@@ -146,6 +146,8 @@ fn test() -> Result<(), String> {
             "emulator_fallback",
             "--test",
             "emulator_fast_family",
+            "--test",
+            "emulator_load_widths",
             "--",
             "--skip",
             "gate7",

@@ -451,8 +451,10 @@ impl Timeouts {
 /// gives only infinite or NaN outputs passes every gate that compares bits, since the plain path
 /// then recomputes them: #44, which gave every odd element garbage exponent bits, passed the
 /// quick gates and died only in gate 7 after 984 s, where this stage takes 15-45 s); the fast
-/// family's own checks.
-const EMULATOR_TESTS: [&str; 3] = ["emulator_faults", "emulator_fallback", "emulator_fast_family"];
+/// family's own checks; the load widths (an alignment test that wrongly answers "unaligned" gives
+/// the right bits with narrower loads).
+const EMULATOR_TESTS: [&str; 4] =
+    ["emulator_faults", "emulator_fallback", "emulator_fast_family", "emulator_load_widths"];
 
 /// Builds gemv against the kernels in `dir` and judges them in three stages, each stopping at the
 /// first failure: `gates`' quick gates with `--fail-fast`, the emulator's own tests

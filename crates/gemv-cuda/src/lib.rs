@@ -24,4 +24,7 @@ pub use error::CudaError;
 mod emulator;
 
 #[cfg(feature = "emulator")]
-pub use emulator::{CudaEmulator, DEFAULT_EMULATED_CAPABILITY, EMULATOR_SANITIZERS, HostLaunch, ThreadOrder};
+pub use emulator::{
+    AccessWidths, CudaEmulator, DEFAULT_EMULATED_CAPABILITY, EMULATOR_SANITIZERS, GlobalAccesses, HostLaunch,
+    ThreadOrder,
+};

@@ -53,9 +53,12 @@ struct ThreadCoords {
 };
 const ThreadCoords& coords();
 
-// Checks [p, p + size) against the launch's regions; reports and never returns on a fault.
-// `via_ldg`: a read through the read-only data path, which must not see a writable region.
-void check_access(const void* p, size_t size, size_t align, bool write, bool via_ldg);
+// How a kernel touches global memory: a load through the read-only data path (__ldg, which must
+// not see a writable region), a store, or an L2 prefetch (checked like a load, not counted).
+enum class Access { Load, Store, Prefetch };
+// Checks [p, p + size) against the launch's regions and counts loads and stores by width;
+// reports and never returns on a fault.
+void check_access(const void* p, size_t size, size_t align, Access access);
 
 enum class ShuffleKind { Index, Up, Down, Xor, Mma };
 // The value of `value` in the lane the shuffle selects; checks mask, kind and width agreement.
@@ -115,7 +118,7 @@ inline float __fmaf_rn(float a, float b, float c) {
 
 template <class T>
 inline T __ldg(const T* p) {
-    emu::check_access(p, sizeof(T), alignof(T), false, true);
+    emu::check_access(p, sizeof(T), alignof(T), emu::Access::Load);
     T v;
     std::memcpy(&v, p, sizeof v);
     return v;
@@ -123,7 +126,7 @@ inline T __ldg(const T* p) {
 
 template <class T>
 inline void store_global(T* p, typename gemv_identity<T>::type v) {
-    emu::check_access(p, sizeof(T), alignof(T), true, false);
+    emu::check_access(p, sizeof(T), alignof(T), emu::Access::Store);
     std::memcpy(p, &v, sizeof v);
 }
 
@@ -145,7 +148,7 @@ inline void gemv_note_fallback() {
 
 // A prefetch fetches nothing here, but its address must lie in a launch input, as a read's would.
 inline void gemv_prefetch_l2(const void* p) {
-    emu::check_access(p, 1, 1, false, true);
+    emu::check_access(p, 1, 1, emu::Access::Prefetch);
 }
 
 inline int __syncthreads_or(int predicate) {

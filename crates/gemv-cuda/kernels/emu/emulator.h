@@ -35,6 +35,20 @@ struct EmuRegion {
     int writable;
 };
 
+// The widths a launch accesses global memory by: 1, 2, 4, 8 and 16 bytes.
+#define EMU_ACCESS_WIDTHS 5
+// The launch regions whose accesses are counted (a gemv launch has 4: x, packed, scales, y).
+#define EMU_COUNTED_REGIONS 8
+
+// What a launch did besides its results, for tests that check how a kernel got them.
+struct EmuCounts {
+    // Blocks that took their kernel's fallback path (gemv_note_fallback).
+    unsigned long long fallback_blocks;
+    // Loads (__ldg, prefetches excluded) and stores of each region, by width (1 << w bytes).
+    unsigned long long loads[EMU_COUNTED_REGIONS][EMU_ACCESS_WIDTHS];
+    unsigned long long stores[EMU_COUNTED_REGIONS][EMU_ACCESS_WIDTHS];
+};
+
 // The kernel named `name` (production and test kernels), or null.
 const EmuKernel* gemv_emu_find(const char* name);
 
@@ -42,10 +56,9 @@ const EmuKernel* gemv_emu_find(const char* name);
 unsigned gemv_emu_launch_bound(const EmuKernel* kernel);
 
 // Runs grid_x blocks of block_x threads, the threads of a block scheduled in thread-index order
-// (or its reverse when `reversed`); 0 on success, with the number of blocks that took their
-// kernel's fallback path (gemv_note_fallback) in `*fallback_blocks` where it is not null, else 1
-// with a message in `error`.
+// (or its reverse when `reversed`); 0 on success, with what it counted in `*counts` where that is
+// not null, else 1 with a message in `error`.
 int gemv_emu_launch(const EmuKernel* kernel, unsigned grid_x, unsigned block_x, const EmuArgs* args,
-                    const EmuRegion* regions, int region_count, int workers, int reversed,
-                    unsigned long long* fallback_blocks, char* error, size_t error_len);
+                    const EmuRegion* regions, int region_count, int workers, int reversed, EmuCounts* counts,
+                    char* error, size_t error_len);
 }

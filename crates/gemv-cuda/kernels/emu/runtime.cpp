@@ -125,6 +125,10 @@ struct BlockRun {
     Fiber* current = nullptr;
     unsigned long long events = 0;  // progress counter for deadlock detection
     std::string fault;
+    // Loads and stores of the worker's blocks so far, by region and width (see EmuCounts); added
+    // to the launch's when the worker ends, so the hot path touches no shared counter.
+    unsigned long long loads[EMU_COUNTED_REGIONS][EMU_ACCESS_WIDTHS] = {};
+    unsigned long long stores[EMU_COUNTED_REGIONS][EMU_ACCESS_WIDTHS] = {};
     // Shared memory of the block: declarations in order, the arena and its shadow.
     std::vector<SharedDecl> shared;
     size_t shared_used = 0;
@@ -146,6 +150,7 @@ struct Launch {
     std::atomic<unsigned> next_block{0};
     std::atomic<bool> failed{false};
     std::atomic<unsigned long long> fallback_blocks{0};  // gemv_note_fallback calls
+    EmuCounts counts{};                                  // every worker's loads and stores, under error_lock
     std::mutex error_lock;
     std::string error;
     // The lowest block whose fault is in `error`: blocks start in order and a started block runs
@@ -338,6 +343,15 @@ void worker(Launch* launch) {
             break;
         }
     }
+    {
+        std::lock_guard<std::mutex> guard(launch->error_lock);
+        for (int r = 0; r < EMU_COUNTED_REGIONS; ++r) {
+            for (int w = 0; w < EMU_ACCESS_WIDTHS; ++w) {
+                launch->counts.loads[r][w] += run.loads[r][w];
+                launch->counts.stores[r][w] += run.stores[r][w];
+            }
+        }
+    }
     t_block = nullptr;
 }
 
@@ -371,9 +385,20 @@ unsigned lane_id() {
     return linear_tid(t_block->current->coords) % 32;
 }
 
-void check_access(const void* p, size_t size, size_t align, bool write, bool via_ldg) {
-    const Launch& launch = *t_block->launch;
+// The EmuCounts width slot of an access of `size` bytes, or -1 for a width it does not count.
+int width_slot(size_t size) {
+    for (int w = 0; w < EMU_ACCESS_WIDTHS; ++w) {
+        if (size == (size_t{1} << w)) return w;
+    }
+    return -1;
+}
+
+void check_access(const void* p, size_t size, size_t align, Access access) {
+    BlockRun& run = *t_block;
+    const Launch& launch = *run.launch;
     const auto address = reinterpret_cast<uintptr_t>(p);
+    const bool write = access == Access::Store;
+    const bool via_ldg = access != Access::Store;
     const char* kind = write ? "write" : "read";
     for (int i = 0; i < launch.region_count; ++i) {
         const EmuRegion& r = launch.regions[i];
@@ -395,6 +420,10 @@ void check_access(const void* p, size_t size, size_t align, bool write, bool via
             if (address % align != 0) {
                 fault("misaligned %zu-byte %s at offset %zu of '%s' (address %% %zu = %zu)", size, kind, offset,
                              r.name, align, (size_t)(address % align));
+            }
+            const int w = width_slot(size);
+            if (i < EMU_COUNTED_REGIONS && w >= 0 && access != Access::Prefetch) {
+                (write ? run.stores : run.loads)[i][w]++;
             }
             return;
         }
@@ -662,7 +691,7 @@ extern "C" unsigned gemv_emu_launch_bound(const EmuKernel* kernel) {
 
 extern "C" int gemv_emu_launch(const EmuKernel* kernel, unsigned grid_x, unsigned block_x, const EmuArgs* args,
                                const EmuRegion* regions, int region_count, int workers, int reversed,
-                               unsigned long long* fallback_blocks, char* error, size_t error_len) {
+                               EmuCounts* counts, char* error, size_t error_len) {
     auto report = [&](const std::string& message) {
         if (error && error_len) std::snprintf(error, error_len, "%s", message.c_str());
         return 1;
@@ -688,6 +717,9 @@ extern "C" int gemv_emu_launch(const EmuKernel* kernel, unsigned grid_x, unsigne
     emu::worker(&launch);
     for (std::thread& t : pool) t.join();
     if (launch.failed.load()) return report(launch.error);
-    if (fallback_blocks) *fallback_blocks = launch.fallback_blocks.load();
+    if (counts) {
+        *counts = launch.counts;
+        counts->fallback_blocks = launch.fallback_blocks.load();
+    }
     return 0;
 }

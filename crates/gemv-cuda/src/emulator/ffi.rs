@@ -31,6 +31,19 @@ pub struct EmuRegion {
     pub writable: c_int,
 }
 
+/// `EMU_ACCESS_WIDTHS` of emulator.h: `1 << w` bytes in slot `w`, 1 to 16 bytes.
+pub const ACCESS_WIDTHS: usize = 5;
+/// `EMU_COUNTED_REGIONS` of emulator.h.
+pub const COUNTED_REGIONS: usize = 8;
+
+#[repr(C)]
+#[derive(Default)]
+pub struct EmuCounts {
+    pub fallback_blocks: u64,
+    pub loads: [[u64; ACCESS_WIDTHS]; COUNTED_REGIONS],
+    pub stores: [[u64; ACCESS_WIDTHS]; COUNTED_REGIONS],
+}
+
 unsafe extern "C" {
     pub fn gemv_emu_find(name: *const c_char) -> *const EmuKernel;
     pub fn gemv_emu_launch_bound(kernel: *const EmuKernel) -> c_uint;
@@ -43,7 +56,7 @@ unsafe extern "C" {
         region_count: c_int,
         workers: c_int,
         reversed: c_int,
-        fallback_blocks: *mut u64,
+        counts: *mut EmuCounts,
         error: *mut c_char,
         error_len: usize,
     ) -> c_int;

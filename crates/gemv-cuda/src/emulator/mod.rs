@@ -5,7 +5,10 @@
 //! ranges as the only memory it may touch: reads of x, packed and scales, writes of the first m
 //! rows of y.
 
+mod accesses;
 mod ffi;
+
+pub use accesses::{AccessWidths, GlobalAccesses};
 
 use crate::error::CudaError;
 use crate::launch::{THREADS_PER_BLOCK, grid_size, kernel_int};
@@ -15,6 +18,7 @@ use gemv_backend::{
 use gemv_core::host_threads;
 use std::ffi::{CStr, CString, c_int};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 const NAME: &str = "cuda-emu";
 
@@ -46,6 +50,7 @@ pub struct CudaEmulator {
     order: ThreadOrder,
     capability: (i32, i32),
     fallback_blocks: AtomicU64,
+    accesses: Mutex<GlobalAccesses>,
 }
 
 impl Default for CudaEmulator {
@@ -106,6 +111,7 @@ impl CudaEmulator {
             order: ThreadOrder::Forward,
             capability: DEFAULT_EMULATED_CAPABILITY,
             fallback_blocks: AtomicU64::new(0),
+            accesses: Mutex::new(GlobalAccesses::default()),
         }
     }
 
@@ -115,6 +121,13 @@ impl CudaEmulator {
     /// is how a test proves the fast path served ordinary inputs.
     pub fn fallback_blocks(&self) -> u64 {
         self.fallback_blocks.load(Ordering::Relaxed)
+    }
+
+    /// The global-memory loads and stores of every successful launch of this emulator so far,
+    /// per argument and width: how a test proves a kernel reads its inputs with the widest loads
+    /// their alignment allows (narrower ones give the same bits, slower).
+    pub fn global_accesses(&self) -> GlobalAccesses {
+        *self.accesses.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Emulates a device of compute capability `(major, minor)`: its kernels are those of the
@@ -223,12 +236,12 @@ impl CudaEmulator {
             writable: c_int::from(r.writable),
         });
         let mut message = vec![0u8; 1024];
-        let mut fallback_blocks = 0u64;
+        let mut counts = ffi::EmuCounts::default();
         // SAFETY: `kernel` points into the static kernel table; every pointer in `args` and
         // `regions` is valid for its region's length (the caller's contract); the emulator checks
         // every kernel access against `regions` before touching memory and returns only after
-        // every worker thread has joined. `message` has `message.len()` bytes; `fallback_blocks`
-        // is a valid, writable local.
+        // every worker thread has joined. `message` has `message.len()` bytes; `counts` is a
+        // valid, writable local of the C layout.
         let status = unsafe {
             ffi::gemv_emu_launch(
                 kernel,
@@ -239,16 +252,25 @@ impl CudaEmulator {
                 regions.len() as c_int,
                 c_int::try_from(self.workers).unwrap_or(1),
                 c_int::from(self.order == ThreadOrder::Reversed),
-                &mut fallback_blocks,
+                &mut counts,
                 message.as_mut_ptr().cast(),
                 message.len(),
             )
         };
         if status == 0 {
+            let fallback_blocks = counts.fallback_blocks;
             if fallback_blocks > 0 {
                 tracing::debug!(kernel = kernel_name, fallback_blocks, "blocks took the fallback path");
             }
             self.fallback_blocks.fetch_add(fallback_blocks, Ordering::Relaxed);
+            // Regions 0..4 are x, packed, scales and y (`run`'s order).
+            let launch = GlobalAccesses {
+                x_loads: AccessWidths::from_counts(counts.loads[0]),
+                packed_loads: AccessWidths::from_counts(counts.loads[1]),
+                scales_loads: AccessWidths::from_counts(counts.loads[2]),
+                y_stores: AccessWidths::from_counts(counts.stores[3]),
+            };
+            self.accesses.lock().unwrap_or_else(PoisonError::into_inner).add(&launch);
             return Ok(());
         }
         let end = message.iter().position(|&b| b == 0).unwrap_or(message.len());
