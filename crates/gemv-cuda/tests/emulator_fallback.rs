@@ -23,8 +23,10 @@ use gemv_cuda::CudaEmulator;
 const CAPABILITIES: [(i32, i32); 2] = [(8, 0), (9, 0)];
 
 /// (N, K): an odd N (a warp past the last row), K = 800 (50 groups: one pass, partials in the
-/// second half of the 64) and K = 2576 (161 groups: three passes, the last with 33).
-const SHAPES: [(usize, usize); 2] = [(37, 800), (21, 2576)];
+/// second half of the 64) and K = 2576 (161 groups: three passes, the last with 33); and N = 1,
+/// where every row of the warp but the first is past N and must read row 0, not the row before
+/// the matrix (mutant #954, the plain path's `n - 1` to `n - 2`, read out of bounds only there).
+const SHAPES: [(usize, usize); 3] = [(37, 800), (21, 2576), (1, 800)];
 
 /// Weights whose scale codes are drawn from all 254 finite E4M3 codes: both signs, zero and
 /// subnormals are ordinary data too. (With only the suite's positive codes, mutant #103 of the
