@@ -67,9 +67,9 @@ fn launch_at(
     Ok(y)
 }
 
-/// Launches every exact kernel at its widest M on `x_for(m, k)` over every shape and both X
-/// alignments, on both builds; checks the bits against the host contract and returns the
-/// fallback blocks counted per build.
+/// Launches every exact kernel at its widest M and one less on `x_for(m, k)` over every shape
+/// and both X alignments, on both builds; checks the bits against the host contract and returns
+/// the fallback blocks counted per build.
 fn fallback_blocks(x_for: impl Fn(usize, usize) -> Vec<u16>) -> Vec<((i32, i32), u64)> {
     CAPABILITIES
         .iter()
@@ -82,19 +82,22 @@ fn fallback_blocks(x_for: impl Fn(usize, usize) -> Vec<u16>) -> Vec<((i32, i32),
                 for spec in KERNELS.iter().filter(|spec| spec.family == Family::Exact) {
                     let kernel = emulator.lookup_kernel(MODULE_NAME, spec.name);
                     assert!(kernel.is_resolved(), "{} does not resolve on the emulator", spec.name);
-                    let m = spec.max_m;
-                    let x = x_for(m, k);
-                    let mut expected = vec![0u16; m * n];
-                    gemv_contract(&weights.view(), &x, m, &mut expected, 1).expect("host contract");
-                    for x_offset in X_OFFSETS {
-                        let found = launch_at(&emulator, &matrix, kernel, &x, x_offset, m)
-                            .unwrap_or_else(|e| panic!("{} N={n} K={k} M={m} X at byte {x_offset}: {e}", spec.name));
-                        if let Some(i) = (0..expected.len()).find(|&i| found[i] != expected[i]) {
-                            panic!(
-                                "{} on sm_{}{} N={n} K={k} M={m} X at byte {x_offset}: output {i}: expected \
-                                 {:#06x}, found {:#06x}",
-                                spec.name, capability.0, capability.1, expected[i], found[i]
-                            );
+                    // The widest M, and one token fewer: tokens past M must not be read.
+                    for m in [spec.max_m, spec.max_m - 1].into_iter().filter(|&m| m > 0) {
+                        let x = x_for(m, k);
+                        let mut expected = vec![0u16; m * n];
+                        gemv_contract(&weights.view(), &x, m, &mut expected, 1).expect("host contract");
+                        for x_offset in X_OFFSETS {
+                            let found = launch_at(&emulator, &matrix, kernel, &x, x_offset, m).unwrap_or_else(|e| {
+                                panic!("{} N={n} K={k} M={m} X at byte {x_offset}: {e}", spec.name)
+                            });
+                            if let Some(i) = (0..expected.len()).find(|&i| found[i] != expected[i]) {
+                                panic!(
+                                    "{} on sm_{}{} N={n} K={k} M={m} X at byte {x_offset}: output {i}: expected \
+                                     {:#06x}, found {:#06x}",
+                                    spec.name, capability.0, capability.1, expected[i], found[i]
+                                );
+                            }
                         }
                     }
                 }
