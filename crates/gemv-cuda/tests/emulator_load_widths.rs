@@ -6,9 +6,9 @@
 //! the one width its alignment and K allow.
 //!
 //! Planted: mutants #1025, #1039 and #1044 of the exact kernel's pass (its 16-byte, 8-byte and
-//! scale-pair alignment tests answering "unaligned" always) gave the contract's bits; the aligned
-//! layout then reads packed bytes 8 at a time (or 1), the 8-byte-aligned one 1 at a time, and the
-//! scales 1 at a time, which these tests reject.
+//! scale-pair alignment tests answering "unaligned" always) give the contract's bits, reading
+//! aligned weights 8 bytes at a time, 8-byte-aligned weights 1 byte at a time and aligned scale
+//! pairs 1 byte at a time; this test rejects each.
 
 use gemv_backend::{GemvArgs, GpuBackend, conformance};
 use gemv_core::{Family, KERNELS, gemv_contract};

@@ -37,8 +37,8 @@ struct EmuRegion {
 
 // The widths a launch accesses global memory by: 1, 2, 4, 8 and 16 bytes.
 #define EMU_ACCESS_WIDTHS 5
-// The launch regions whose accesses are counted (a gemv launch has 4: x, packed, scales, y).
-#define EMU_COUNTED_REGIONS 8
+// The launch regions whose accesses are counted: a gemv launch's x, packed, scales and y.
+#define EMU_COUNTED_REGIONS 4
 
 // What a launch did besides its results, for tests that check how a kernel got them.
 struct EmuCounts {

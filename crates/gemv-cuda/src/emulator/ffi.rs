@@ -34,7 +34,7 @@ pub struct EmuRegion {
 /// `EMU_ACCESS_WIDTHS` of emulator.h: `1 << w` bytes in slot `w`, 1 to 16 bytes.
 pub const ACCESS_WIDTHS: usize = 5;
 /// `EMU_COUNTED_REGIONS` of emulator.h.
-pub const COUNTED_REGIONS: usize = 8;
+pub const COUNTED_REGIONS: usize = 4;
 
 #[repr(C)]
 #[derive(Default)]
