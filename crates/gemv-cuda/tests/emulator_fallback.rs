@@ -67,16 +67,19 @@ fn launch_at(
     Ok(y)
 }
 
-/// Launches every exact kernel at its widest M and one less on `x_for(m, k)` over every shape
+/// Launches every exact kernel at its widest M and one less on `weights_for(n, k)` and `x_for(m, k)` over every shape
 /// and both X alignments, on both builds; checks the bits against the host contract and returns
 /// the fallback blocks counted per build.
-fn fallback_blocks(x_for: impl Fn(usize, usize) -> Vec<u16>) -> Vec<((i32, i32), u64)> {
+fn fallback_blocks(
+    weights_for: impl Fn(usize, usize) -> Nvfp4Matrix,
+    x_for: impl Fn(usize, usize) -> Vec<u16>,
+) -> Vec<((i32, i32), u64)> {
     CAPABILITIES
         .iter()
         .map(|&capability| {
             let emulator = CudaEmulator::new().with_capability(capability);
             for (n, k) in SHAPES {
-                let weights: Nvfp4Matrix = every_finite_scale_code(n, k);
+                let weights = weights_for(n, k);
                 let matrix = DeviceMatrix::upload(&emulator, &weights.view())
                     .unwrap_or_else(|e| panic!("sm_{}{}: upload: {e}", capability.0, capability.1));
                 for spec in KERNELS.iter().filter(|spec| spec.family == Family::Exact) {
@@ -109,7 +112,7 @@ fn fallback_blocks(x_for: impl Fn(usize, usize) -> Vec<u16>) -> Vec<((i32, i32),
 
 #[test]
 fn ordinary_inputs_never_leave_the_fast_path() {
-    for (capability, blocks) in fallback_blocks(|m, k| conformance::activations(m, k, 12)) {
+    for (capability, blocks) in fallback_blocks(every_finite_scale_code, |m, k| conformance::activations(m, k, 12)) {
         eprintln!("sm_{}{}: {blocks} fallback blocks on ordinary data", capability.0, capability.1);
         assert_eq!(
             blocks, 0,
@@ -129,8 +132,42 @@ fn an_activation_that_overflows_when_staged_sends_blocks_to_the_plain_path() {
         x[5] = f32_to_bf16(2f32.powi(122));
         x
     };
-    for (capability, blocks) in fallback_blocks(overflowing) {
+    for (capability, blocks) in fallback_blocks(every_finite_scale_code, overflowing) {
         eprintln!("sm_{}{}: {blocks} fallback blocks with x = 2^122", capability.0, capability.1);
         assert!(blocks > 0, "sm_{}{}: x = 2^122 must send blocks to the plain path", capability.0, capability.1);
+    }
+}
+
+/// Weights whose first group is 1.0 at k = 5 and k = 6 in every row (E2M1 code 2, scale code
+/// 0x38), the rest as `every_finite_scale_code`.
+fn equal_weights_at_k5_and_k6(n: usize, k: usize) -> Nvfp4Matrix {
+    let random = every_finite_scale_code(n, k);
+    let (mut packed, mut scales) = (random.view().packed().to_vec(), random.view().scales().to_vec());
+    for row in 0..n {
+        let codes = &mut packed[row * k / 2..];
+        codes[2] = (codes[2] & 0x0F) | (2 << 4); // k = 5: the high nibble of byte 2
+        codes[3] = (codes[3] & 0xF0) | 2; // k = 6: the low nibble of byte 3
+        scales[row * (k / 16)] = 0x38;
+    }
+    Nvfp4Matrix::from_parts(packed, scales, conformance::GLOBAL_SCALE, n, k).expect("the same shape")
+}
+
+/// Every output NaN on the fast path, finite in the contract: x = 2^121 and -2^121 at k = 5 and
+/// 6, against weights 1.0 there in every row, cancel exactly unscaled but are +inf and -inf once
+/// staged, so each of token 0's chains meets inf - inf (a NaN, 0x7FFFFFFF on a GPU and under the
+/// emulator) and no output of it is infinite. Every block must still take the plain path.
+/// Mutant #1072 (the finiteness mask 0x7F800000 to 0x7F800001) calls 0x7FFFFFFF finite and
+/// stores NaN here; with x86's NaN (0xFFC00000) it passed.
+#[test]
+fn outputs_that_are_nan_only_when_staged_send_blocks_to_the_plain_path() {
+    let cancelling = |m: usize, k: usize| {
+        let mut x = conformance::activations(m, k, 12);
+        x[5] = f32_to_bf16(2f32.powi(121));
+        x[6] = f32_to_bf16(-(2f32.powi(121)));
+        x
+    };
+    for (capability, blocks) in fallback_blocks(equal_weights_at_k5_and_k6, cancelling) {
+        eprintln!("sm_{}{}: {blocks} fallback blocks with x = +-2^121", capability.0, capability.1);
+        assert!(blocks > 0, "sm_{}{}: NaN outputs must send blocks to the plain path", capability.0, capability.1);
     }
 }

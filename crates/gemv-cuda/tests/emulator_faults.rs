@@ -402,6 +402,39 @@ fn the_reference_rounding_is_itself_right_on_known_values() {
     }
 }
 
+/// `fma.rn.f32`: one rounding, and a NaN result is the GPU's one f32 NaN, 0x7FFFFFFF, whatever
+/// made it (0 x infinity, infinity - infinity, an input NaN of either sign and any payload). With
+/// x86's NaNs (0xFFC00000, or the input's payload) bit 0 of a NaN was always clear here, so
+/// the exact kernel's finiteness test with its mask mutated to 0x7F800001 (mutant #1072) would
+/// have passed on the emulator and failed on a GPU.
+#[test]
+fn fma_is_fused_and_its_nan_is_the_gpus_one_nan() {
+    let one_plus = 1.0 + 2f32.powi(-12);
+    let cases: [(f32, f32, f32, u32); 7] = [
+        (1.5, 2.0, 0.25, 3.25f32.to_bits()),
+        // (1 + 2^-12)^2 - 1 = 2^-11 + 2^-24 exactly; rounding the product first would give 2^-11.
+        (one_plus, one_plus, -1.0, (2f32.powi(-11) + 2f32.powi(-24)).to_bits()),
+        (0.0, f32::INFINITY, 1.0, 0x7FFF_FFFF),
+        (f32::INFINITY, -1.0, f32::INFINITY, 0x7FFF_FFFF),
+        (f32::from_bits(0x7FC1_2345), 1.0, 0.0, 0x7FFF_FFFF),
+        (1.0, f32::from_bits(0xFFC0_0000), 2.0, 0x7FFF_FFFF),
+        (f32::from_bits(0x7F80_0001), 1.0, 0.0, 0x7FFF_FFFF),
+    ];
+    let mut x = Vec::new();
+    for &(a, b, c, _) in &cases {
+        for v in [a, b, c] {
+            x.extend([(v.to_bits() & 0xFFFF) as u16, (v.to_bits() >> 16) as u16]);
+        }
+    }
+    x.resize(64, 0);
+    let y = run_on("emu_test_fmaf", &x, 1, 64, 64);
+    for (i, &(a, b, c, expected)) in cases.iter().enumerate() {
+        let found = u32::from(y[2 * i]) | (u32::from(y[2 * i + 1]) << 16);
+        eprintln!("fma({a:e}, {b:e}, {c:e}) = {found:#010x}");
+        assert_eq!(found, expected, "fma({a:e}, {b:e}, {c:e}): expected {expected:#010x}, found {found:#010x}");
+    }
+}
+
 #[test]
 fn half_to_float_matches_the_reference_on_every_code() {
     let (x, m, n, k) = every_half_code();

@@ -111,9 +111,13 @@ inline unsigned __float_as_uint(float f) {
     return u;
 }
 
-// Fused multiply-add with one rounding, as on the GPU (g++ does not contract a + b * c).
+// Fused multiply-add with one rounding, as on the GPU (g++ does not contract a + b * c). A NaN
+// result is the GPU's one f32 NaN, 0x7FFFFFFF, with no payload: x86 gives 0xFFC00000 for an
+// invalid operation and passes an input NaN's payload on, whose bit 0 is clear in every NaN
+// the kernels can make, so a test of NaN bits that works only there would pass here.
 inline float __fmaf_rn(float a, float b, float c) {
-    return std::fma(a, b, c);
+    const float r = std::fma(a, b, c);
+    return r != r ? __uint_as_float(0x7FFFFFFFu) : r;
 }
 
 template <class T>
