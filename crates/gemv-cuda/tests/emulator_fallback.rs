@@ -67,9 +67,9 @@ fn launch_at(
     Ok(y)
 }
 
-/// Launches every exact kernel at its widest M and one less on `weights_for(n, k)` and `x_for(m, k)` over every shape
-/// and both X alignments, on both builds; checks the bits against the host contract and returns
-/// the fallback blocks counted per build.
+/// Launches every exact kernel at its widest M and one less on `weights_for(n, k)` and
+/// `x_for(m, k)` over every shape and both X alignments, on both builds; checks the bits against
+/// the host contract and returns the fallback blocks counted per build.
 fn fallback_blocks(
     weights_for: impl Fn(usize, usize) -> Nvfp4Matrix,
     x_for: impl Fn(usize, usize) -> Vec<u16>,

@@ -385,12 +385,11 @@ unsigned lane_id() {
     return linear_tid(t_block->current->coords) % 32;
 }
 
-// The EmuCounts width slot of an access of `size` bytes, or -1 for a width it does not count.
+// The EmuCounts width slot of an access of `size` bytes (log2 of a power of two up to 16), or
+// -1 for a width it does not count. Runs on every access: no loop.
 int width_slot(size_t size) {
-    for (int w = 0; w < EMU_ACCESS_WIDTHS; ++w) {
-        if (size == (size_t{1} << w)) return w;
-    }
-    return -1;
+    if (size == 0 || (size & (size - 1)) != 0 || size >= (size_t{1} << EMU_ACCESS_WIDTHS)) return -1;
+    return __builtin_ctzll(size);
 }
 
 void check_access(const void* p, size_t size, size_t align, Access access) {
