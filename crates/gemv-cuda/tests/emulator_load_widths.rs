@@ -8,7 +8,9 @@
 //! Planted: mutants #1025, #1039 and #1044 of the exact kernel's pass (its 16-byte, 8-byte and
 //! scale-pair alignment tests answering "unaligned" always) give the contract's bits, reading
 //! aligned weights 8 bytes at a time, 8-byte-aligned weights 1 byte at a time and aligned scale
-//! pairs 1 byte at a time; this test rejects each.
+//! pairs 1 byte at a time; this test rejects each. #1027 (the 16-byte test's mask `15u` to `14u`)
+//! calls weights 1 byte off aligned and reads them 16 bytes at a time, a fault on a GPU; only the
+//! layout with packed 1 byte off shows it.
 
 use gemv_backend::{GemvArgs, GpuBackend, conformance};
 use gemv_core::{Family, KERNELS, gemv_contract};
@@ -35,11 +37,12 @@ struct Layout {
 /// K = 1024 is whole passes and chunks of both families, with packed rows of 512 bytes (a
 /// multiple of 16) and 64 scale codes (even); K = 1040 has rows of 520 bytes and 65 codes, so
 /// only 8-byte loads of packed and 1-byte loads of scales stay aligned on every row.
-const LAYOUTS: [Layout; 6] = [
+const LAYOUTS: [Layout; 7] = [
     Layout { name: "all aligned", k: 1024, offsets: [0, 0, 0], x: 16, packed: 16, scales: 2 },
     Layout { name: "rows of 520 bytes and 65 codes", k: 1040, offsets: [0, 0, 0], x: 16, packed: 8, scales: 1 },
     Layout { name: "packed 8 bytes off", k: 1024, offsets: [0, 8, 0], x: 16, packed: 8, scales: 2 },
     Layout { name: "packed 4 bytes off", k: 1024, offsets: [0, 4, 0], x: 16, packed: 1, scales: 2 },
+    Layout { name: "packed 1 byte off", k: 1024, offsets: [0, 1, 0], x: 16, packed: 1, scales: 2 },
     Layout { name: "scales 1 byte off", k: 1024, offsets: [0, 0, 1], x: 16, packed: 16, scales: 1 },
     Layout { name: "x 2 bytes off", k: 1024, offsets: [2, 0, 0], x: 2, packed: 16, scales: 2 },
 ];

@@ -31,8 +31,18 @@ const LAYOUTS: [Offsets; 4] = [
     Offsets { name: "all aligned", x: 256, packed: 256, scales: 256, y: 256 },
 ];
 
+/// K = 80 gives packed rows of 40 bytes, which only 8-byte loads keep aligned; K = 96 rows of 48
+/// bytes, so aligned weights take the 16-byte path and weights 1 byte off must not.
+const DEPTHS: [usize; 2] = [80, 96];
+
 pub(super) fn guards(backend: &dyn GpuBackend, cases: &mut Cases) {
-    let (n, k) = (63, 80);
+    for k in DEPTHS {
+        guards_at(backend, cases, k);
+    }
+}
+
+fn guards_at(backend: &dyn GpuBackend, cases: &mut Cases, k: usize) {
+    let n = 63;
     let w = matrix(n, k, 1234);
     for layout in LAYOUTS {
         for spec in family_kernels(Family::Exact) {
