@@ -17,6 +17,7 @@ use gemv_backend::{DeviceMatrix, GpuBackend, KernelHandle, conformance};
 use gemv_core::codec::f32_to_bf16;
 use gemv_core::{Family, KERNELS, MODULE_NAME, Nvfp4Matrix, gemv_contract};
 use gemv_cuda::CudaEmulator;
+use gemv_cuda::launch::grid_size;
 
 /// The emulated devices that run each build of the exact family: sm_80 its sm_75 build, sm_90
 /// its sm_89 build.
@@ -67,17 +68,25 @@ fn launch_at(
     Ok(y)
 }
 
+/// What one build's launches did: blocks on the plain path, of blocks launched.
+struct Fallbacks {
+    capability: (i32, i32),
+    blocks: u64,
+    launched: u64,
+}
+
 /// Launches every exact kernel at its widest M and one less on `weights_for(n, k)` and
 /// `x_for(m, k)` over every shape and both X alignments, on both builds; checks the bits against
 /// the host contract and returns the fallback blocks counted per build.
 fn fallback_blocks(
     weights_for: impl Fn(usize, usize) -> Nvfp4Matrix,
     x_for: impl Fn(usize, usize) -> Vec<u16>,
-) -> Vec<((i32, i32), u64)> {
+) -> Vec<Fallbacks> {
     CAPABILITIES
         .iter()
         .map(|&capability| {
             let emulator = CudaEmulator::new().with_capability(capability);
+            let mut launched = 0;
             for (n, k) in SHAPES {
                 let weights = weights_for(n, k);
                 let matrix = DeviceMatrix::upload(&emulator, &weights.view())
@@ -94,6 +103,7 @@ fn fallback_blocks(
                             let found = launch_at(&emulator, &matrix, kernel, &x, x_offset, m).unwrap_or_else(|e| {
                                 panic!("{} N={n} K={k} M={m} X at byte {x_offset}: {e}", spec.name)
                             });
+                            launched += u64::from(grid_size("cuda-emu", spec, n).expect("a small grid"));
                             if let Some(i) = (0..expected.len()).find(|&i| found[i] != expected[i]) {
                                 panic!(
                                     "{} on sm_{}{} N={n} K={k} M={m} X at byte {x_offset}: output {i}: expected \
@@ -105,14 +115,16 @@ fn fallback_blocks(
                     }
                 }
             }
-            (capability, emulator.fallback_blocks())
+            Fallbacks { capability, blocks: emulator.fallback_blocks(), launched }
         })
         .collect()
 }
 
 #[test]
 fn ordinary_inputs_never_leave_the_fast_path() {
-    for (capability, blocks) in fallback_blocks(every_finite_scale_code, |m, k| conformance::activations(m, k, 12)) {
+    for Fallbacks { capability, blocks, .. } in
+        fallback_blocks(every_finite_scale_code, |m, k| conformance::activations(m, k, 12))
+    {
         eprintln!("sm_{}{}: {blocks} fallback blocks on ordinary data", capability.0, capability.1);
         assert_eq!(
             blocks, 0,
@@ -124,7 +136,9 @@ fn ordinary_inputs_never_leave_the_fast_path() {
 }
 
 /// The control: x = 2^122 overflows when staged (times 2^7 in the sm_75 build, 2^14 in the sm_89
-/// build), so every block reading it must take the plain path, and still give the contract's bits.
+/// build), so every block (each has token 0 of a live row, which reads it) must take the plain
+/// path once, and still give the contract's bits. (Counted exactly: mutant #1079, every thread
+/// but the first noting the detour, counted each block 255 times.)
 #[test]
 fn an_activation_that_overflows_when_staged_sends_blocks_to_the_plain_path() {
     let overflowing = |m: usize, k: usize| {
@@ -132,9 +146,13 @@ fn an_activation_that_overflows_when_staged_sends_blocks_to_the_plain_path() {
         x[5] = f32_to_bf16(2f32.powi(122));
         x
     };
-    for (capability, blocks) in fallback_blocks(every_finite_scale_code, overflowing) {
-        eprintln!("sm_{}{}: {blocks} fallback blocks with x = 2^122", capability.0, capability.1);
-        assert!(blocks > 0, "sm_{}{}: x = 2^122 must send blocks to the plain path", capability.0, capability.1);
+    for Fallbacks { capability, blocks, launched } in fallback_blocks(every_finite_scale_code, overflowing) {
+        eprintln!("sm_{}{}: {blocks} fallback blocks of {launched} with x = 2^122", capability.0, capability.1);
+        assert_eq!(
+            blocks, launched,
+            "sm_{}{}: x = 2^122 must send every block to the plain path once",
+            capability.0, capability.1
+        );
     }
 }
 
@@ -166,8 +184,12 @@ fn outputs_that_are_nan_only_when_staged_send_blocks_to_the_plain_path() {
         x[6] = f32_to_bf16(-(2f32.powi(121)));
         x
     };
-    for (capability, blocks) in fallback_blocks(equal_weights_at_k5_and_k6, cancelling) {
-        eprintln!("sm_{}{}: {blocks} fallback blocks with x = +-2^121", capability.0, capability.1);
-        assert!(blocks > 0, "sm_{}{}: NaN outputs must send blocks to the plain path", capability.0, capability.1);
+    for Fallbacks { capability, blocks, launched } in fallback_blocks(equal_weights_at_k5_and_k6, cancelling) {
+        eprintln!("sm_{}{}: {blocks} fallback blocks of {launched} with x = +-2^121", capability.0, capability.1);
+        assert_eq!(
+            blocks, launched,
+            "sm_{}{}: NaN outputs must send every block to the plain path once",
+            capability.0, capability.1
+        );
     }
 }
