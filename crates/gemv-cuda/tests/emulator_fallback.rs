@@ -77,7 +77,7 @@ struct Fallbacks {
 
 /// Launches every exact kernel at its widest M and one less on `weights_for(n, k)` and
 /// `x_for(m, k)` over every shape and both X alignments, on both builds; checks the bits against
-/// the host contract and returns the fallback blocks counted per build.
+/// the host contract and returns, per build, the fallback blocks counted and the blocks launched.
 fn fallback_blocks(
     weights_for: impl Fn(usize, usize) -> Nvfp4Matrix,
     x_for: impl Fn(usize, usize) -> Vec<u16>,
@@ -146,11 +146,16 @@ fn an_activation_that_overflows_when_staged_sends_blocks_to_the_plain_path() {
         x[5] = f32_to_bf16(2f32.powi(122));
         x
     };
-    for Fallbacks { capability, blocks, launched } in fallback_blocks(every_finite_scale_code, overflowing) {
-        eprintln!("sm_{}{}: {blocks} fallback blocks of {launched} with x = 2^122", capability.0, capability.1);
+    every_block_took_the_plain_path_once(fallback_blocks(every_finite_scale_code, overflowing), "x = 2^122");
+}
+
+/// The controls' check: each build counted every block it launched on the plain path, once.
+fn every_block_took_the_plain_path_once(fallbacks: Vec<Fallbacks>, cause: &str) {
+    for Fallbacks { capability, blocks, launched } in fallbacks {
+        eprintln!("sm_{}{}: {blocks} fallback blocks of {launched} with {cause}", capability.0, capability.1);
         assert_eq!(
             blocks, launched,
-            "sm_{}{}: x = 2^122 must send every block to the plain path once",
+            "sm_{}{}: {cause} must send every block to the plain path once",
             capability.0, capability.1
         );
     }
@@ -184,12 +189,8 @@ fn outputs_that_are_nan_only_when_staged_send_blocks_to_the_plain_path() {
         x[6] = f32_to_bf16(-(2f32.powi(121)));
         x
     };
-    for Fallbacks { capability, blocks, launched } in fallback_blocks(equal_weights_at_k5_and_k6, cancelling) {
-        eprintln!("sm_{}{}: {blocks} fallback blocks of {launched} with x = +-2^121", capability.0, capability.1);
-        assert_eq!(
-            blocks, launched,
-            "sm_{}{}: NaN outputs must send every block to the plain path once",
-            capability.0, capability.1
-        );
-    }
+    every_block_took_the_plain_path_once(
+        fallback_blocks(equal_weights_at_k5_and_k6, cancelling),
+        "x = +-2^121 (NaN outputs once staged)",
+    );
 }
