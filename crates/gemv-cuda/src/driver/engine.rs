@@ -18,7 +18,7 @@ use crate::ptx;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
 };
-use gemv_backend::{Error, Result, check_row_strides, strided_span};
+use gemv_backend::{Error, KernelHandle, Result, check_row_strides, strided_span};
 use gemv_core::{GemvShape, KERNELS, KernelSpec, KillSwitches, TIERS, TierMask, dispatch_plan};
 use std::sync::Arc;
 
@@ -145,10 +145,10 @@ impl CudaKernels {
                 return Err(Error::RangeTooSmall { what, len, needed, m, n, k });
             }
         }
-        let index = KERNELS
-            .iter()
-            .position(|spec| std::ptr::eq(spec, kernel))
-            .ok_or(Error::UnresolvedKernel { raw: 0, backend: NAME })?;
+        // By name, not by address: KERNELS is a `const`, so each use may be its own copy (in an
+        // optimised build the plan's specs and this table's did not compare equal).
+        let handle = KernelHandle::for_name(kernel.name);
+        let index = handle.registry_index().ok_or(Error::UnresolvedKernel { raw: 0, backend: NAME })?;
         let (m32, n32, k32) = (kernel_int(NAME, "M", m)?, kernel_int(NAME, "N", n)?, kernel_int(NAME, "K", k)?);
         let x_stride = kernel_int(NAME, "X row stride", x_row_stride)?;
         let y_stride = kernel_int(NAME, "Y row stride", y_row_stride)?;
@@ -161,7 +161,8 @@ impl CudaKernels {
         let (packed_ptr, _packed_sync) = weights.packed.device_ptr(stream);
         let (scales_ptr, _scales_sync) = weights.scales.device_ptr(stream);
         let (y_ptr, _y_sync) = y.device_ptr_mut(stream);
-        let function = self.functions[index].as_ref().ok_or(Error::UnresolvedKernel { raw: 0, backend: NAME })?;
+        let function =
+            self.functions[index].as_ref().ok_or(Error::UnresolvedKernel { raw: handle.raw(), backend: NAME })?;
         let mut launch = stream.launch_builder(function);
         launch
             .arg(&x_ptr)
