@@ -1,8 +1,9 @@
 //! `cargo xtask device-pack`: everything the GPU check needs, built here (the GPU machine has
 //! no network and no Rust toolchain) into target/device-pack/ (at most 60 MiB): the release
 //! `gemv` binary, the release CUDA conformance test binary, compute-sanitizer (pinned, from
-//! PyPI: the GPU machine may have only a driver), and `run.sh`, which runs them there in under 8
-//! minutes and writes its logs under $OUT (or target/device-check/). compute-sanitizer travels as
+//! PyPI: the GPU machine may have only a driver), and `run.sh`, which runs them there inside one
+//! time budget (8 minutes by default) and writes at most eight logs under $OUT (or
+//! target/device-check/). compute-sanitizer travels as
 //! a tarball (40 MB unpacked, 14 MB packed) that run.sh unpacks into a temporary folder.
 
 use crate::util::root;
@@ -15,7 +16,10 @@ const LIMIT_BYTES: u64 = 60 << 20;
 
 const RUN_SH: &str = r#"#!/usr/bin/env bash
 # gemv device check. On the GPU machine: bash target/device-pack/run.sh
-# Logs go to $OUT (or target/device-check/): at most 12 files.
+# Logs go to $OUT (or target/device-check/): eight files at most (the device tool returns eight),
+# each written as its step runs, so a run stopped early still leaves what it did. The steps share
+# one time budget (GEMV_DEVICE_BUDGET_S, default 480 s), most valuable first: a step gets the
+# smaller of its own limit and what is left, and none starts with under 15 s left.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$here/../device-check}
@@ -23,36 +27,65 @@ mkdir -p "$out"
 summary="$out/summary.txt"
 : > "$summary"
 failed=0
+began=$(date +%s)
+budget=${GEMV_DEVICE_BUDGET_S:-480}
 say() { echo "$*" | tee -a "$summary"; }
+# step NAME LOG LIMIT COMMAND...: runs COMMAND, appending to $out/LOG.
 step() {
-  local name=$1 limit=$2; shift 2
-  say "== $name: $*"
+  local name=$1 log=$2 limit=$3; shift 3
+  local left=$(( budget - ($(date +%s) - began) ))
+  if [ $left -lt 15 ]; then say "== $name: skipped, ${left} s of the budget left"; failed=1; return; fi
+  [ $limit -le $left ] || limit=$left
+  say "== $name (limit $limit s): $*"
+  echo "== $name: $*" >> "$out/$log"
   local started=$(date +%s)
-  timeout "$limit" "$@" > "$out/$name.log" 2>&1
+  timeout "$limit" "$@" >> "$out/$log" 2>&1
   local rc=$?
   say "   exit $rc after $(( $(date +%s) - started )) s"
-  tail -n 30 "$out/$name.log"
+  tail -n 30 "$out/$log"
   [ $rc -eq 0 ] || failed=1
 }
 
-say "gemv device check, $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
+say "gemv device check, $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), budget $budget s"
 if command -v nvidia-smi > /dev/null; then
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv | tee -a "$summary"
 else
   say "nvidia-smi not found: no NVIDIA driver on this machine"
 fi
-"$here/gemv" info --backend cuda > "$out/info.log" 2>&1
-head -n 12 "$out/info.log" | tee -a "$summary"
+# libcublas for the bench's peer row: the loader's path, else a CUDA toolkit's or a Python
+# package's copy (the NVIDIA wheels keep theirs under site-packages/nvidia).
+if ! ldconfig -p 2> /dev/null | grep -q 'libcublas\.so'; then
+  cublas=$(find /usr/local/cuda*/lib64 /usr/local/lib/python3* /usr/lib/python3* /opt -name 'libcublas.so*' 2> /dev/null | head -n 1)
+  if [ -n "$cublas" ]; then
+    export LD_LIBRARY_PATH="$(dirname "$cublas")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    say "libcublas from $(dirname "$cublas")"
+  else
+    say "libcublas not found: no cuBLAS peer row"
+  fi
+fi
+"$here/gemv" info --backend cuda 2>&1 | head -n 12 | tee -a "$summary"
 
 # 1. The conformance suite on the GPU; a missing GPU is a failure here. Gates 10 and 11 prove the
 #    fast (tensor-core) family on real tensor cores: its bound, and batch invariance bit for bit.
-GEMV_REQUIRE_CUDA=1 step conformance 300 "$here/cuda_conformance" --test-threads 1
+GEMV_REQUIRE_CUDA=1 step conformance conformance.log 200 "$here/cuda_conformance" --test-threads 1
 
-# 2. compute-sanitizer's four tools on small cases: memcheck (guards, bad input, special values,
-#    the fast family's invariance cases),
-#    racecheck and synccheck (shared memory and barriers: tier agreement, register-tiled),
-#    initcheck (reads of uninitialised device memory: guards).
-#    The pack's own copy travels compressed (the carry limit): unpacked into a temporary folder.
+# 2. The benchmark sweep (the protocol of docs/benchmarks.md): the three 27B shapes, M = 1..8, plus
+#    the seed's batch8, and cuBLAS's BF16 GEMM as the peer row where libcublas loads.
+step bench bench.log 120 "$here/gemv" bench --backend cuda --shape qkv --shape ffn-up --shape ffn-down --m 1..8 \
+  --tier plan --tier w4a16_gemv_batch8 --peak-gbps 4800 --plot "$out/bench.svg"
+# 3. The two families side by side on the FFN shapes, M = 1..16 (the fast family's target:
+#    t(16) / t(1) <= 1.10).
+step families families.log 120 "$here/gemv" bench --backend cuda --shape ffn-up --shape ffn-down --m 1..16 \
+  --family exact --family fast --peak-gbps 4800 --plot "$out/families.svg"
+left=$(( budget - ($(date +%s) - began) ))
+if [ $left -ge 15 ]; then
+  timeout 30 "$here/gemv" bench --backend cuda --shape qkv --m 1..8 --json --peak-gbps 4800 > "$out/bench.json" 2>/dev/null || failed=1
+fi
+
+# 4. compute-sanitizer's four tools on small cases, into one log: memcheck (guards, bad input,
+#    special values, the fast family's invariance cases), racecheck and synccheck (shared memory
+#    and barriers: tier agreement, register-tiled), initcheck (reads of uninitialised device
+#    memory: guards). The pack's copy travels compressed (the carry limit).
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
 if [ -z "$sanitizer" ] && [ -f "$here/sanitizer.tar.gz" ]; then
   unpacked=$(mktemp -d "${TMPDIR:-/tmp}/gemv-sanitizer.XXXXXX")
@@ -64,25 +97,49 @@ if [ -z "$sanitizer" ] && [ -f "$here/sanitizer.tar.gz" ]; then
   fi
 fi
 if [ -n "$sanitizer" ]; then
-  step memcheck 120 "$sanitizer" --tool memcheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 5 --gate 8 --gate 9 --gate 11
-  step racecheck 90 "$sanitizer" --tool racecheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 2
-  step synccheck 90 "$sanitizer" --tool synccheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 2
-  step initcheck 90 "$sanitizer" --tool initcheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 5
+  say "compute-sanitizer: $sanitizer"
+  step memcheck sanitizer.log 100 "$sanitizer" --tool memcheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 5 --gate 8 --gate 9 --gate 11
+  step racecheck sanitizer.log 60 "$sanitizer" --tool racecheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 2
+  step synccheck sanitizer.log 60 "$sanitizer" --tool synccheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 2
+  step initcheck sanitizer.log 60 "$sanitizer" --tool initcheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 5
 else
   say "compute-sanitizer not found: memcheck, racecheck, synccheck and initcheck skipped"
   failed=1
 fi
 
-# 3. The benchmark sweep (the protocol of docs/benchmarks.md): the three 27B shapes, M = 1..8, plus the seed's batch8,
-#    and cuBLAS's BF16 GEMM as the peer row where libcublas loads (a note says so where it does not).
-step bench 240 "$here/gemv" bench --backend cuda --shape qkv --shape ffn-up --shape ffn-down --m 1..8 \
-  --tier plan --tier w4a16_gemv_batch8 --peak-gbps 4800 --plot "$out/bench.svg"
-"$here/gemv" bench --backend cuda --shape qkv --m 1..8 --json --peak-gbps 4800 > "$out/bench.json" 2>/dev/null || failed=1
-# 4. The two families side by side on the FFN shapes, M = 1..16 (the fast family's target: t(16) / t(1) <= 1.10).
-step families 240 "$here/gemv" bench --backend cuda --shape ffn-up --shape ffn-down --m 1..16 \
-  --family exact --family fast --peak-gbps 4800 --plot "$out/families.svg"
-
+say "total $(( $(date +%s) - began )) s"
 if [ $failed -eq 0 ]; then say "device check: all steps passed"; else say "device check: FAILED (see the logs above)"; fi
+exit $failed
+"#;
+
+/// Optional second script: Nsight Compute on one timed launch of a few representative kernels
+/// (the exact family at M = 1 and 8, the fast family at M = 1 and 16), for the kernel work that
+/// follows the first measurements: where the time goes when a kernel is not at the memory limit.
+const PROFILE_SH: &str = r#"#!/usr/bin/env bash
+# gemv kernel profile. On the GPU machine: bash target/device-pack/profile.sh
+# One file, $OUT/profile.txt (or target/device-check/profile.txt): ncu's speed-of-light, memory,
+# occupancy, launch and warp-state sections for one cold-weight launch of each kernel below.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+out=${OUT:-$here/../device-check}
+mkdir -p "$out"
+log="$out/profile.txt"
+: > "$log"
+ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda*/bin/ncu 2> /dev/null | head -n 1)
+if [ -z "$ncu" ]; then echo "ncu not found: no profile" | tee -a "$log"; exit 1; fi
+failed=0
+# shape, M, family, tier
+for case in "ffn-up 1 exact w4a16_gemv" "ffn-up 8 exact w4a16_gemv_batch8_rt2" "ffn-up 1 fast plan" \
+  "ffn-up 16 fast plan" "qkv 1 exact w4a16_gemv"; do
+  set -- $case
+  echo "=== $1, M = $2, family $3, tier $4" | tee -a "$log"
+  # The bench's proving launches come first (a small shape); skip past them into the timed ones.
+  timeout 120 "$ncu" --clock-control none -k regex:w4a16 --launch-skip 12 --launch-count 1 \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+    --section WarpStateStats --section SchedulerStats \
+    "$here/gemv" bench --backend cuda --shape "$1" --m "$2" --family "$3" --tier "$4" --rounds 1 \
+    --launches 20 --no-peer >> "$log" 2>&1 || { echo "exit $? for $case" | tee -a "$log"; failed=1; }
+done
 exit $failed
 "#;
 
@@ -148,6 +205,7 @@ pub fn run() -> Result<(), String> {
         let _ = Command::new("strip").arg(pack.join(name)).status();
     }
     std::fs::write(pack.join("run.sh"), RUN_SH).map_err(|e| format!("cannot write run.sh: {e}"))?;
+    std::fs::write(pack.join("profile.sh"), PROFILE_SH).map_err(|e| format!("cannot write profile.sh: {e}"))?;
     let sanitizer_files = copy_sanitizer(&pack.join("sanitizer"))?;
     // Compressed, it takes a third of the room (40 MB to 14 MB); run.sh unpacks it.
     crate::util::run(
@@ -159,11 +217,12 @@ pub fn run() -> Result<(), String> {
     let sanitizer_archive = std::fs::metadata(pack.join("sanitizer.tar.gz")).map(|m| m.len()).unwrap_or(0);
     let mut total = 0;
     let mut manifest = String::from("gemv device pack: bash run.sh on the GPU machine\n");
-    for name in ["gemv", "cuda_conformance", "run.sh"] {
+    for name in ["gemv", "cuda_conformance", "run.sh", "profile.sh"] {
         let path = pack.join(name);
         let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         total += size;
-        let glibc = if name == "run.sh" { String::new() } else { format!(", needs glibc >= {}", glibc_needed(&path)) };
+        let glibc =
+            if name.ends_with(".sh") { String::new() } else { format!(", needs glibc >= {}", glibc_needed(&path)) };
         manifest.push_str(&format!("{name}: {size} bytes{glibc}\n"));
     }
     manifest.push_str(&format!(
