@@ -73,16 +73,32 @@ GEMV_REQUIRE_CUDA=1 step conformance conformance.log 200 "$here/cuda_conformance
 #    the seed's batch8, and cuBLAS's BF16 GEMM as the peer row where libcublas loads.
 step bench bench.log 120 "$here/gemv" bench --backend cuda --shape qkv --shape ffn-up --shape ffn-down --m 1..8 \
   --tier plan --tier w4a16_gemv_batch8 --peak-gbps 4800 --plot "$out/bench.svg"
-# 3. The two families side by side on the FFN shapes, M = 1..16 (the fast family's target:
+# 3. The two families side by side on the three shapes, M = 1..16 (the fast family's target:
 #    t(16) / t(1) <= 1.10).
-step families families.log 120 "$here/gemv" bench --backend cuda --shape ffn-up --shape ffn-down --m 1..16 \
+step families families.log 120 "$here/gemv" bench --backend cuda --shape qkv --shape ffn-up --shape ffn-down --m 1..16 \
   --family exact --family fast --peak-gbps 4800 --plot "$out/families.svg"
 left=$(( budget - ($(date +%s) - began) ))
 if [ $left -ge 15 ]; then
   timeout 30 "$here/gemv" bench --backend cuda --shape qkv --m 1..8 --json --peak-gbps 4800 > "$out/bench.json" 2>/dev/null || failed=1
 fi
 
-# 4. compute-sanitizer's four tools on small cases, into one log: memcheck (guards, bad input,
+# 4. The GPU's NaN bits against the emulator's assumptions (nan_probe.cu, built here by the
+#    machine's nvcc where it has one; its output goes to the summary).
+nvcc=$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -n 1)
+if [ -n "$nvcc" ] && [ -f "$here/nan_probe.cu" ]; then
+  probe_dir=$(mktemp -d "${TMPDIR:-/tmp}/gemv-nan.XXXXXX")
+  if timeout 60 "$nvcc" -arch=native -o "$probe_dir/nan_probe" "$here/nan_probe.cu" >> "$summary" 2>&1; then
+    say "== nan-probe"
+    timeout 20 "$probe_dir/nan_probe" 2>&1 | tee -a "$summary"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || failed=1
+  else
+    say "nan-probe: nvcc failed"; failed=1
+  fi
+else
+  say "nan-probe: no nvcc on this machine, skipped"
+fi
+
+# 5. compute-sanitizer's four tools on small cases, into one log: memcheck (guards, bad input,
 #    special values, the fast family's invariance cases), racecheck and synccheck (shared memory
 #    and barriers: tier agreement, register-tiled), initcheck (reads of uninitialised device
 #    memory: guards). The pack's copy travels compressed (the carry limit).
@@ -110,6 +126,50 @@ fi
 say "total $(( $(date +%s) - began )) s"
 if [ $failed -eq 0 ]; then say "device check: all steps passed"; else say "device check: FAILED (see the logs above)"; fi
 exit $failed
+"#;
+
+/// The NaN bits a GPU produces, against what the emulator assumes (kernels/emu/cuda_emu.h): f32
+/// FMA, add and multiply give the one NaN 0x7FFFFFFF whatever the inputs' payloads, and the
+/// conversions to binary16 and bfloat16 give 0x7FFF. Compiled on the GPU machine by its nvcc.
+const NAN_PROBE_CU: &str = r#"// gemv device pack: the GPU's NaN bits. nvcc -arch=native nan_probe.cu && ./a.out
+#include <cstdio>
+#include <cstring>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+__global__ void probe(const float* in, unsigned* out) {
+  const float inf = in[0], one = in[1], zero = in[2], payload = in[3];
+  out[0] = __float_as_uint(__fmaf_rn(inf, one, -inf));
+  out[1] = __float_as_uint(__fmaf_rn(payload, one, zero));
+  out[2] = __float_as_uint(__fadd_rn(inf, -inf));
+  out[3] = __float_as_uint(__fadd_rn(payload, one));
+  out[4] = __float_as_uint(__fmul_rn(inf, zero));
+  out[5] = __float_as_uint(__fmul_rn(payload, one));
+  out[6] = __half_as_ushort(__float2half_rn(payload));
+  out[7] = __bfloat16_as_ushort(__float2bfloat16_rn(payload));
+}
+
+int main() {
+  const unsigned payload_bits = 0xFFC00001u;  // negative, quiet, payload bit 0 set
+  float in[4] = {__builtin_huge_valf(), 1.0f, 0.0f, 0.0f};
+  std::memcpy(&in[3], &payload_bits, 4);
+  float* din;
+  unsigned* dout;
+  unsigned out[8] = {0};
+  if (cudaMalloc(&din, sizeof in) || cudaMalloc(&dout, sizeof out)) { std::puts("cudaMalloc failed"); return 2; }
+  cudaMemcpy(din, in, sizeof in, cudaMemcpyHostToDevice);
+  probe<<<1, 1>>>(din, dout);
+  if (cudaMemcpy(out, dout, sizeof out, cudaMemcpyDeviceToHost)) { std::puts("kernel failed"); return 2; }
+  const char* what[8] = {"fma(inf, 1, -inf)", "fma(NaN 0xFFC00001, 1, 0)", "add(inf, -inf)", "add(NaN 0xFFC00001, 1)",
+                         "mul(inf, 0)", "mul(NaN 0xFFC00001, 1)", "f32 NaN 0xFFC00001 to f16", "f32 NaN 0xFFC00001 to bf16"};
+  const unsigned expected[8] = {0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFu, 0x7FFFu};
+  int differ = 0;
+  for (int i = 0; i < 8; ++i) {
+    std::printf("%-28s 0x%08X (expected 0x%08X)%s\n", what[i], out[i], expected[i], out[i] == expected[i] ? "" : "  DIFFERS");
+    differ += out[i] != expected[i];
+  }
+  return differ ? 1 : 0;
+}
 "#;
 
 /// Optional second script: Nsight Compute on one timed launch of a few representative kernels
@@ -206,6 +266,7 @@ pub fn run() -> Result<(), String> {
     }
     std::fs::write(pack.join("run.sh"), RUN_SH).map_err(|e| format!("cannot write run.sh: {e}"))?;
     std::fs::write(pack.join("profile.sh"), PROFILE_SH).map_err(|e| format!("cannot write profile.sh: {e}"))?;
+    std::fs::write(pack.join("nan_probe.cu"), NAN_PROBE_CU).map_err(|e| format!("cannot write nan_probe.cu: {e}"))?;
     let sanitizer_files = copy_sanitizer(&pack.join("sanitizer"))?;
     // Compressed, it takes a third of the room (40 MB to 14 MB); run.sh unpacks it.
     crate::util::run(
@@ -217,12 +278,12 @@ pub fn run() -> Result<(), String> {
     let sanitizer_archive = std::fs::metadata(pack.join("sanitizer.tar.gz")).map(|m| m.len()).unwrap_or(0);
     let mut total = 0;
     let mut manifest = String::from("gemv device pack: bash run.sh on the GPU machine\n");
-    for name in ["gemv", "cuda_conformance", "run.sh", "profile.sh"] {
+    for name in ["gemv", "cuda_conformance", "run.sh", "profile.sh", "nan_probe.cu"] {
         let path = pack.join(name);
         let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         total += size;
-        let glibc =
-            if name.ends_with(".sh") { String::new() } else { format!(", needs glibc >= {}", glibc_needed(&path)) };
+        let is_binary = ["gemv", "cuda_conformance"].contains(&name);
+        let glibc = if is_binary { format!(", needs glibc >= {}", glibc_needed(&path)) } else { String::new() };
         manifest.push_str(&format!("{name}: {size} bytes{glibc}\n"));
     }
     manifest.push_str(&format!(

@@ -6,8 +6,9 @@
 //! instead of bit-equal to the exact family, and batch-invariant (a token's bits do not depend on
 //! M, on the tier or on the other tokens) for a given device and build.
 //!
-//! Until a GPU run has passed the fast family's gates on real tensor cores (the device pack runs
-//! them), `Auto` keeps the exact family: [`FAST_FAMILY_BY_DEFAULT`] is the switch that turns the
+//! The fast family passed its gates on real tensor cores (an H200, sm_90, 2026-12-04; the device
+//! pack runs them). `Auto` still keeps the exact family, so that the default result on CUDA is the
+//! host's and wgpu's bit for bit: [`FAST_FAMILY_BY_DEFAULT`] is the switch that turns the
 //! threshold policy on, and `Fast` is opt-in. `GEMV_EXACT_ONLY` forces the exact family always.
 
 use crate::{CoreError, KillSwitches, Result};
@@ -43,7 +44,7 @@ pub enum FamilyChoice {
     Fast,
 }
 
-/// Whether `Auto` may pick the fast family. Off until a GPU has passed its gates.
+/// Whether `Auto` may pick the fast family. Off: the default keeps the exact contract's bits.
 pub const FAST_FAMILY_BY_DEFAULT: bool = false;
 
 /// With the policy on, `Auto` picks the fast family from this M (the exact family's issue model

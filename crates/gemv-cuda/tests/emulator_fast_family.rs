@@ -107,7 +107,7 @@ fn the_fast_plan_gives_every_token_its_bits_alone_at_any_m() {
     let backend = CudaEmulator::new();
     let tiers = ResolvedTiers::resolve(&backend, KillSwitches::default());
     assert_eq!(tiers.family(8, FamilyChoice::Fast).ok(), Some(Family::Fast));
-    assert_eq!(tiers.family(8, FamilyChoice::Auto).ok(), Some(Family::Exact), "opt-in until a GPU passes");
+    assert_eq!(tiers.family(8, FamilyChoice::Auto).ok(), Some(Family::Exact), "the fast family is opt-in");
     let exact_only = ResolvedTiers::resolve(&backend, KillSwitches { fast_family: false, ..KillSwitches::default() });
     assert_eq!(exact_only.family(8, FamilyChoice::Fast).ok(), Some(Family::Exact), "GEMV_EXACT_ONLY wins");
     let (n, k, m) = (40, 272, 40);

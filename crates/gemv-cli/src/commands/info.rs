@@ -32,7 +32,7 @@ pub fn report(choice: Option<BackendChoice>) -> String {
     let policy = if FAST_FAMILY_BY_DEFAULT {
         format!("auto = fast from M = {FAST_FAMILY_FROM_M} where the device has it, exact otherwise")
     } else {
-        "auto = exact (the fast family is opt-in until a GPU has passed its gates)".to_string()
+        "auto = exact (the fast family is opt-in: the default keeps the host's bits)".to_string()
     };
     let _ = writeln!(out, "family policy: {policy}");
     let choices: Vec<BackendChoice> = match choice {
