@@ -162,7 +162,7 @@ fn peer_rows(
         let gbps = PeerTiming::bytes_moved(shape) as f64 / seconds / 1e9;
         for row in ours.iter().filter(|r| r.m == m) {
             notes.push(format!(
-                "{label} M = {m}: {} is {:.2}x faster than {} (ideal {IDEAL_PEER_SPEEDUP:.2}x: 2 bytes per weight \
+                "{label} M = {m}: {} is {:.2}x as fast as {} (ideal {IDEAL_PEER_SPEEDUP:.2}x: 2 bytes per weight \
                  against 0.5625)",
                 row.kernels,
                 seconds * 1e6 / row.micros,
@@ -422,7 +422,7 @@ mod tests {
         assert!((peers[1].gbps - bytes / 2e-3 / 1e9).abs() < 1e-9);
         for ours in rows.iter().filter(|r| r.tier != PEER_TIER) {
             let expected =
-                format!("t M = {}: {} is {:.2}x faster than test peer", ours.m, ours.kernels, 2000.0 / ours.micros);
+                format!("t M = {}: {} is {:.2}x as fast as test peer", ours.m, ours.kernels, 2000.0 / ours.micros);
             assert!(notes.iter().any(|n| n.starts_with(&expected)), "{expected:?} not in {notes:?}");
         }
         assert_eq!(backend.calls.load(Ordering::Relaxed), 2, "one call per M");
