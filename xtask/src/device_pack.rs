@@ -38,11 +38,12 @@ step() {
   [ $limit -le $left ] || limit=$left
   say "== $name (limit $limit s): $*"
   echo "== $name: $*" >> "$out/$log"
+  local lines=$(wc -l < "$out/$log")
   local started=$(date +%s)
   timeout "$limit" "$@" >> "$out/$log" 2>&1
   local rc=$?
   say "   exit $rc after $(( $(date +%s) - started )) s"
-  tail -n 30 "$out/$log"
+  tail -n +$((lines + 1)) "$out/$log" | tail -n 30
   [ $rc -eq 0 ] || failed=1
 }
 
@@ -94,6 +95,7 @@ if [ -n "$nvcc" ] && [ -f "$here/nan_probe.cu" ]; then
   else
     say "nan-probe: nvcc failed"; failed=1
   fi
+  rm -rf "$probe_dir"
 else
   say "nan-probe: no nvcc on this machine, skipped"
 fi
