@@ -81,7 +81,9 @@ pub(super) fn fast_bound(backend: &dyn GpuBackend, cases: &mut Cases) {
             .and_then(|matrix| Ok(fast_bound_failure(w, x, m, &matrix.gemv_with(handle, x, m)?)));
         cases.record(case, outcome);
     };
-    let shapes = [(1, 16), (7, 48), (63, 80), (65, 5136), (4097, 80), (9, 1552), (64, 4096), (130, 16)];
+    // (1, 5136): one row, so both of a lane's rows are row 0, and K past two block steps (2048), so
+    // the L2 prefetch of the chunk after next is issued: its address must stay inside the matrix.
+    let shapes = [(1, 16), (1, 5136), (7, 48), (63, 80), (65, 5136), (4097, 80), (9, 1552), (64, 4096), (130, 16)];
     for (n, k) in shapes {
         let w = matrix(n, k, 11 * n as u64 + k as u64);
         for &(spec, handle) in &kernels {
