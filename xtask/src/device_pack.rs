@@ -1,10 +1,11 @@
 //! `cargo xtask device-pack`: everything the GPU check needs, built here (the GPU machine has
 //! no network and no Rust toolchain) into target/device-pack/ (at most 60 MiB): the release
 //! `gemv` binary, the release CUDA conformance test binary, compute-sanitizer (pinned, from
-//! PyPI: the GPU machine may have only a driver), and `run.sh`, which runs them there inside one
-//! time budget (8 minutes by default) and writes at most eight logs under $OUT (or
-//! target/device-check/). compute-sanitizer travels as
-//! a tarball (40 MB unpacked, 14 MB packed) that run.sh unpacks into a temporary folder.
+//! PyPI: the GPU machine may have only a driver), `nan_probe.cu` (the GPU's NaN bits, built there
+//! by its nvcc), and `run.sh`, which runs them there inside one time budget (8 minutes by default)
+//! and writes at most eight logs under $OUT (or target/device-check/); `profile.sh` runs Nsight
+//! Compute on a few launches. compute-sanitizer travels as a tarball (40 MB unpacked, 14 MB
+//! packed) that run.sh unpacks into a temporary folder.
 
 use crate::util::root;
 use std::process::Command;
