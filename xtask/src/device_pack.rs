@@ -15,16 +15,20 @@ const PACK: &str = "target/device-pack";
 const SANITIZER_PACKAGE: &str = "nvidia-cuda-sanitizer-api==13.0.85";
 const LIMIT_BYTES: u64 = 60 << 20;
 
-const RUN_SH: &str = r#"#!/usr/bin/env bash
-# gemv device check. On the GPU machine: bash target/device-pack/run.sh
-# Logs go to $OUT (or target/device-check/): eight files at most (the device tool returns eight),
-# each written as its step runs, so a run stopped early still leaves what it did. The steps share
-# one time budget (GEMV_DEVICE_BUDGET_S, default 480 s), most valuable first: a step gets the
-# smaller of its own limit and what is left, and none starts with under 15 s left.
+/// The start of every script in the pack: where it lies, and where its logs go ($OUT on the device
+/// tool's machine, else target/device-check/).
+const SCRIPT_PRELUDE: &str = r#"#!/usr/bin/env bash
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$here/../device-check}
 mkdir -p "$out"
+"#;
+
+const RUN_SH: &str = r#"# gemv device check. On the GPU machine: bash target/device-pack/run.sh
+# Logs go to $OUT (or target/device-check/): eight files at most (the device tool returns eight),
+# each written as its step runs, so a run stopped early still leaves what it did. The steps share
+# one time budget (GEMV_DEVICE_BUDGET_S, default 480 s), most valuable first: a step gets the
+# smaller of its own limit and what is left, and none starts with under 15 s left.
 summary="$out/summary.txt"
 : > "$summary"
 failed=0
@@ -178,14 +182,9 @@ int main() {
 /// Optional second script: Nsight Compute on one timed launch of a few representative kernels
 /// (the exact family at M = 1 and 8, the fast family at M = 1 and 16), for the kernel work that
 /// follows the first measurements: where the time goes when a kernel is not at the memory limit.
-const PROFILE_SH: &str = r#"#!/usr/bin/env bash
-# gemv kernel profile. On the GPU machine: bash target/device-pack/profile.sh
+const PROFILE_SH: &str = r#"# gemv kernel profile. On the GPU machine: bash target/device-pack/profile.sh
 # One file, $OUT/profile.txt (or target/device-check/profile.txt): ncu's speed-of-light, memory,
 # occupancy, launch and warp-state sections for one cold-weight launch of each kernel below.
-set -u
-here=$(cd "$(dirname "$0")" && pwd)
-out=${OUT:-$here/../device-check}
-mkdir -p "$out"
 log="$out/profile.txt"
 : > "$log"
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda*/bin/ncu 2> /dev/null | head -n 1)
@@ -267,9 +266,14 @@ pub fn run() -> Result<(), String> {
         std::fs::copy(&from, pack.join(name)).map_err(|e| format!("cannot copy {from}: {e}"))?;
         let _ = Command::new("strip").arg(pack.join(name)).status();
     }
-    std::fs::write(pack.join("run.sh"), RUN_SH).map_err(|e| format!("cannot write run.sh: {e}"))?;
-    std::fs::write(pack.join("profile.sh"), PROFILE_SH).map_err(|e| format!("cannot write profile.sh: {e}"))?;
-    std::fs::write(pack.join("nan_probe.cu"), NAN_PROBE_CU).map_err(|e| format!("cannot write nan_probe.cu: {e}"))?;
+    let texts = [
+        ("run.sh", format!("{SCRIPT_PRELUDE}{RUN_SH}")),
+        ("profile.sh", format!("{SCRIPT_PRELUDE}{PROFILE_SH}")),
+        ("nan_probe.cu", NAN_PROBE_CU.to_string()),
+    ];
+    for (name, text) in &texts {
+        std::fs::write(pack.join(name), text).map_err(|e| format!("cannot write {name}: {e}"))?;
+    }
     let sanitizer_files = copy_sanitizer(&pack.join("sanitizer"))?;
     // Compressed, it takes a third of the room (40 MB to 14 MB); run.sh unpacks it.
     crate::util::run(
@@ -281,7 +285,7 @@ pub fn run() -> Result<(), String> {
     let sanitizer_archive = std::fs::metadata(pack.join("sanitizer.tar.gz")).map(|m| m.len()).unwrap_or(0);
     let mut total = 0;
     let mut manifest = String::from("gemv device pack: bash run.sh on the GPU machine\n");
-    for name in ["gemv", "cuda_conformance", "run.sh", "profile.sh", "nan_probe.cu"] {
+    for name in ["gemv", "cuda_conformance"].into_iter().chain(texts.iter().map(|(name, _)| *name)) {
         let path = pack.join(name);
         let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         total += size;
