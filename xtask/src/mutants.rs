@@ -18,8 +18,8 @@
 //!   that mutant's code; within one pass); the others meet gate 7's large shapes
 //!   on the builds whose PTX changed, and survivors get a second chance: the gates with the
 //!   emulator under ASan and UBSan. Report in target/kernel-mutants/report.txt:
-//!   every mutant with its line, change and outcome. `--only 6,41` re-judges chosen mutants.
-//!   `--source w4a16_fast` takes one source's mutants (numbered within it); `--list` prints the
+//!   every mutant with its line, change and outcome. `--only 6,41` re-judges chosen mutants, in
+//!   the order given. `--source w4a16_fast` takes one source's mutants (numbered within it); `--list` prints the
 //!   mutants and judges none. The exact family's source is judged by gates 1-9, the fast
 //!   family's by gates 10 and 11 (the gates that run its kernels).
 //!   Everything is built from a checkout of HEAD (target/kernel-mutants/tree), so the working
@@ -773,13 +773,15 @@ fn kernels(selection: Selection) -> Result<(), String> {
     let mut missed = MissedPtx::default();
     let mut counts = std::collections::BTreeMap::new();
     let report_name = if selection.only.is_some() { "report-rejudged.txt" } else { "report.txt" };
-    let selected = mutants
-        .iter()
-        .enumerate()
-        .skip(selection.from)
-        .take(selection.limit)
-        .filter(|(index, _)| selection.only.as_ref().is_none_or(|only| only.contains(index)));
-    for (index, mutant) in selected {
+    // `--only` keeps the order given, so a pass can judge the lines that matter most first.
+    let selected: Vec<usize> = match &selection.only {
+        Some(only) => {
+            only.iter().copied().filter(|&i| i >= selection.from && i < mutants.len()).take(selection.limit).collect()
+        }
+        None => (selection.from..mutants.len()).take(selection.limit).collect(),
+    };
+    for index in selected {
+        let mutant = &mutants[index];
         let relative = mutant.file.strip_prefix(&source_dir).map_err(|e| e.to_string())?;
         let original = std::fs::read_to_string(&mutant.file).map_err(|e| e.to_string())?;
         let mutated = format!("{}{}{}", &original[..mutant.start], mutant.replacement, &original[mutant.end..]);
