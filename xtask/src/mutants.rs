@@ -19,9 +19,9 @@
 //!   on the builds whose PTX changed, and survivors get a second chance: the gates with the
 //!   emulator under ASan and UBSan. Report in target/kernel-mutants/report.txt:
 //!   every mutant with its line, change and outcome. `--only 6,41` re-judges chosen mutants, in
-//!   the order given. `--source w4a16_fast` takes one source's mutants (numbered within it); `--list` prints the
-//!   mutants and judges none. The exact family's source is judged by gates 1-9, the fast
-//!   family's by gates 10 and 11 (the gates that run its kernels).
+//!   the order given. `--source w4a16_fast` takes one source's mutants (numbered within it);
+//!   `--list` prints the mutants and judges none. The exact family's source is judged by gates
+//!   1-9, the fast family's by gates 10 and 11 (the gates that run its kernels).
 //!   Everything is built from a checkout of HEAD (target/kernel-mutants/tree), so the working
 //!   tree may change while the pass runs.
 
