@@ -369,6 +369,17 @@ struct Selection {
     list: bool,
 }
 
+impl Selection {
+    /// The mutants to judge, of `count`: `--only`'s in the order given (so a pass can judge the
+    /// lines that matter most first), else from `--from` on; at most `--limit`.
+    fn indices(&self, count: usize) -> Vec<usize> {
+        match &self.only {
+            Some(only) => only.iter().copied().filter(|&i| i >= self.from && i < count).take(self.limit).collect(),
+            None => (self.from..count).take(self.limit).collect(),
+        }
+    }
+}
+
 /// Runs `commands` side by side until one fails (the others are then stopped), all succeed, or
 /// `timeout` passes: `Some(all succeeded)`, or None when it timed out. The judge runs a stage's
 /// builds this way (each `gemv check` keeps about one core busy, and the machines this pass runs
@@ -773,14 +784,7 @@ fn kernels(selection: Selection) -> Result<(), String> {
     let mut missed = MissedPtx::default();
     let mut counts = std::collections::BTreeMap::new();
     let report_name = if selection.only.is_some() { "report-rejudged.txt" } else { "report.txt" };
-    // `--only` keeps the order given, so a pass can judge the lines that matter most first.
-    let selected: Vec<usize> = match &selection.only {
-        Some(only) => {
-            only.iter().copied().filter(|&i| i >= selection.from && i < mutants.len()).take(selection.limit).collect()
-        }
-        None => (selection.from..mutants.len()).take(selection.limit).collect(),
-    };
-    for index in selected {
+    for index in selection.indices(mutants.len()) {
         let mutant = &mutants[index];
         let relative = mutant.file.strip_prefix(&source_dir).map_err(|e| e.to_string())?;
         let original = std::fs::read_to_string(&mutant.file).map_err(|e| e.to_string())?;
@@ -843,6 +847,16 @@ mod tests {
         let started = Instant::now();
         assert_eq!(run_all_with_timeout(vec![shell("true"), shell("sleep 30")], Duration::from_millis(300)), Ok(None));
         assert!(started.elapsed() < Duration::from_secs(20), "the timeout stops the rest");
+    }
+
+    #[test]
+    fn only_keeps_its_order_and_every_selection_stays_in_range() {
+        let selection =
+            |from, limit, only: Option<Vec<usize>>| Selection { from, limit, only, source: None, list: false };
+        assert_eq!(selection(0, usize::MAX, Some(vec![7, 2, 99, 5])).indices(10), [7, 2, 5]);
+        assert_eq!(selection(3, 1, Some(vec![2, 7, 5])).indices(10), [7]);
+        assert_eq!(selection(8, usize::MAX, None).indices(10), [8, 9]);
+        assert_eq!(selection(2, 3, None).indices(10), [2, 3, 4]);
     }
 
     #[test]
