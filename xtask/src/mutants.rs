@@ -371,10 +371,14 @@ struct Selection {
 
 impl Selection {
     /// The mutants to judge, of `count`: `--only`'s in the order given (so a pass can judge the
-    /// lines that matter most first), else from `--from` on; at most `--limit`.
+    /// lines that matter most first; each once), else from `--from` on; at most `--limit`.
     fn indices(&self, count: usize) -> Vec<usize> {
         match &self.only {
-            Some(only) => only.iter().copied().filter(|&i| i >= self.from && i < count).take(self.limit).collect(),
+            Some(only) => {
+                let mut seen = std::collections::BTreeSet::new();
+                let wanted = only.iter().copied().filter(|&i| i >= self.from && i < count && seen.insert(i));
+                wanted.take(self.limit).collect()
+            }
             None => (self.from..count).take(self.limit).collect(),
         }
     }
@@ -853,7 +857,7 @@ mod tests {
     fn only_keeps_its_order_and_every_selection_stays_in_range() {
         let selection =
             |from, limit, only: Option<Vec<usize>>| Selection { from, limit, only, source: None, list: false };
-        assert_eq!(selection(0, usize::MAX, Some(vec![7, 2, 99, 5])).indices(10), [7, 2, 5]);
+        assert_eq!(selection(0, usize::MAX, Some(vec![7, 2, 99, 5, 7])).indices(10), [7, 2, 5]);
         assert_eq!(selection(3, 1, Some(vec![2, 7, 5])).indices(10), [7]);
         assert_eq!(selection(8, usize::MAX, None).indices(10), [8, 9]);
         assert_eq!(selection(2, 3, None).indices(10), [2, 3, 4]);
