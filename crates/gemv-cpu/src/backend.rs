@@ -1,13 +1,17 @@
-//! [`CpuBackend`]: buffers in host memory, launches computed by the SIMD row kernels.
+//! [`CpuBackend`]: buffers in host memory, launches computed by the tile kernels over the
+//! weights' CPU arrangement.
 
-use crate::compute::{Launch, gemv};
+use crate::arrangements::{Arranged, Arrangements, Source};
+use crate::compute::{Scratch, gemv};
 use crate::simd::{SIMD_VARIABLE, SimdPath, exact_float_mode};
+use crate::team::Team;
+use crate::weights::CpuWeights;
 use gemv_backend::{
-    AlignedBytes, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, HostMemory, KernelHandle, Result, TimerKind,
-    resolved_spec,
+    AlignedBytes, BufferRange, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, HostMemory,
+    KernelHandle, Result, TimerKind, check_row_strides, resolved_spec, strided_span,
 };
-use gemv_core::{MODULE_NAME, host_threads};
-use std::sync::OnceLock;
+use gemv_core::{GemvShape, MODULE_NAME, host_threads};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 const NAME: &str = "cpu";
@@ -15,15 +19,30 @@ const NAME: &str = "cpu";
 /// The exact contract on the CPU with SIMD and threads. Every kernel of the registry is present
 /// (the CPU has no tiers: one code path serves any M, the tiers only split M as they do on a GPU).
 ///
-/// Launches run on the backend's own pool of `threads` worker threads, started at the first
-/// launch and kept until the backend is dropped: starting threads per launch cost about 30 us each
-/// on the 2-core CI machine, a tenth of a small launch.
-#[derive(Debug)]
+/// Weights run from the CPU's own arrangement of them: an engine makes it once with
+/// [`CpuWeights::new`] and launches with [`CpuBackend::gemv`]; a launch through
+/// [`GpuBackend::launch_gemv`] names raw buffer ranges, and the backend arranges each range at
+/// its first launch and keeps that (beside the raw bytes) until the range is written or its
+/// buffer freed.
+///
+/// Launches run on the calling thread and `threads - 1` workers of the backend's own, started at
+/// the first launch and stopped when the backend is dropped; between launches the workers spin
+/// for half a millisecond, then sleep (docs/cpu.md).
 pub struct CpuBackend {
     memory: HostMemory,
     path: SimdPath,
     threads: usize,
-    pool: OnceLock<rayon::ThreadPool>,
+    /// The team and one pass's scratch for each of its threads.
+    team: OnceLock<(Team, Vec<Mutex<Scratch>>)>,
+    /// Held by every write and every launch, so an arrangement is never made from bytes a write
+    /// is changing, nor used after they changed.
+    arrangements: Mutex<Arrangements>,
+}
+
+impl std::fmt::Debug for CpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuBackend").field("path", &self.path).field("threads", &self.threads).finish_non_exhaustive()
+    }
 }
 
 impl CpuBackend {
@@ -51,36 +70,80 @@ impl CpuBackend {
             });
         }
         tracing::debug!(path = path.name(), "cpu backend");
-        Ok(Self { memory: HostMemory::new(NAME), path, threads: host_threads(), pool: OnceLock::new() })
+        Ok(Self {
+            memory: HostMemory::new(NAME),
+            path,
+            threads: host_threads(),
+            team: OnceLock::new(),
+            arrangements: Mutex::new(Arrangements::default()),
+        })
     }
 
-    /// Uses `threads` worker threads (results are identical for any count).
+    /// Uses `threads` threads, the caller included (results are identical for any count).
     pub fn with_threads(mut self, threads: usize) -> Self {
         self.threads = threads.max(1);
-        self.pool = OnceLock::new();
+        self.team = OnceLock::new();
         self
     }
 
-    /// The worker pool, started on first use; every worker first clears the flush-to-zero modes.
-    fn pool(&self) -> Result<&rayon::ThreadPool> {
-        if let Some(pool) = self.pool.get() {
-            return Ok(pool);
-        }
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(self.threads)
-            .thread_name(|index| format!("gemv-cpu-{index}"))
-            .start_handler(|_| exact_float_mode())
-            .build()
-            .map_err(|error| Error::Unavailable {
-                backend: NAME,
-                reason: format!("starting {} worker threads: {error}", self.threads),
-            })?;
-        Ok(self.pool.get_or_init(|| pool))
+    /// The team, started on first use; every worker first clears the flush-to-zero modes (the
+    /// caller's share runs with them cleared too, and restored after).
+    fn team(&self) -> Result<(&Team, &[Mutex<Scratch>])> {
+        let (team, scratch) = match self.team.get() {
+            Some(team) => team,
+            None => {
+                let team = Team::new(self.threads, exact_float_mode).map_err(|error| Error::Unavailable {
+                    backend: NAME,
+                    reason: format!("starting {} worker threads: {error}", self.threads - 1),
+                })?;
+                let scratch = (0..team.threads()).map(|_| Mutex::new(Scratch::new())).collect();
+                self.team.get_or_init(|| (team, scratch))
+            }
+        };
+        Ok((team, scratch))
     }
 
-    /// The SIMD path the row kernels run on.
+    /// The SIMD path the tile kernels run on.
     pub fn path(&self) -> SimdPath {
         self.path
+    }
+
+    /// `Y = W X` for `m` tokens over caller-owned slices: `x` row t at element `t * x_row_stride`
+    /// (K bf16 bits each), `y` row t at `t * y_row_stride` (N each; nothing else is written).
+    /// Validated first: a stride below its row's width or a slice too short is an error, and
+    /// nothing is written.
+    pub fn gemv(
+        &self,
+        weights: &CpuWeights,
+        x: &[u16],
+        x_row_stride: usize,
+        y: &mut [u16],
+        y_row_stride: usize,
+        m: usize,
+    ) -> Result<()> {
+        let (n, k) = (weights.n(), weights.k());
+        GemvShape::new(m, n, k)?;
+        check_row_strides(k, n, x_row_stride, y_row_stride)?;
+        for (what, len, needed) in
+            [("x", x.len(), strided_span(m, k, x_row_stride)), ("y", y.len(), strided_span(m, n, y_row_stride))]
+        {
+            if len < needed {
+                return Err(Error::RangeTooSmall { what, len: 2 * len, needed: 2 * needed, m, n, k });
+            }
+        }
+        let rows: Vec<u16> = (0..m).flat_map(|t| x[t * x_row_stride..][..k].iter().copied()).collect();
+        let (team, scratch) = self.team()?;
+        let values = gemv(self.path, team, scratch, weights.arranged(), weights.global_scale(), &rows, m);
+        for (t, row) in values.chunks_exact(n).enumerate() {
+            y[t * y_row_stride..][..n].copy_from_slice(row);
+        }
+        Ok(())
+    }
+
+    fn arrangements(&self) -> std::sync::MutexGuard<'_, Arrangements> {
+        // A panic while the lock was held left no arrangement half made (entries are inserted
+        // whole), so the map is still sound.
+        self.arrangements.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -109,26 +172,42 @@ impl GpuBackend for CpuBackend {
         }
     }
 
-    gemv_backend::delegate_buffers_to_host_memory!(memory);
+    fn alloc(&self, bytes: usize) -> Result<DeviceBuffer> {
+        self.memory.alloc(bytes)
+    }
+
+    fn free(&self, buffer: DeviceBuffer) -> Result<()> {
+        let mut arrangements = self.arrangements();
+        self.memory.free(buffer)?;
+        arrangements.forget_buffer(buffer.id());
+        Ok(())
+    }
+
+    fn upload(&self, dst: BufferRange, data: &[u8]) -> Result<()> {
+        let mut arrangements = self.arrangements();
+        self.memory.upload(dst, data)?;
+        arrangements.forget_overlapping(&dst);
+        Ok(())
+    }
+
+    fn download(&self, src: BufferRange, out: &mut [u8]) -> Result<()> {
+        self.memory.download(src, out)
+    }
 
     fn launch_gemv(&self, kernel: KernelHandle, args: &GemvArgs) -> Result<()> {
         let spec = resolved_spec(NAME, kernel)?;
         let shape = args.validate(spec)?;
         let (m, n, k) = (shape.m, shape.n, shape.k);
-        let pool = self.pool()?;
-        let y = self.memory.with_launch_inputs(args, |inputs| {
-            let launch = Launch {
-                packed: inputs.packed,
-                scales: inputs.scales,
-                x: &inputs.x,
-                global_scale: args.global_scale,
-                m,
-                n,
-                k,
-            };
-            gemv(self.path, pool, &launch)
+        let (team, scratch) = self.team()?;
+        let mut arrangements = self.arrangements();
+        let source = Source { packed: args.packed_read(), scales: args.scales_read(), n, k };
+        let (arranged, x) = self.memory.with_launch_inputs(args, |inputs| {
+            let arranged = arrangements.get_or_make(source, || Arranged::new(inputs.packed, inputs.scales, n, k));
+            (arranged, inputs.x)
         })?;
+        let y = gemv(self.path, team, scratch, &arranged, args.global_scale, &x, m);
         self.memory.write_y_rows(args, &y)?;
+        arrangements.forget_overlapping(&args.y_written());
         tracing::trace!(kernel = spec.name, m, n, k, path = self.path.name(), "cpu launch");
         Ok(())
     }
@@ -139,8 +218,7 @@ impl GpuBackend for CpuBackend {
 
     /// A host memory copy on the backend's threads, through buffers of at least 128 MB so the
     /// copy streams memory rather than cache (the reference `gemv bench`'s "% copy" is read
-    /// against); the median of at least five timed passes, scaled to `bytes * repeats`. (One
-    /// average over all passes moved by tens of percent between runs on a shared machine.)
+    /// against); the median of at least five timed passes, scaled to `bytes * repeats`.
     fn time_device_copy(&self, bytes: usize, repeats: usize) -> Result<Option<Duration>> {
         const COLD_BYTES: usize = 256 << 20;
         const PASSES_MIN: usize = 5;

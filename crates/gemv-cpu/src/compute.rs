@@ -1,93 +1,145 @@
-//! One launch on the CPU: transpose X once, split the rows over the pool's threads in tiles, run
-//! the row kernel for each tile and the shared tree for each batch of tiles, write Y.
+//! One launch on the CPU: widen X once, hand runs of tiles to the team's threads, run each tile's
+//! passes (a few tokens each) and finish its outputs straight away, writing Y in place.
 
-use crate::activations::TransposedX;
-use crate::kernels::{TILE_ROWS, finish_outputs, finish_width, row_tile, tile_rows};
+use crate::activations::Activations;
+use crate::arrangements::Arranged;
+use crate::kernels::{finish, tile_partials, tokens_per_pass};
+use crate::layout::TILE_ROWS;
 use crate::lines::Lines;
-use crate::simd::SimdPath;
-use gemv_core::{GROUP_SIZE, PARTIALS};
+use crate::simd::{SimdPath, with_exact_float_mode};
+use crate::team::Team;
+use gemv_core::PARTIALS;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 
-/// The weights and activations of one launch, borrowed in place.
-pub(crate) struct Launch<'a> {
-    pub packed: &'a [u8],
-    pub scales: &'a [u8],
-    pub x: &'a [u16],
-    pub global_scale: f32,
-    pub m: usize,
-    pub n: usize,
-    pub k: usize,
+/// Tiles below which one thread does the whole launch (handing out work would dominate).
+const TILES_PER_THREAD_MIN: usize = 4;
+
+/// Runs of tiles per thread: threads take runs as they come free, so a thread slowed by the rest
+/// of the machine does not hold up the launch.
+const RUNS_PER_THREAD: usize = 8;
+
+/// The most tokens a pass serves on any path.
+const MOST_TOKENS: usize = 8;
+
+/// Bytes ahead of the block being read that a kernel prefetches.
+const PREFETCH_BYTES: usize = 8192;
+
+/// Splits `m` tokens into passes of at most `most`, as even as possible (9 = 5 + 4, not 8 + 1).
+fn passes(m: usize, most: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let count = m.div_ceil(most).max(1);
+    (0..count).map(move |i| (i * m / count)..((i + 1) * m / count))
 }
 
-/// Rows below which one thread does the whole launch (thread start-up would dominate).
-const ROWS_PER_THREAD_MIN: usize = 4 * TILE_ROWS;
+/// A thread's scratch: one pass's partial sums.
+pub(crate) struct Scratch {
+    partials: Lines,
+}
 
-/// Runs of rows per thread: the pool hands them out as threads come free, so a thread slowed by
-/// the rest of the machine does not hold up the launch.
-const CHUNKS_PER_THREAD: usize = 8;
-
-/// Tiles whose outputs are finished together: the fewest whose `tile * m` outputs fill whole
-/// vectors of the finish (at M = 1 on AVX-512, four tiles of four rows).
-fn tiles_per_batch(path: SimdPath, tile: usize, m: usize) -> usize {
-    let (mut a, mut b) = (tile * m, finish_width(path));
-    let width = b;
-    while b != 0 {
-        (a, b) = (b, a % b);
+impl Scratch {
+    /// Scratch for one thread.
+    pub(crate) fn new() -> Self {
+        Self { partials: Lines::zeroed(MOST_TOKENS * PARTIALS * TILE_ROWS) }
     }
-    // a = gcd(tile * m, width) (tile * m >= 1).
-    width / a
 }
 
-/// Computes `Y [m][n]` bf16 bits on `pool` (whose workers run with exact float modes).
-pub(crate) fn gemv(path: SimdPath, pool: &rayon::ThreadPool, launch: &Launch<'_>) -> Vec<u16> {
-    let (m, n, k) = (launch.m, launch.n, launch.k);
-    let xt = TransposedX::new(launch.x, m, k, path.width());
-    let threads = pool.current_num_threads().clamp(1, n.div_ceil(ROWS_PER_THREAD_MIN).max(1));
-    let tile = tile_rows(path);
-    let batch_rows = tile * tiles_per_batch(path, tile, m);
-    let chunks = if threads == 1 { 1 } else { threads * CHUNKS_PER_THREAD };
-    let rows_per_thread = n.div_ceil(chunks).max(ROWS_PER_THREAD_MIN).next_multiple_of(batch_rows);
-    let (row_bytes, row_groups) = (k / 2, k / GROUP_SIZE);
+/// Computes `Y [m][n]` bf16 bits for `x: [m][k]` bf16 bits on `team`, thread `i` using
+/// `scratch[i]`.
+pub(crate) fn gemv(
+    path: SimdPath,
+    team: &Team,
+    scratch: &[Mutex<Scratch>],
+    weights: &Arranged,
+    global_scale: f32,
+    x: &[u16],
+    m: usize,
+) -> Vec<u16> {
+    let geometry = &weights.geometry;
+    let (n, k) = (geometry.n(), geometry.k());
+    let activations = Activations::new(x, m, k, geometry.padded_k());
+    let tiles = geometry.tiles();
+    let threads = team.threads().clamp(1, tiles.div_ceil(TILES_PER_THREAD_MIN).max(1));
+    let runs = if threads == 1 { 1 } else { threads * RUNS_PER_THREAD };
+    let tiles_per_run = tiles.div_ceil(runs).max(TILES_PER_THREAD_MIN.min(tiles));
+    let rows_per_run = tiles_per_run * TILE_ROWS;
     let mut y = vec![0u16; m * n];
-    // Each run of rows writes its columns of every token's row of Y.
-    let mut runs: Vec<Vec<&mut [u16]>> = (0..n.div_ceil(rows_per_thread)).map(|_| Vec::with_capacity(m)).collect();
+    // Each run of tiles writes its columns of every token's row of Y.
+    let mut columns: Vec<Vec<&mut [u16]>> = (0..n.div_ceil(rows_per_run)).map(|_| Vec::with_capacity(m)).collect();
     for token_row in y.chunks_mut(n) {
-        for (run, columns) in runs.iter_mut().zip(token_row.chunks_mut(rows_per_thread)) {
-            run.push(columns);
+        for (run, run_columns) in columns.iter_mut().zip(token_row.chunks_mut(rows_per_run)) {
+            run.push(run_columns);
         }
     }
-    pool.scope(|scope| {
-        for (chunk, mut columns) in runs.into_iter().enumerate() {
-            let xt = &xt;
-            scope.spawn(move |_| {
-                let mut partials = Lines::zeroed(batch_rows * m * PARTIALS);
-                let mut finished = vec![0u16; batch_rows * m];
-                let first_row = chunk * rows_per_thread;
-                let chunk_rows = columns.first().map_or(0, |token| token.len());
-                for batch_first in (0..chunk_rows).step_by(batch_rows) {
-                    let batch = batch_rows.min(chunk_rows - batch_first);
-                    partials.fill(0.0);
-                    for (index, tile_first) in (batch_first..batch_first + batch).step_by(tile).enumerate() {
-                        let (first, rows) = (first_row + tile_first, tile.min(batch_first + batch - tile_first));
-                        row_tile(
-                            path,
-                            &launch.packed[first * row_bytes..(first + rows) * row_bytes],
-                            &launch.scales[first * row_groups..(first + rows) * row_groups],
-                            rows,
-                            xt,
-                            &mut partials[index * tile * m * PARTIALS..(index + 1) * tile * m * PARTIALS],
-                        );
+    let columns: Vec<Mutex<Vec<&mut [u16]>>> = columns.into_iter().map(Mutex::new).collect();
+    let most = tokens_per_pass(path).min(MOST_TOKENS);
+    let (bytes, tile_bytes) = (&weights.bytes[..], geometry.tile_bytes());
+    let next_run = AtomicUsize::new(0);
+    let share = |index: usize| {
+        if index >= threads {
+            return;
+        }
+        let mut scratch = scratch[index].lock().unwrap_or_else(PoisonError::into_inner);
+        let mut finished = [[0u16; TILE_ROWS]; MOST_TOKENS];
+        loop {
+            let run = next_run.fetch_add(1, Ordering::Relaxed);
+            let Some(run_columns) = columns.get(run) else { break };
+            let mut run_columns = run_columns.lock().unwrap_or_else(PoisonError::into_inner);
+            let first_tile = run * tiles_per_run;
+            let run_tiles = run_columns.first().map_or(0, |token| token.len().div_ceil(TILE_ROWS));
+            for tile in first_tile..first_tile + run_tiles {
+                let tile_data = &bytes[tile * tile_bytes..(tile + 1) * tile_bytes];
+                let ahead = tile_data.as_ptr().wrapping_add(PREFETCH_BYTES);
+                let column = (tile - first_tile) * TILE_ROWS;
+                let rows = TILE_ROWS.min(n - tile * TILE_ROWS);
+                for tokens in passes(m, most) {
+                    let mut x: [&[f32]; MOST_TOKENS] = [&[]; MOST_TOKENS];
+                    for (slot, t) in x.iter_mut().zip(tokens.clone()) {
+                        *slot = activations.token(t);
                     }
-                    // By row then token, as the partials are.
-                    let finished = &mut finished[..batch * m];
-                    finish_outputs(path, &mut partials, launch.global_scale, finished);
-                    for (row, values) in finished.chunks_exact(m).enumerate() {
-                        for (t, &value) in values.iter().enumerate() {
-                            columns[t][batch_first + row] = value;
-                        }
+                    let partials = &mut scratch.partials;
+                    tile_partials(
+                        path,
+                        tile_data,
+                        geometry,
+                        weights.nan_scales,
+                        &x[..tokens.len()],
+                        activations.products_finite(),
+                        partials,
+                        ahead,
+                    );
+                    let finished = &mut finished[..tokens.len()];
+                    finish(path, partials, global_scale, finished);
+                    for (t, values) in tokens.zip(finished.iter()) {
+                        run_columns[t][column..column + rows].copy_from_slice(&values[..rows]);
                     }
                 }
-            });
+            }
         }
+    };
+    team.run(&|index| {
+        if index == 0 { with_exact_float_mode(|| share(index)) } else { share(index) }
     });
     y
+}
+
+#[cfg(test)]
+mod tests {
+    use super::passes;
+
+    #[test]
+    fn passes_cover_every_token_once_and_evenly() {
+        for most in [1, 4, 8] {
+            for m in 1..40 {
+                let split: Vec<_> = passes(m, most).collect();
+                assert_eq!(split.first().map(|r| r.start), Some(0));
+                assert_eq!(split.last().map(|r| r.end), Some(m));
+                assert!(split.windows(2).all(|w| w[0].end == w[1].start));
+                let (shortest, longest) = (
+                    split.iter().map(|r| r.len()).min().unwrap_or(0),
+                    split.iter().map(|r| r.len()).max().unwrap_or(0),
+                );
+                assert!(longest <= most && longest - shortest <= 1 && shortest >= 1, "m {m}, most {most}: {split:?}");
+            }
+        }
+    }
 }

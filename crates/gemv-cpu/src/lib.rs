@@ -11,11 +11,16 @@
 #![warn(missing_docs)]
 
 mod activations;
+mod arrangements;
 mod backend;
 mod compute;
 mod kernels;
+mod layout;
 mod lines;
 mod simd;
+mod team;
+mod weights;
 
 pub use backend::CpuBackend;
 pub use simd::{SIMD_VARIABLE, SimdPath};
+pub use weights::CpuWeights;

@@ -66,17 +66,49 @@ impl SimdPath {
 /// new thread inherits its creator's setting). The CPU backend's worker threads call it first.
 pub(crate) fn exact_float_mode() {
     #[cfg(target_arch = "x86_64")]
+    set_control(control() & !FLUSH_MODES);
+}
+
+/// Runs `f` with [`exact_float_mode`] on this thread and restores the thread's own modes after
+/// (also when `f` panics): the calling thread of a launch computes a share of it.
+pub(crate) fn with_exact_float_mode<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
     {
-        const FLUSH_TO_ZERO: u32 = 1 << 15;
-        const DENORMALS_ARE_ZERO: u32 = 1 << 6;
-        let mut control: u32 = 0;
-        // SAFETY: `stmxcsr` stores the 32-bit control register to the address given, a valid,
-        // writable local; `ldmxcsr` loads it back with two mode bits cleared, which only changes
-        // how this thread rounds subnormals (no exception is unmasked).
-        unsafe {
-            std::arch::asm!("stmxcsr [{}]", in(reg) &mut control, options(nostack, preserves_flags));
-            control &= !(FLUSH_TO_ZERO | DENORMALS_ARE_ZERO);
-            std::arch::asm!("ldmxcsr [{}]", in(reg) &control, options(nostack, preserves_flags, readonly));
+        struct Restore(u32);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                set_control(self.0);
+            }
         }
+        let saved = control();
+        let _restore = Restore(saved);
+        set_control(saved & !FLUSH_MODES);
+        f()
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    f()
+}
+
+/// The flush-to-zero (bit 15) and denormals-are-zero (bit 6) bits of the SSE control register.
+#[cfg(target_arch = "x86_64")]
+const FLUSH_MODES: u32 = (1 << 15) | (1 << 6);
+
+/// This thread's SSE control register.
+#[cfg(target_arch = "x86_64")]
+fn control() -> u32 {
+    let mut control: u32 = 0;
+    // SAFETY: `stmxcsr` stores the 32-bit control register to the address given, a valid,
+    // writable local.
+    unsafe { std::arch::asm!("stmxcsr [{}]", in(reg) &mut control, options(nostack, preserves_flags)) };
+    control
+}
+
+/// Loads this thread's SSE control register. Callers only change the flush-mode bits of a value
+/// [`control`] read (or restore one), which change how this thread treats subnormals and unmask
+/// no exception.
+#[cfg(target_arch = "x86_64")]
+fn set_control(control: u32) {
+    // SAFETY: `ldmxcsr` loads the 32-bit value at the address given, a valid local; see above
+    // for why the value is safe to load.
+    unsafe { std::arch::asm!("ldmxcsr [{}]", in(reg) &control, options(nostack, preserves_flags, readonly)) };
 }
