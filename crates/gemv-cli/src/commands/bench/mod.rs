@@ -2,7 +2,10 @@
 //! reference at a small shape, and the f64 bound), then times them with the performance
 //! protocol of docs/benchmarks.md and prints a table like the seed's (tier, M, time, GB/s, % peak).
 
+#[cfg(feature = "ggml-peer")]
+mod ggml;
 mod memory;
+mod peers;
 mod plot;
 mod protocol;
 

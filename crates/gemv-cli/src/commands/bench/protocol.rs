@@ -4,12 +4,14 @@
 //! the median per arm. The backend's memory copy (the "% copy" reference) is one more arm: timed
 //! in every round among the kernels, its median bandwidth is the reference. Where the backend
 //! has a peer GEMM (cuBLAS's BF16 GEMM on CUDA), it is timed on the same shape and M, the same
-//! way, and printed beside the kernels with the NVFP4 speed-up over it.
+//! way, and printed beside the kernels with the NVFP4 speed-up over it; rotation peers (ggml on
+//! the CPU) are arms of the rotation themselves, one per M.
 
+use super::peers::{self, RotationPeer};
 use super::{Arm, BenchOptions, Measurement};
 use crate::commands::progress::progress;
 use gemv_backend::{DeviceInfo, DeviceMatrix, GpuBackend, PeerTiming, TimerKind, conformance};
-use gemv_core::GemvShape;
+use gemv_core::{GemvShape, host_threads};
 use std::io::Write;
 
 fn median(values: &mut [f64]) -> f64 {
@@ -23,6 +25,17 @@ pub const IDEAL_PEER_SPEEDUP: f64 = 2.0 / 0.5625;
 
 /// The tier label of a peer row.
 pub const PEER_TIER: &str = "peer";
+
+/// The pause after each step of the rotation: threads that spin for their next job after one
+/// step (the CPU backend's, ggml's) are asleep before the next step's clock starts.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// One step of the rotation.
+enum Step<'a> {
+    Kernels(usize, &'a Arm),
+    Peer(usize, usize),
+    Copy,
+}
 
 /// Times every arm on one shape (and the backend's peer GEMM, see [`peer_rows`]).
 #[allow(clippy::too_many_arguments)]
@@ -52,24 +65,52 @@ pub fn measure(
     let y = backend.alloc(2 * max_m * n).map_err(|e| e.to_string())?;
     let x_data = conformance::activations(max_m, k, 2);
     backend.upload(x.whole(), bytemuck::cast_slice(&x_data)).map_err(|e| e.to_string())?;
+    let mut ms: Vec<usize> = arms.iter().map(|a| a.m).collect();
+    ms.sort_unstable();
+    ms.dedup();
+    let mut rotation_peers: Vec<Box<dyn RotationPeer>> = if options.peer {
+        peers::for_backend(&backend.device_info(), n, k, &ms, options.cold_bytes, host_threads(), notes)
+    } else {
+        Vec::new()
+    };
     // The copy reference is one more arm of the rotation, timed in every round: a host or device
     // that is busy for part of the run then slows both sides of the "% copy" ratio alike.
     let mut copy_samples = Some(Vec::with_capacity(options.rounds));
     let mut samples = vec![Vec::with_capacity(options.rounds); arms.len()];
-    let steps = arms.len() + 1;
-    let total = options.rounds * arms.len();
+    let mut peer_samples = vec![vec![Vec::with_capacity(options.rounds); ms.len()]; rotation_peers.len()];
+    let mut steps: Vec<Step<'_>> = arms.iter().enumerate().map(|(i, arm)| Step::Kernels(i, arm)).collect();
+    steps.extend((0..rotation_peers.len()).flat_map(|p| (0..ms.len()).map(move |i| Step::Peer(p, i))));
+    steps.push(Step::Copy);
+    let settle = !rotation_peers.is_empty();
+    let total = options.rounds * (steps.len() - 1);
     let mut done = 0;
     for round in 0..options.rounds {
-        for step in 0..steps {
-            let index = (step + round) % steps;
-            let Some(arm) = arms.get(index) else {
-                if let Some(rates) = copy_samples.as_mut() {
-                    match backend.time_device_copy(weight_bytes, options.launches).map_err(|e| e.to_string())? {
-                        Some(t) => rates.push(2.0 * (weight_bytes * options.launches) as f64 / t.as_secs_f64() / 1e9),
-                        None => copy_samples = None,
-                    }
+        for step in 0..steps.len() {
+            if settle {
+                std::thread::sleep(SETTLE);
+            }
+            let (index, arm) = match steps[(step + round) % steps.len()] {
+                Step::Kernels(index, arm) => (index, arm),
+                Step::Peer(p, i) => {
+                    let peer = &mut rotation_peers[p];
+                    let elapsed = peer.time(ms[i], options.launches);
+                    peer.rest();
+                    peer_samples[p][i].push(elapsed?.as_secs_f64() / options.launches as f64);
+                    done += 1;
+                    progress(done, total, &format!("bench {label}"));
+                    continue;
                 }
-                continue;
+                Step::Copy => {
+                    if let Some(rates) = copy_samples.as_mut() {
+                        match backend.time_device_copy(weight_bytes, options.launches).map_err(|e| e.to_string())? {
+                            Some(t) => {
+                                rates.push(2.0 * (weight_bytes * options.launches) as f64 / t.as_secs_f64() / 1e9)
+                            }
+                            None => copy_samples = None,
+                        }
+                    }
+                    continue;
+                }
             };
             let list: Vec<_> = (0..options.launches)
                 .flat_map(|i| {
@@ -121,6 +162,37 @@ pub fn measure(
             }
         })
         .collect();
+    let peer_rows_start = rows.len();
+    for (peer, samples) in rotation_peers.iter().zip(peer_samples.iter_mut()) {
+        for (&m, samples) in ms.iter().zip(samples.iter_mut()) {
+            let seconds = median(samples);
+            let gbps = peer.bytes_moved(m) as f64 / seconds / 1e9;
+            rows.push(Measurement {
+                shape: label.to_string(),
+                n,
+                k,
+                tier: PEER_TIER.into(),
+                kernels: peer.name().to_string(),
+                m,
+                micros: seconds * 1e6,
+                gbps,
+                percent_peak: peak.map(|p| 100.0 * gbps / p),
+                percent_copy: copy_gbps.map(|c| 100.0 * gbps / c),
+            });
+        }
+    }
+    let (ours, theirs) = rows.split_at(peer_rows_start);
+    for peer in theirs {
+        for row in ours.iter().filter(|r| r.m == peer.m) {
+            notes.push(format!(
+                "{label} M = {}: {} is {:.2}x as fast as {}",
+                row.m,
+                row.kernels,
+                peer.micros / row.micros,
+                peer.kernels
+            ));
+        }
+    }
     if options.peer {
         let peers = peer_rows(backend, &rows, options, peak, copy_gbps, notes);
         rows.extend(peers);

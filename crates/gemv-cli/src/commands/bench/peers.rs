@@ -1,0 +1,65 @@
+//! Peers timed in the rotation beside the kernels: on the CPU backend, ggml's 4-bit matrix
+//! multiply (llama.cpp's CPU kernels) in the layouts llama.cpp runs by default, built in with the
+//! `ggml-peer` feature (`cargo xtask ggml-bench` builds and runs it).
+
+use gemv_backend::{DeviceInfo, DeviceKind};
+use std::time::Duration;
+
+/// A peer with one row per M, timed in every round among the kernels (the same cold weights,
+/// launches and rounds), so a machine that slows down for part of the run slows both alike.
+pub trait RotationPeer {
+    /// The row's label, e.g. `ggml q4_0 (repacked 8x8)`.
+    fn name(&self) -> &str;
+
+    /// Bytes one run over `m` tokens moves at least: the weights in the peer's format, X and Y as
+    /// the peer holds them.
+    fn bytes_moved(&self, m: usize) -> u64;
+
+    /// Runs `launches` times at `m` (each run on the next cold copy of the weights) and returns
+    /// the span.
+    fn time(&mut self, m: usize, launches: usize) -> Result<Duration, String>;
+
+    /// Called after each of its timings: its threads stop spinning, so they do not take the CPU
+    /// from whatever is timed next.
+    fn rest(&mut self) {}
+}
+
+/// The rotation peers of a backend on shape `n x k` at every M of `ms` (weight copies filling
+/// `cold_bytes`, `threads` threads like the backend's), and a note when a peer the backend would
+/// have is not built in.
+pub fn for_backend(
+    info: &DeviceInfo,
+    n: usize,
+    k: usize,
+    ms: &[usize],
+    cold_bytes: usize,
+    threads: usize,
+    notes: &mut Vec<String>,
+) -> Vec<Box<dyn RotationPeer>> {
+    if info.kind != DeviceKind::Cpu {
+        return Vec::new();
+    }
+    #[cfg(feature = "ggml-peer")]
+    {
+        match super::ggml::peers(n, k, ms, cold_bytes, threads) {
+            Ok((peers, about)) => {
+                notes.push(about);
+                peers
+            }
+            Err(error) => {
+                notes.push(format!("no ggml peer rows: {error}"));
+                Vec::new()
+            }
+        }
+    }
+    #[cfg(not(feature = "ggml-peer"))]
+    {
+        let _ = (n, k, ms, cold_bytes, threads);
+        notes.push(
+            "no ggml peer rows: this gemv was built without the ggml-peer feature (`cargo xtask ggml-bench` builds \
+             llama.cpp's CPU kernels in and runs the bench with them)"
+                .into(),
+        );
+        Vec::new()
+    }
+}
