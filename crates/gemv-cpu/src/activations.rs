@@ -7,6 +7,12 @@ use gemv_core::codec::bf16_to_f32;
 /// 2^116: finite activations at least this large can overflow a product with a weight.
 const PRODUCT_OVERFLOW_X: f32 = f32::from_bits(0x7980_0000);
 
+/// Splits `m` tokens into passes of at most `most`, as even as possible (9 = 5 + 4, not 8 + 1).
+pub(crate) fn passes(m: usize, most: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let count = m.div_ceil(most.max(1)).max(1);
+    (0..count).map(move |i| (i * m / count)..((i + 1) * m / count))
+}
+
 /// X as f32, `[t][padded_k]`, zeros past K.
 #[derive(Debug, Clone)]
 pub(crate) struct Activations {
@@ -16,9 +22,10 @@ pub(crate) struct Activations {
 }
 
 impl Activations {
-    /// Widens `x: [m][k]` bf16 bits into rows of `padded_k >= k` values.
-    pub(crate) fn new(x: &[u16], m: usize, k: usize, padded_k: usize) -> Self {
-        debug_assert!(padded_k >= k && x.len() >= m * k);
+    /// Widens `m` rows of `k` bf16 bits, row t at `x[t * x_row_stride..]`, into rows of
+    /// `padded_k >= k` values.
+    pub(crate) fn new(x: &[u16], x_row_stride: usize, m: usize, k: usize, padded_k: usize) -> Self {
+        debug_assert!(padded_k >= k && x_row_stride >= k);
         // Every row starts on a cache line.
         let row = padded_k.next_multiple_of(16);
         let mut values = Lines::zeroed(m * row);
@@ -26,16 +33,15 @@ impl Activations {
         // on the bits, a finite magnitude from 2^116 up is 0x7980..0x7F7F. Folded without a
         // branch per element.
         let overflow_x = PRODUCT_OVERFLOW_X.to_bits() >> 16;
-        let products_finite = !x[..m * k].iter().fold(false, |large, &bits| {
-            let magnitude = u32::from(bits & 0x7FFF);
-            large | (magnitude >= overflow_x && magnitude < 0x7F80)
-        });
-        for (source, target) in x.chunks_exact(k).zip(values.chunks_exact_mut(row)).take(m) {
-            for (value, &bits) in target.iter_mut().zip(source) {
+        let mut large = false;
+        for (t, target) in values.chunks_exact_mut(row).take(m).enumerate() {
+            for (value, &bits) in target.iter_mut().zip(&x[t * x_row_stride..][..k]) {
+                let magnitude = u32::from(bits & 0x7FFF);
+                large |= magnitude >= overflow_x && magnitude < 0x7F80;
                 *value = bf16_to_f32(bits);
             }
         }
-        Self { values, padded_k: row, products_finite }
+        Self { values, padded_k: row, products_finite: !large }
     }
 
     /// Whether no product of a weight and these activations can overflow f32 (every finite
@@ -57,10 +63,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn passes_cover_every_token_once_and_evenly() {
+        for most in [1, 4, 8] {
+            for m in 1..40 {
+                let split: Vec<_> = passes(m, most).collect();
+                assert_eq!(split.first().map(|r| r.start), Some(0));
+                assert_eq!(split.last().map(|r| r.end), Some(m));
+                assert!(split.windows(2).all(|w| w[0].end == w[1].start));
+                let (shortest, longest) = (
+                    split.iter().map(|r| r.len()).min().unwrap_or(0),
+                    split.iter().map(|r| r.len()).max().unwrap_or(0),
+                );
+                assert!(longest <= most && longest - shortest <= 1 && shortest >= 1, "m {m}, most {most}: {split:?}");
+            }
+        }
+    }
+
+    #[test]
     fn rows_are_widened_padded_with_zeros_and_on_cache_lines() {
         let (m, k, padded_k) = (3, 48, 1024);
         let x: Vec<u16> = (0..m * k).map(|i| (0x3C00 + i) as u16).collect();
-        let activations = Activations::new(&x, m, k, padded_k);
+        let activations = Activations::new(&x, k, m, k, padded_k);
         for t in 0..m {
             let row = activations.token(t);
             assert_eq!(row.as_ptr() as usize % 64, 0, "token {t} on a cache line");
@@ -73,8 +96,8 @@ mod tests {
         assert!(activations.products_finite());
         let mut large = x.clone();
         large[5] = 0x7A00; // 2^117
-        assert!(!Activations::new(&large, m, k, padded_k).products_finite());
+        assert!(!Activations::new(&large, k, m, k, padded_k).products_finite());
         large[5] = 0x7F80; // +Inf: the same fused or not
-        assert!(Activations::new(&large, m, k, padded_k).products_finite());
+        assert!(Activations::new(&large, k, m, k, padded_k).products_finite());
     }
 }

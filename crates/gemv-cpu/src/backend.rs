@@ -2,9 +2,8 @@
 //! weights' CPU arrangement.
 
 use crate::arrangements::{Arranged, Arrangements, Source};
-use crate::compute::{Scratch, gemv};
+use crate::compute::{Threads, gemv};
 use crate::simd::{SIMD_VARIABLE, SimdPath, exact_float_mode};
-use crate::team::Team;
 use crate::weights::CpuWeights;
 use gemv_backend::{
     AlignedBytes, BufferRange, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, HostMemory,
@@ -32,8 +31,8 @@ pub struct CpuBackend {
     memory: HostMemory,
     path: SimdPath,
     threads: usize,
-    /// The team and one pass's scratch for each of its threads.
-    team: OnceLock<(Team, Vec<Mutex<Scratch>>)>,
+    /// The team launches run on, started at the first.
+    team: OnceLock<Threads>,
     /// Held by every write and every launch, so an arrangement is never made from bytes a write
     /// is changing, nor used after they changed.
     arrangements: Mutex<Arrangements>,
@@ -88,19 +87,15 @@ impl CpuBackend {
 
     /// The team, started on first use; every worker first clears the flush-to-zero modes (the
     /// caller's share runs with them cleared too, and restored after).
-    fn team(&self) -> Result<(&Team, &[Mutex<Scratch>])> {
-        let (team, scratch) = match self.team.get() {
-            Some(team) => team,
-            None => {
-                let team = Team::new(self.threads, exact_float_mode).map_err(|error| Error::Unavailable {
-                    backend: NAME,
-                    reason: format!("starting {} worker threads: {error}", self.threads - 1),
-                })?;
-                let scratch = (0..team.threads()).map(|_| Mutex::new(Scratch::new())).collect();
-                self.team.get_or_init(|| (team, scratch))
-            }
-        };
-        Ok((team, scratch))
+    fn team(&self) -> Result<&Threads> {
+        if let Some(threads) = self.team.get() {
+            return Ok(threads);
+        }
+        let threads = Threads::new(self.threads, exact_float_mode).map_err(|error| Error::Unavailable {
+            backend: NAME,
+            reason: format!("starting {} worker threads: {error}", self.threads - 1),
+        })?;
+        Ok(self.team.get_or_init(|| threads))
     }
 
     /// The SIMD path the tile kernels run on.
@@ -131,12 +126,8 @@ impl CpuBackend {
                 return Err(Error::RangeTooSmall { what, len: 2 * len, needed: 2 * needed, m, n, k });
             }
         }
-        let rows: Vec<u16> = (0..m).flat_map(|t| x[t * x_row_stride..][..k].iter().copied()).collect();
-        let (team, scratch) = self.team()?;
-        let values = gemv(self.path, team, scratch, weights.arranged(), weights.global_scale(), &rows, m);
-        for (t, row) in values.chunks_exact(n).enumerate() {
-            y[t * y_row_stride..][..n].copy_from_slice(row);
-        }
+        let threads = self.team()?;
+        gemv(self.path, threads, weights.arranged(), weights.global_scale(), (x, x_row_stride), (y, y_row_stride), m);
         Ok(())
     }
 
@@ -198,14 +189,15 @@ impl GpuBackend for CpuBackend {
         let spec = resolved_spec(NAME, kernel)?;
         let shape = args.validate(spec)?;
         let (m, n, k) = (shape.m, shape.n, shape.k);
-        let (team, scratch) = self.team()?;
+        let threads = self.team()?;
         let mut arrangements = self.arrangements();
         let source = Source { packed: args.packed_read(), scales: args.scales_read(), n, k };
         let (arranged, x) = self.memory.with_launch_inputs(args, |inputs| {
             let arranged = arrangements.get_or_make(source, || Arranged::new(inputs.packed, inputs.scales, n, k));
             (arranged, inputs.x)
         })?;
-        let y = gemv(self.path, team, scratch, &arranged, args.global_scale, &x, m);
+        let mut y = vec![0u16; m * n];
+        gemv(self.path, threads, &arranged, args.global_scale, (&x, k), (&mut y, n), m);
         self.memory.write_y_rows(args, &y)?;
         arrangements.forget_overlapping(&args.y_written());
         tracing::trace!(kernel = spec.name, m, n, k, path = self.path.name(), "cpu launch");

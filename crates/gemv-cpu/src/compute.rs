@@ -1,7 +1,7 @@
 //! One launch on the CPU: widen X once, hand runs of tiles to the team's threads, run each tile's
 //! passes (a few tokens each) and finish its outputs straight away, writing Y in place.
 
-use crate::activations::Activations;
+use crate::activations::{Activations, passes};
 use crate::arrangements::Arranged;
 use crate::kernels::{finish, tile_partials, tokens_per_pass};
 use crate::layout::TILE_ROWS;
@@ -25,53 +25,58 @@ const MOST_TOKENS: usize = 8;
 /// Bytes ahead of the block being read that a kernel prefetches.
 const PREFETCH_BYTES: usize = 8192;
 
-/// Splits `m` tokens into passes of at most `most`, as even as possible (9 = 5 + 4, not 8 + 1).
-fn passes(m: usize, most: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
-    let count = m.div_ceil(most).max(1);
-    (0..count).map(move |i| (i * m / count)..((i + 1) * m / count))
-}
-
 /// A thread's scratch: one pass's partial sums.
-pub(crate) struct Scratch {
+struct Scratch {
     partials: Lines,
 }
 
-impl Scratch {
-    /// Scratch for one thread.
-    pub(crate) fn new() -> Self {
-        Self { partials: Lines::zeroed(MOST_TOKENS * PARTIALS * TILE_ROWS) }
+/// The team a launch runs on and each of its threads' scratch.
+pub(crate) struct Threads {
+    team: Team,
+    scratch: Vec<Mutex<Scratch>>,
+}
+
+impl Threads {
+    /// `threads` threads (the caller included); every worker first calls `start`.
+    pub(crate) fn new(threads: usize, start: fn()) -> std::io::Result<Self> {
+        let team = Team::new(threads, start)?;
+        let scratch = (0..team.threads())
+            .map(|_| Mutex::new(Scratch { partials: Lines::zeroed(MOST_TOKENS * PARTIALS * TILE_ROWS) }))
+            .collect();
+        Ok(Self { team, scratch })
     }
 }
 
-/// Computes `Y [m][n]` bf16 bits for `x: [m][k]` bf16 bits on `team`, thread `i` using
-/// `scratch[i]`.
+/// Computes Y for `m` tokens on `threads`: X's row t (k bf16 bits)
+/// at `x[t * x_row_stride..]`, Y's row t (n) written at `y[t * y_row_stride..]`, nothing else
+/// written. The caller validated the lengths.
 pub(crate) fn gemv(
     path: SimdPath,
-    team: &Team,
-    scratch: &[Mutex<Scratch>],
+    threads: &Threads,
     weights: &Arranged,
     global_scale: f32,
-    x: &[u16],
+    (x, x_row_stride): (&[u16], usize),
+    (y, y_row_stride): (&mut [u16], usize),
     m: usize,
-) -> Vec<u16> {
+) {
     let geometry = &weights.geometry;
     let (n, k) = (geometry.n(), geometry.k());
-    let activations = Activations::new(x, m, k, geometry.padded_k());
+    let most = tokens_per_pass(path).min(MOST_TOKENS);
+    let activations = Activations::new(x, x_row_stride, m, k, geometry.padded_k());
     let tiles = geometry.tiles();
+    let (team, scratch) = (&threads.team, &threads.scratch);
     let threads = team.threads().clamp(1, tiles.div_ceil(TILES_PER_THREAD_MIN).max(1));
     let runs = if threads == 1 { 1 } else { threads * RUNS_PER_THREAD };
     let tiles_per_run = tiles.div_ceil(runs).max(TILES_PER_THREAD_MIN.min(tiles));
     let rows_per_run = tiles_per_run * TILE_ROWS;
-    let mut y = vec![0u16; m * n];
     // Each run of tiles writes its columns of every token's row of Y.
     let mut columns: Vec<Vec<&mut [u16]>> = (0..n.div_ceil(rows_per_run)).map(|_| Vec::with_capacity(m)).collect();
-    for token_row in y.chunks_mut(n) {
+    for token_row in y.chunks_mut(y_row_stride).take(m).map(|row| &mut row[..n]) {
         for (run, run_columns) in columns.iter_mut().zip(token_row.chunks_mut(rows_per_run)) {
             run.push(run_columns);
         }
     }
     let columns: Vec<Mutex<Vec<&mut [u16]>>> = columns.into_iter().map(Mutex::new).collect();
-    let most = tokens_per_pass(path).min(MOST_TOKENS);
     let (bytes, tile_bytes) = (&weights.bytes[..], geometry.tile_bytes());
     let next_run = AtomicUsize::new(0);
     let share = |index: usize| {
@@ -119,27 +124,4 @@ pub(crate) fn gemv(
     team.run(&|index| {
         if index == 0 { with_exact_float_mode(|| share(index)) } else { share(index) }
     });
-    y
-}
-
-#[cfg(test)]
-mod tests {
-    use super::passes;
-
-    #[test]
-    fn passes_cover_every_token_once_and_evenly() {
-        for most in [1, 4, 8] {
-            for m in 1..40 {
-                let split: Vec<_> = passes(m, most).collect();
-                assert_eq!(split.first().map(|r| r.start), Some(0));
-                assert_eq!(split.last().map(|r| r.end), Some(m));
-                assert!(split.windows(2).all(|w| w[0].end == w[1].start));
-                let (shortest, longest) = (
-                    split.iter().map(|r| r.len()).min().unwrap_or(0),
-                    split.iter().map(|r| r.len()).max().unwrap_or(0),
-                );
-                assert!(longest <= most && longest - shortest <= 1 && shortest >= 1, "m {m}, most {most}: {split:?}");
-            }
-        }
-    }
 }

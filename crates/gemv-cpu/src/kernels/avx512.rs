@@ -156,11 +156,12 @@ pub(crate) unsafe fn tile_partials(
         1 => run!(1, 8),
         2 => run!(2, 4),
         3 => run!(3, 2),
-        4 => run!(4, 2),
+        4 => run!(4, 4),
         5 => run!(5, 2),
         6 => run!(6, 2),
         7 => run!(7, 2),
         8 => run!(8, 2),
+
         tokens => unreachable!("{tokens} tokens in one pass (at most {TOKENS})"),
     }
 }
