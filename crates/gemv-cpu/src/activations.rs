@@ -1,7 +1,9 @@
-//! X widened to f32 once per launch, each token's row padded with zeros to the arrangement's
-//! padded K (whole superblocks), on cache lines.
+//! X widened to f32 once per launch, each token's row in the order a tile's blocks use it (see
+//! `Geometry::activation`), with zeros for the padding groups, on cache lines.
 
+use crate::layout::Geometry;
 use crate::lines::Lines;
+use gemv_core::GROUP_SIZE;
 use gemv_core::codec::bf16_to_f32;
 
 /// 2^116: finite activations at least this large can overflow a product with a weight.
@@ -13,7 +15,7 @@ pub(crate) fn passes(m: usize, most: usize) -> impl Iterator<Item = std::ops::Ra
     (0..count).map(move |i| (i * m / count)..((i + 1) * m / count))
 }
 
-/// X as f32, `[t][padded_k]`, zeros past K.
+/// X as f32, `[t][geometry.padded_k()]`, in the blocks' order.
 #[derive(Debug, Clone)]
 pub(crate) struct Activations {
     values: Lines,
@@ -22,12 +24,13 @@ pub(crate) struct Activations {
 }
 
 impl Activations {
-    /// Widens `m` rows of `k` bf16 bits, row t at `x[t * x_row_stride..]`, into rows of
-    /// `padded_k >= k` values.
-    pub(crate) fn new(x: &[u16], x_row_stride: usize, m: usize, k: usize, padded_k: usize) -> Self {
-        debug_assert!(padded_k >= k && x_row_stride >= k);
+    /// Widens `m` rows of K bf16 bits, row t at `x[t * x_row_stride..]`, into rows in the blocks'
+    /// order of `geometry`.
+    pub(crate) fn new(x: &[u16], x_row_stride: usize, m: usize, geometry: &Geometry) -> Self {
+        let k = geometry.k();
+        debug_assert!(x_row_stride >= k);
         // Every row starts on a cache line.
-        let row = padded_k.next_multiple_of(16);
+        let row = geometry.padded_k().next_multiple_of(16);
         let mut values = Lines::zeroed(m * row);
         // |e2m1 * e4m3| <= 2688 < 2^12, so below 2^116 no product of finite values overflows:
         // on the bits, a finite magnitude from 2^116 up is 0x7980..0x7F7F. Folded without a
@@ -35,10 +38,13 @@ impl Activations {
         let overflow_x = PRODUCT_OVERFLOW_X.to_bits() >> 16;
         let mut large = false;
         for (t, target) in values.chunks_exact_mut(row).take(m).enumerate() {
-            for (value, &bits) in target.iter_mut().zip(&x[t * x_row_stride..][..k]) {
-                let magnitude = u32::from(bits & 0x7FFF);
-                large |= magnitude >= overflow_x && magnitude < 0x7F80;
-                *value = bf16_to_f32(bits);
+            for (g, group) in x[t * x_row_stride..][..k].chunks_exact(GROUP_SIZE).enumerate() {
+                let at = geometry.group_activations(g);
+                for (value, &bits) in target[at..at + GROUP_SIZE].iter_mut().zip(group) {
+                    let magnitude = u32::from(bits & 0x7FFF);
+                    large |= magnitude >= overflow_x && magnitude < 0x7F80;
+                    *value = bf16_to_f32(bits);
+                }
             }
         }
         Self { values, padded_k: row, products_finite: !large }
@@ -52,7 +58,7 @@ impl Activations {
         self.products_finite
     }
 
-    /// Token `t`'s padded row.
+    /// Token `t`'s row, in the blocks' order.
     pub(crate) fn token(&self, t: usize) -> &[f32] {
         &self.values[t * self.padded_k..(t + 1) * self.padded_k]
     }
@@ -80,24 +86,30 @@ mod tests {
     }
 
     #[test]
-    fn rows_are_widened_padded_with_zeros_and_on_cache_lines() {
-        let (m, k, padded_k) = (3, 48, 1024);
-        let x: Vec<u16> = (0..m * k).map(|i| (0x3C00 + i) as u16).collect();
-        let activations = Activations::new(&x, k, m, k, padded_k);
+    fn rows_are_widened_in_the_blocks_order_with_zeros_and_on_cache_lines() {
+        // 75 groups: padding groups in chunk 1's second block.
+        let (m, k, stride) = (3, 16 * 75, 16 * 75 + 5);
+        let geometry = Geometry::new(16, k);
+        let x: Vec<u16> = (0..m * stride).map(|i| (0x3C00 + i) as u16).collect();
+        let activations = Activations::new(&x, stride, m, &geometry);
         for t in 0..m {
             let row = activations.token(t);
             assert_eq!(row.as_ptr() as usize % 64, 0, "token {t} on a cache line");
-            assert!(row.len() >= padded_k);
-            for (i, &value) in row.iter().enumerate() {
-                let expected = if i < k { bf16_to_f32(x[t * k + i]) } else { 0.0 };
-                assert_eq!(value.to_bits(), expected.to_bits(), "t={t} i={i}");
+            assert!(row.len() >= geometry.padded_k());
+            let mut expected = vec![0f32; geometry.padded_k()];
+            for i in 0..k {
+                expected[geometry.group_activations(i / 16) + i % 16] = bf16_to_f32(x[t * stride + i]);
             }
+            assert!(row[..geometry.padded_k()].iter().zip(&expected).all(|(a, b)| a.to_bits() == b.to_bits()), "t={t}");
         }
         assert!(activations.products_finite());
         let mut large = x.clone();
-        large[5] = 0x7A00; // 2^117
-        assert!(!Activations::new(&large, k, m, k, padded_k).products_finite());
-        large[5] = 0x7F80; // +Inf: the same fused or not
-        assert!(Activations::new(&large, k, m, k, padded_k).products_finite());
+        large[2 * stride + 5] = 0x7A00; // 2^117
+        assert!(!Activations::new(&large, stride, m, &geometry).products_finite());
+        large[2 * stride + 5] = 0x7F80; // +Inf: the same fused or not
+        assert!(Activations::new(&large, stride, m, &geometry).products_finite());
+        // Elements between rows are not read.
+        large[2 * stride - 1] = 0x7A00;
+        assert!(Activations::new(&large, stride, m, &geometry).products_finite());
     }
 }

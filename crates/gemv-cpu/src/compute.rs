@@ -60,9 +60,9 @@ pub(crate) fn gemv(
     m: usize,
 ) {
     let geometry = &weights.geometry;
-    let (n, k) = (geometry.n(), geometry.k());
+    let n = geometry.n();
     let most = tokens_per_pass(path).min(MOST_TOKENS);
-    let activations = Activations::new(x, x_row_stride, m, k, geometry.padded_k());
+    let activations = Activations::new(x, x_row_stride, m, geometry);
     let tiles = geometry.tiles();
     let (team, scratch) = (&threads.team, &threads.scratch);
     let threads = team.threads().clamp(1, tiles.div_ceil(TILES_PER_THREAD_MIN).max(1));

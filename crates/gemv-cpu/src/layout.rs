@@ -55,6 +55,9 @@ pub(crate) struct Geometry {
     superblocks: [usize; CHUNKS],
     /// Byte offset of chunk c's blocks within a tile; the last entry is the tile's size.
     chunk_offsets: [usize; CHUNKS + 1],
+    /// Where chunk c's activations start in a token's row of the kernels' activations (in the
+    /// blocks' order, see [`Geometry::activation`]); the last entry is the row's length.
+    activation_offsets: [usize; CHUNKS + 1],
 }
 
 impl Geometry {
@@ -63,11 +66,12 @@ impl Geometry {
         let groups = k / GROUP_SIZE;
         let superblocks: [usize; CHUNKS] =
             std::array::from_fn(|c| groups.saturating_sub(BLOCK_GROUPS * c).div_ceil(PARTIALS));
-        let mut chunk_offsets = [0; CHUNKS + 1];
+        let (mut chunk_offsets, mut activation_offsets) = ([0; CHUNKS + 1], [0; CHUNKS + 1]);
         for c in 0..CHUNKS {
             chunk_offsets[c + 1] = chunk_offsets[c] + superblocks[c] * BLOCK_BYTES;
+            activation_offsets[c + 1] = activation_offsets[c] + superblocks[c] * BLOCK_GROUPS * GROUP_SIZE;
         }
-        Self { n, k, groups, superblocks, chunk_offsets }
+        Self { n, k, groups, superblocks, chunk_offsets, activation_offsets }
     }
 
     /// Weight rows.
@@ -105,9 +109,22 @@ impl Geometry {
         self.chunk_offsets[c]
     }
 
-    /// Activations per token the kernels read: K padded to whole superblocks (zeros past K).
+    /// Activations per token the kernels read: K and the padding groups' zeros, in the blocks'
+    /// order (a tile's pass then reads them front to back).
     pub(crate) fn padded_k(&self) -> usize {
-        self.superblocks[0] * PARTIALS * GROUP_SIZE
+        self.activation_offsets[CHUNKS]
+    }
+
+    /// Where the activations of block `(c, s)` start in a token's row of the kernels'
+    /// activations: its eight groups' 16 elements each follow, group by group.
+    pub(crate) fn activation(&self, c: usize, s: usize) -> usize {
+        self.activation_offsets[c] + s * BLOCK_GROUPS * GROUP_SIZE
+    }
+
+    /// Where group `g`'s 16 activations sit in a token's row of the kernels' activations.
+    pub(crate) fn group_activations(&self, g: usize) -> usize {
+        let (s, c, i) = (g / PARTIALS, g % PARTIALS / BLOCK_GROUPS, g % BLOCK_GROUPS);
+        self.activation(c, s) + i * GROUP_SIZE
     }
 
     /// Where group `g` of row `row` sits: (its scale code's byte, its first word's byte). The
@@ -207,7 +224,16 @@ mod tests {
         let superblocks: Vec<usize> = (0..CHUNKS).map(|c| geometry.superblocks(c)).collect();
         assert_eq!(superblocks, [2, 2, 1, 1, 1, 1, 1, 1]);
         assert_eq!(geometry.tile_bytes(), 10 * BLOCK_BYTES);
-        assert_eq!(geometry.padded_k(), 2 * 1024);
+        // Chunks 0 and 1 hold two blocks' activations, the others one: 10 blocks of 128.
+        assert_eq!(geometry.padded_k(), 10 * 128);
+        assert_eq!((geometry.activation(1, 1), geometry.group_activations(72)), (3 * 128, 3 * 128));
+        assert_eq!(geometry.group_activations(74), 3 * 128 + 2 * 16);
+        // Every group has its own 16 activations.
+        let mut starts: Vec<usize> = (0..75).map(|g| geometry.group_activations(g)).collect();
+        starts.sort_unstable();
+        starts.dedup();
+        assert_eq!(starts.len(), 75);
+        assert!(starts.iter().all(|&at| at % 16 == 0 && at + 16 <= geometry.padded_k()));
         // Group 72 (chunk 1, superblock 1, first of its block) of row 2.
         let (scale_at, word_at) = geometry.place(2, 72);
         let block = geometry.chunk_offset(1) + BLOCK_BYTES;

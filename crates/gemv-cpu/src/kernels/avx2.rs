@@ -121,7 +121,8 @@ unsafe fn pass<const T: usize, const P: usize, const NAN: bool>(
                     prefetch_lines(ahead, 2);
                 }
                 let block = &tile[at..at + BLOCK_BYTES];
-                let first = (s * PARTIALS + c * BLOCK_GROUPS + q * P) * GROUP_SIZE;
+                // Group q P + p's activations start at `first + 16 p`.
+                let first = geometry.activation(c, s) + q * P * GROUP_SIZE;
                 let scale: [[__m256; 2]; P] = std::array::from_fn(|p| {
                     std::array::from_fn(|rows| {
                         let codes_at = (q * P + p) * TILE_ROWS + 8 * rows;

@@ -71,8 +71,8 @@ unsafe fn pass<const T: usize, const P: usize, const NAN: bool>(
                     prefetch_lines(ahead, 2);
                 }
                 let block = &tile[at..at + BLOCK_BYTES];
-                // The first activation of group p: group 64 s + 8 c + q P + p.
-                let first = (s * PARTIALS + c * BLOCK_GROUPS + q * P) * GROUP_SIZE;
+                // Group q P + p's activations start at `first + 16 p`.
+                let first = geometry.activation(c, s) + q * P * GROUP_SIZE;
                 let scale: [__m512; P] = std::array::from_fn(|p| {
                     // SAFETY: 16 scale codes of group q P + p lie inside the block; unaligned.
                     decode_scales::<NAN>(unsafe { _mm_loadu_si128(block.as_ptr().add((q * P + p) * TILE_ROWS).cast()) })

@@ -24,7 +24,7 @@ pub(crate) fn tile_partials(
             let block = &tile[geometry.chunk_offset(c) + s * BLOCK_BYTES..][..BLOCK_BYTES];
             for i in 0..BLOCK_GROUPS {
                 let l = c * BLOCK_GROUPS + i;
-                let first = (s * PARTIALS + l) * GROUP_SIZE;
+                let first = geometry.activation(c, s) + i * GROUP_SIZE;
                 let scales: [f32; TILE_ROWS] = std::array::from_fn(|r| table[usize::from(block[i * TILE_ROWS + r])]);
                 for half in 0..2 {
                     let words = &block[word_offset(i, half)..][..HALF_BYTES];
