@@ -89,7 +89,8 @@ fn to_top<const B: i8>() -> __m256i {
     )
 }
 
-/// See the AVX-512 kernel's `pass`; here each group's 16 rows are two vectors of 8.
+/// See the AVX-512 kernel's `pass`; here a pass runs the tile's first 8 rows, then its last 8
+/// (the second time from the cache), so `T x P` chains of 8 rows are in flight.
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA; as the AVX-512 `pass` otherwise.
@@ -106,37 +107,38 @@ unsafe fn pass<const T: usize, const P: usize, const NAN: bool>(
     debug_assert!(x.iter().all(|x| x.len() >= geometry.padded_k()));
     let table = doubled_e2m1_table();
     let low_nibbles = _mm256_set1_epi8(0x0F);
-    for c in 0..CHUNKS {
-        let blocks = geometry.superblocks(c);
-        let chunk = geometry.chunk_offset(c);
-        for q in 0..BLOCK_GROUPS / P {
-            let mut acc = [[[_mm256_setzero_ps(); 2]; P]; T];
-            for s in 0..blocks {
-                let at = chunk + s * BLOCK_BYTES;
-                // The block `ahead` is ahead of this one, a line per element step (its scales'
-                // two lines first): spread out, the prefetches never queue up behind each other.
-                let prefetching = q == 0;
-                let ahead = ahead.wrapping_add(at);
-                if prefetching {
-                    prefetch_lines(ahead, 2);
-                }
-                let block = &tile[at..at + BLOCK_BYTES];
-                // Group q P + p's activations start at `first + 16 p`.
-                let first = geometry.activation(c, s) + q * P * GROUP_SIZE;
-                let scale: [[__m256; 2]; P] = std::array::from_fn(|p| {
-                    std::array::from_fn(|rows| {
+    for rows in 0..2 {
+        for c in 0..CHUNKS {
+            let blocks = geometry.superblocks(c);
+            let chunk = geometry.chunk_offset(c);
+            for q in 0..BLOCK_GROUPS / P {
+                let mut acc = [[_mm256_setzero_ps(); P]; T];
+                for s in 0..blocks {
+                    let at = chunk + s * BLOCK_BYTES;
+                    // The block `ahead` is ahead of this one, its scales' two lines first, then its
+                    // words a few lines per group-half: spread out, the prefetches never queue up
+                    // behind each other.
+                    let prefetching = q == 0 && rows == 0;
+                    let ahead = ahead.wrapping_add(at);
+                    if prefetching {
+                        prefetch_lines(ahead, 2);
+                    }
+                    let block = &tile[at..at + BLOCK_BYTES];
+                    // Group q P + p's activations start at `first + 16 p`.
+                    let first = geometry.activation(c, s) + q * P * GROUP_SIZE;
+                    let scale: [__m256; P] = std::array::from_fn(|p| {
                         let codes_at = (q * P + p) * TILE_ROWS + 8 * rows;
                         // SAFETY: 8 scale codes of the group's rows lie inside the block; unaligned.
                         decode_scales::<NAN>(unsafe { _mm_loadl_epi64(block.as_ptr().add(codes_at).cast()) })
-                    })
-                });
-                for half in 0..2 {
-                    let base = first + 8 * half;
-                    if prefetching {
-                        prefetch_lines(ahead.wrapping_add(word_offset(0, half)), 8);
-                    }
-                    for p in 0..P {
-                        for rows in 0..2 {
+                    });
+                    for half in 0..2 {
+                        let base = first + 8 * half;
+                        for p in 0..P {
+                            if prefetching {
+                                // This pass reads P of the half's 8 lines: all 8 prefetched.
+                                let lines = BLOCK_GROUPS / P;
+                                prefetch_lines(ahead.wrapping_add(word_offset(p * lines, half)), lines);
+                            }
                             let word_at = word_offset(q * P + p, half) + 32 * rows;
                             // SAFETY: 8 words of the group's half lie inside the block; unaligned.
                             let words = unsafe { _mm256_loadu_si256(block.as_ptr().add(word_at).cast()) };
@@ -145,7 +147,7 @@ unsafe fn pass<const T: usize, const P: usize, const NAN: bool>(
                                 table,
                                 _mm256_and_si256(_mm256_srli_epi32::<4>(words), low_nibbles),
                             );
-                            let scale = scale[p][rows];
+                            let scale = scale[p];
                             macro_rules! element {
                                 ($source:expr, $byte:literal, $j:literal) => {{
                                     let doubled = _mm256_shuffle_epi8($source, to_top::<$byte>());
@@ -153,7 +155,7 @@ unsafe fn pass<const T: usize, const P: usize, const NAN: bool>(
                                     for t in 0..T {
                                         // SAFETY: group q P + p of this block is below the padded K.
                                         let xv = unsafe { *x[t].get_unchecked(base + p * GROUP_SIZE + $j) };
-                                        acc[t][p][rows] = _mm256_fmadd_ps(w, _mm256_set1_ps(xv), acc[t][p][rows]);
+                                        acc[t][p] = _mm256_fmadd_ps(w, _mm256_set1_ps(xv), acc[t][p]);
                                     }
                                 }};
                             }
@@ -168,15 +170,12 @@ unsafe fn pass<const T: usize, const P: usize, const NAN: bool>(
                         }
                     }
                 }
-            }
-            for t in 0..T {
-                for p in 0..P {
-                    let l = c * BLOCK_GROUPS + q * P + p;
-                    let out = &mut partials[(t * PARTIALS + l) * TILE_ROWS..][..TILE_ROWS];
-                    // SAFETY: `out` holds 16 f32; unaligned stores.
-                    unsafe {
-                        _mm256_storeu_ps(out.as_mut_ptr(), acc[t][p][0]);
-                        _mm256_storeu_ps(out.as_mut_ptr().add(8), acc[t][p][1]);
+                for t in 0..T {
+                    for p in 0..P {
+                        let l = c * BLOCK_GROUPS + q * P + p;
+                        let out = &mut partials[(t * PARTIALS + l) * TILE_ROWS + 8 * rows..][..8];
+                        // SAFETY: `out` holds 8 f32; an unaligned store.
+                        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc[t][p]) };
                     }
                 }
             }
@@ -184,9 +183,9 @@ unsafe fn pass<const T: usize, const P: usize, const NAN: bool>(
     }
 }
 
-/// Tokens one pass over a tile serves at most (their accumulators, two chains of 8 rows each,
-/// the scales and the looked-up nibbles fit in the 16 registers).
-pub(crate) const TOKENS: usize = 4;
+/// Tokens one pass over a tile serves at most (their accumulators, the scales and the looked-up
+/// nibbles fit in the 16 registers).
+pub(crate) const TOKENS: usize = 8;
 
 /// The 64 partials of `x.len() <= TOKENS` tokens for one tile (see [`pass`]).
 ///
@@ -215,10 +214,14 @@ pub(crate) unsafe fn tile_partials(
         }};
     }
     match x.len() {
-        1 => run!(1, 2),
-        2 => run!(2, 1),
-        3 => run!(3, 1),
-        4 => run!(4, 1),
+        1 => run!(1, 4),
+        2 => run!(2, 4),
+        3 => run!(3, 2),
+        4 => run!(4, 2),
+        5 => run!(5, 1),
+        6 => run!(6, 1),
+        7 => run!(7, 1),
+        8 => run!(8, 1),
         tokens => unreachable!("{tokens} tokens in one pass (at most {TOKENS})"),
     }
 }
