@@ -1,30 +1,35 @@
-//! The instruction sets the row kernels are written for, detected at run time.
+//! The instruction sets the tile kernels are written for, detected at run time, and the float
+//! modes they need.
 
-/// Forces a path for the whole process (`portable`, `avx2`, `avx512`); read when a backend is
-/// created without an explicit path. The CI runs the conformance suite with `portable` too.
+/// Forces a path for the whole process (`portable`, `neon`, `avx2`, `avx512`); read when a
+/// backend is created without an explicit path. The CI runs the conformance suite with
+/// `portable` too.
 pub const SIMD_VARIABLE: &str = "GEMV_CPU_SIMD";
 
-/// A row kernel's instruction set.
+/// A tile kernel's instruction set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SimdPath {
-    /// AVX-512F: 16 groups per vector, a 16-entry signed E2M1 table in one permute.
+    /// AVX-512F: a tile's 16 rows in one vector, a 16-entry signed E2M1 table in one permute.
     Avx512,
-    /// AVX2 with FMA: 8 groups per vector.
+    /// AVX2 with FMA: 8 rows per vector, E2M1 looked up by byte shuffles.
     Avx2,
-    /// Plain Rust over 8-lane arrays with exact fused multiply-adds: any CPU (LLVM vectorises
-    /// it where it can, e.g. NEON on aarch64, which has FMA).
+    /// NEON (aarch64): 4 rows per vector, E2M1 looked up by byte table look-ups.
+    Neon,
+    /// Plain Rust over 16-lane arrays with exact fused multiply-adds: any CPU (LLVM vectorises
+    /// it where it can).
     Portable,
 }
 
 impl SimdPath {
     /// Every path, fastest first.
-    pub const ALL: [SimdPath; 3] = [SimdPath::Avx512, SimdPath::Avx2, SimdPath::Portable];
+    pub const ALL: [SimdPath; 4] = [SimdPath::Avx512, SimdPath::Avx2, SimdPath::Neon, SimdPath::Portable];
 
     /// The name used by [`SIMD_VARIABLE`] and in device names.
     pub fn name(self) -> &'static str {
         match self {
             SimdPath::Avx512 => "avx512",
             SimdPath::Avx2 => "avx2",
+            SimdPath::Neon => "neon",
             SimdPath::Portable => "portable",
         }
     }
@@ -32,14 +37,6 @@ impl SimdPath {
     /// From [`name`](Self::name).
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|path| path.name() == name)
-    }
-
-    /// Groups that advance together in one vector.
-    pub fn width(self) -> usize {
-        match self {
-            SimdPath::Avx512 => 16,
-            SimdPath::Avx2 | SimdPath::Portable => 8,
-        }
     }
 
     /// Whether this CPU can run the path.
@@ -51,6 +48,10 @@ impl SimdPath {
             SimdPath::Avx2 => std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma"),
             #[cfg(not(target_arch = "x86_64"))]
             SimdPath::Avx512 | SimdPath::Avx2 => false,
+            #[cfg(target_arch = "aarch64")]
+            SimdPath::Neon => std::arch::is_aarch64_feature_detected!("neon"),
+            #[cfg(not(target_arch = "aarch64"))]
+            SimdPath::Neon => false,
             SimdPath::Portable => true,
         }
     }
@@ -61,20 +62,21 @@ impl SimdPath {
     }
 }
 
-/// Clears the flush-to-zero and denormals-are-zero bits of this thread's SSE control register:
-/// the contract keeps subnormal products and sums, and a host application may have set them (a
-/// new thread inherits its creator's setting). The CPU backend's worker threads call it first.
+/// Clears the flush-to-zero and denormals-are-zero bits of this thread's float control register
+/// (x86's MXCSR, aarch64's FPCR): the contract keeps subnormal products and sums, and a host
+/// application may have set them (a new thread inherits its creator's setting). The CPU
+/// backend's worker threads call it first.
 pub(crate) fn exact_float_mode() {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     set_control(control() & !FLUSH_MODES);
 }
 
 /// Runs `f` with [`exact_float_mode`] on this thread and restores the thread's own modes after
 /// (also when `f` panics): the calling thread of a launch computes a share of it.
 pub(crate) fn with_exact_float_mode<R>(f: impl FnOnce() -> R) -> R {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
-        struct Restore(u32);
+        struct Restore(Control);
         impl Drop for Restore {
             fn drop(&mut self) {
                 set_control(self.0);
@@ -85,9 +87,15 @@ pub(crate) fn with_exact_float_mode<R>(f: impl FnOnce() -> R) -> R {
         set_control(saved & !FLUSH_MODES);
         f()
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     f()
 }
+
+/// The float control register's width.
+#[cfg(target_arch = "x86_64")]
+type Control = u32;
+#[cfg(target_arch = "aarch64")]
+type Control = u64;
 
 /// The flush-to-zero (bit 15) and denormals-are-zero (bit 6) bits of the SSE control register.
 #[cfg(target_arch = "x86_64")]
@@ -111,4 +119,26 @@ fn set_control(control: u32) {
     // SAFETY: `ldmxcsr` loads the 32-bit value at the address given, a valid local; see above
     // for why the value is safe to load.
     unsafe { std::arch::asm!("ldmxcsr [{}]", in(reg) &control, options(nostack, preserves_flags, readonly)) };
+}
+
+/// FPCR's flush-to-zero bit (FZ, bit 24): with it, single-precision subnormal inputs and results
+/// become zero.
+#[cfg(target_arch = "aarch64")]
+const FLUSH_MODES: u64 = 1 << 24;
+
+/// This thread's FPCR.
+#[cfg(target_arch = "aarch64")]
+fn control() -> u64 {
+    let control: u64;
+    // SAFETY: reading FPCR has no effect beyond the read.
+    unsafe { std::arch::asm!("mrs {}, fpcr", out(reg) control, options(nomem, nostack, preserves_flags)) };
+    control
+}
+
+/// Writes this thread's FPCR. Callers only change the flush-to-zero bit of a value [`control`]
+/// read (or restore one), which changes how this thread treats subnormals and traps nothing.
+#[cfg(target_arch = "aarch64")]
+fn set_control(control: u64) {
+    // SAFETY: see above for why the value is safe to write.
+    unsafe { std::arch::asm!("msr fpcr, {}", in(reg) control, options(nomem, nostack, preserves_flags)) };
 }

@@ -28,6 +28,13 @@ mod avx2 {
     gemv_backend::conformance_tests!(backend);
 }
 
+mod neon {
+    fn backend() -> Option<gemv_cpu::CpuBackend> {
+        super::on(gemv_cpu::SimdPath::Neon)
+    }
+    gemv_backend::conformance_tests!(backend);
+}
+
 mod portable {
     fn backend() -> Option<gemv_cpu::CpuBackend> {
         super::on(gemv_cpu::SimdPath::Portable)

@@ -94,7 +94,7 @@ fn an_overflowing_product_inside_a_finite_fused_chain() {
 /// Sets (or clears) the flush-to-zero and denormals-are-zero bits of this thread's SSE control
 /// register; returns the previous register.
 #[cfg(target_arch = "x86_64")]
-fn set_flush_modes(control: Option<u32>) -> u32 {
+fn set_flush_modes(control: Option<u64>) -> u64 {
     const FLUSH_MODES: u32 = (1 << 15) | (1 << 6);
     let mut previous: u32 = 0;
     // SAFETY: `stmxcsr` stores the control register to a valid, writable local; `ldmxcsr` loads a
@@ -102,14 +102,30 @@ fn set_flush_modes(control: Option<u32>) -> u32 {
     // which change how this thread treats subnormals and unmask no exception.
     unsafe {
         std::arch::asm!("stmxcsr [{}]", in(reg) &mut previous, options(nostack, preserves_flags));
-        let next = control.unwrap_or(previous | FLUSH_MODES);
+        let next = control.map_or(previous | FLUSH_MODES, |c| c as u32);
         std::arch::asm!("ldmxcsr [{}]", in(reg) &next, options(nostack, preserves_flags, readonly));
+    }
+    u64::from(previous)
+}
+
+/// Sets (or restores) the flush-to-zero bit of this thread's FPCR; returns the previous FPCR.
+#[cfg(target_arch = "aarch64")]
+fn set_flush_modes(control: Option<u64>) -> u64 {
+    const FLUSH_TO_ZERO: u64 = 1 << 24;
+    let previous: u64;
+    // SAFETY: reading FPCR has no effect beyond the read; the value written differs from it only
+    // in the flush-to-zero bit (or is the saved register itself), which changes how this thread
+    // treats subnormals and traps nothing.
+    unsafe {
+        std::arch::asm!("mrs {}, fpcr", out(reg) previous, options(nomem, nostack, preserves_flags));
+        let next = control.unwrap_or(previous | FLUSH_TO_ZERO);
+        std::arch::asm!("msr fpcr, {}", in(reg) next, options(nomem, nostack, preserves_flags));
     }
     previous
 }
 
 #[test]
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 fn a_caller_in_flush_to_zero_mode_still_gets_the_contract() {
     // The worker pool starts from this thread, so its threads inherit the flush modes unless they
     // clear them; subnormal activations and a subnormal global scale then change the bits.

@@ -12,6 +12,8 @@
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "aarch64")]
+mod neon;
 mod portable;
 
 use crate::layout::{Geometry, TILE_ROWS};
@@ -33,6 +35,8 @@ pub(crate) fn tokens_per_pass(path: SimdPath) -> usize {
         SimdPath::Avx512 => avx512::TOKENS,
         #[cfg(target_arch = "x86_64")]
         SimdPath::Avx2 => avx2::TOKENS,
+        #[cfg(target_arch = "aarch64")]
+        SimdPath::Neon => neon::TOKENS,
         _ => 8,
     }
 }
@@ -40,9 +44,9 @@ pub(crate) fn tokens_per_pass(path: SimdPath) -> usize {
 /// Prefetches `lines` 64-byte lines from `address` into the cache. The address may lie past any
 /// allocation (a tile after the last): it is only prefetched, never read, and a prefetch does
 /// not fault.
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub(crate) fn prefetch_lines(address: *const u8, lines: usize) {
-    #[cfg(target_arch = "x86_64")]
     for line in 0..lines {
         // SAFETY: `prefetcht0` is SSE, part of every x86-64 CPU, and never faults.
         unsafe {
@@ -51,8 +55,6 @@ pub(crate) fn prefetch_lines(address: *const u8, lines: usize) {
             )
         };
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (address, lines);
 }
 
 /// The 64 partials of every token of `x` (at most [`tokens_per_pass`]) for one tile:
@@ -81,6 +83,9 @@ pub(crate) fn tile_partials(
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
         SimdPath::Avx2 => unsafe { avx2::tile_partials(tile, geometry, nan_scales, x, partials, ahead) },
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: a backend only holds the NEON path after `SimdPath::is_supported` confirmed it.
+        SimdPath::Neon => unsafe { neon::tile_partials(tile, geometry, x, partials) },
         _ => {
             let _ = (ahead, nan_scales);
             portable::tile_partials(tile, geometry, x, products_finite, partials)
