@@ -15,13 +15,18 @@
 //! - `candle [--full]`: fmt and clippy of `examples/candle` against candle-core's `cuda` feature,
 //!   candle's own CUDA kernels built by a stand-in nvcc (or, with `--full`, the real one: 20 min).
 //! - `device-pack`: release binaries and run.sh for a GPU machine without Rust.
+//! - `aarch64`: gemv-cpu's clippy and tests for aarch64 Linux, the tests under qemu-user (part
+//!   of `test`).
+//! - `ggml-bench [OPTIONS]`: the CPU bench with llama.cpp's kernels as peer rows.
 //! - `mutants [--kernels]`: mutation testing of gemv-core and gemv-backend (cargo-mutants), or of
 //!   the CUDA kernels under the emulator. Slow; not part of `test`.
 
 mod candle;
+mod cross;
 mod cuda_toolchain;
 mod device_pack;
 mod fixtures;
+mod ggml_bench;
 mod kernels;
 mod mutants;
 mod provision;
@@ -56,6 +61,13 @@ commands:
   candle [--full]   fmt + clippy of examples/candle (an NVFP4 linear layer as a candle custom op)
                     with candle-core's cuda feature; candle's CUDA kernels are built by a
                     stand-in nvcc (part of `test`), or with --full by the pinned one (20 min)
+  aarch64           clippy and the tests of gemv-cpu for aarch64 Linux, run under qemu-user
+                    (rustup target, cross gcc and qemu installed when missing; part of test)
+  ggml-bench [OPTIONS]
+                    gemv bench --backend cpu with llama.cpp's CPU kernels as peer rows (q4_0 and
+                    q4_K in ggml's repacked layouts, nvfp4), built for this CPU (cmake and
+                    libclang installed when missing; first build a few minutes; OPTIONS are
+                    gemv bench's, e.g. --shape ffn-up --m 1,2,4,8)
   device-pack       build target/device-pack/ (release gemv, CUDA conformance tests, run.sh)
                     for a GPU machine without Rust: there, `bash target/device-pack/run.sh`
   mutants [--all]   cargo-mutants (installed on first use) over the selector, dispatch plan,
@@ -90,6 +102,8 @@ fn main() -> ExitCode {
         Some("package") => package_library_crates(),
         Some("candle") => candle::run_check(args.iter().any(|a| a == "--full")),
         Some("device-pack") => device_pack::run(),
+        Some("aarch64") => cross::run_tests(),
+        Some("ggml-bench") => ggml_bench::run(&args[1..]),
         Some("mutants") => mutants::run_command(&args[1..]),
         Some("help") => {
             println!("{USAGE}");
@@ -187,6 +201,8 @@ fn test() -> Result<(), String> {
     // The candle example: gemv-cuda in one graph with candle-core's `cuda` feature, the custom op
     // checked against candle's real API (candle's own kernels built by a stand-in nvcc).
     candle::run_check(false)?;
+    // The NEON kernel and the portable path on an Arm target, under qemu.
+    cross::run_tests()?;
     // Every library crate packages on its own (nothing it builds from lies outside it) and
     // builds from its package, as a registry would.
     package_library_crates()?;
