@@ -66,9 +66,15 @@ pub fn check(
     check_against(info.kind, label, need, available)
 }
 
+/// Copies of the device buffers the CPU backend holds: the raw bytes and its own arrangement of
+/// each weight copy (made at the first launch over it), and with the ggml peer rows built in,
+/// ggml's three formats of the same cold size.
+const CPU_DEVICE_COPIES: u64 = if cfg!(feature = "ggml-peer") { 5 } else { 2 };
+
 /// [`check`] with the available memory given.
 pub fn check_against(kind: DeviceKind, label: &str, need: BenchMemory, available: u64) -> Result<(), String> {
-    let host = if kind == DeviceKind::Gpu { need.host } else { need.host.saturating_add(need.device) };
+    let device = if kind == DeviceKind::Cpu { need.device.saturating_mul(CPU_DEVICE_COPIES) } else { need.device };
+    let host = if kind == DeviceKind::Gpu { need.host } else { need.host.saturating_add(device) };
     if host > available {
         let mb = |bytes: u64| bytes >> 20;
         return Err(format!(
@@ -76,7 +82,7 @@ pub fn check_against(kind: DeviceKind, label: &str, need: BenchMemory, available
              available; use a smaller --shape, --m or --cold-mb",
             mb(host),
             mb(need.host),
-            if kind == DeviceKind::Gpu { String::new() } else { format!(", {} MB of device buffers", mb(need.device)) },
+            if kind == DeviceKind::Gpu { String::new() } else { format!(", {} MB of device buffers", mb(device)) },
             mb(available)
         ));
     }
@@ -96,8 +102,15 @@ mod tests {
         assert!(check_against(DeviceKind::Cpu, "qkv/o", need, 8 << 30).is_ok());
 
         let huge = needed(1_000_000, 1_000_000, 1, 256 << 20).expect("fits in 64 bits");
-        let error = check_against(DeviceKind::Cpu, "1000000x1000000", huge, 8 << 30).expect_err("refused");
+        let error = check_against(DeviceKind::Reference, "1000000x1000000", huge, 8 << 30).expect_err("refused");
         assert!(error.contains("needs 1072891 MB of host memory") && error.contains("8192 MB is available"), "{error}");
+        // The CPU backend also holds its arrangement of every copy.
+        let cpu = check_against(DeviceKind::Cpu, "1000000x1000000", huge, 8 << 30).expect_err("refused");
+        let device_mb = (huge.device * CPU_DEVICE_COPIES) >> 20;
+        assert!(cpu.contains(&format!("{device_mb} MB of device buffers")), "{cpu}");
+        let twice = need.host + 2 * need.device;
+        assert!(check_against(DeviceKind::Cpu, "qkv/o", need, twice - 1).is_err() || CPU_DEVICE_COPIES < 2);
+        assert!(check_against(DeviceKind::Reference, "qkv/o", need, twice - 1).is_ok());
         // On a GPU only the host copy counts against host memory.
         let gpu = check_against(DeviceKind::Gpu, "1000000x1000000", huge, 8 << 30).expect_err("refused");
         assert!(gpu.contains("needs 536445 MB") && !gpu.contains("device buffers"), "{gpu}");

@@ -1,0 +1,90 @@
+//! The engine path: weights arranged once (`CpuWeights`), launches over the caller's slices with
+//! row strides, on every SIMD path this CPU has, against the host contract bit for bit.
+
+use gemv_backend::Error;
+use gemv_backend::conformance::{
+    activations, matrix,
+    skip::{Requirement, skip},
+};
+use gemv_core::codec::BF16_NAN;
+use gemv_core::gemv_contract;
+use gemv_cpu::{CpuBackend, CpuWeights, SimdPath};
+
+fn backends() -> Vec<CpuBackend> {
+    SimdPath::ALL
+        .into_iter()
+        .filter_map(|path| match CpuBackend::with_path(path) {
+            Ok(backend) => Some(backend.with_threads(2)),
+            Err(error) => {
+                skip(Requirement::CpuFeature, &error.to_string());
+                None
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn strided_slices_give_the_contract_and_nothing_between_rows_is_read_or_written() {
+    const MARK: u16 = 0x1234;
+    for (n, k) in [(37, 272), (130, 1040), (16, 16)] {
+        let w = matrix(n, k, (n + k) as u64);
+        let weights = CpuWeights::new(&w.view());
+        assert_eq!((weights.n(), weights.k(), weights.global_scale()), (n, k, w.global_scale()));
+        assert_eq!(weights.to_matrix(), w, "the arrangement restores the bytes it was made from");
+        for m in [1, 2, 3, 5, 8, 11] {
+            let x = activations(m, k, m as u64);
+            let mut expected = vec![0u16; m * n];
+            gemv_contract(&w.view(), &x, m, &mut expected, 1).expect("valid");
+            // X's rows 7 elements apart beyond K, the gaps NaN; Y's 3 apart beyond N, marked.
+            let (x_stride, y_stride) = (k + 7, n + 3);
+            let mut strided_x = vec![BF16_NAN; (m - 1) * x_stride + k];
+            for t in 0..m {
+                strided_x[t * x_stride..][..k].copy_from_slice(&x[t * k..][..k]);
+            }
+            for backend in backends() {
+                let mut y = vec![MARK; (m - 1) * y_stride + n];
+                backend.gemv(&weights, &strided_x, x_stride, &mut y, y_stride, m).expect("launch");
+                for t in 0..m {
+                    assert_eq!(
+                        &y[t * y_stride..][..n],
+                        &expected[t * n..][..n],
+                        "{}: {n} x {k}, M = {m}, t = {t}",
+                        backend.path().name()
+                    );
+                    if t + 1 < m {
+                        assert!(
+                            y[t * y_stride + n..(t + 1) * y_stride].iter().all(|&v| v == MARK),
+                            "a gap was written"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_slices_and_strides_are_errors_and_write_nothing() {
+    let (n, k, m) = (20, 64, 3);
+    let w = matrix(n, k, 4);
+    let weights = CpuWeights::new(&w.view());
+    let x = activations(m, k, 5);
+    let backend = CpuBackend::with_path(SimdPath::Portable).expect("portable");
+    let mut y = vec![7u16; m * n];
+    let cases: [(&[u16], usize, usize, usize, usize); 5] = [
+        (&x, k - 1, n, m, 0),          // X's stride below K
+        (&x, k, n - 1, m, 0),          // Y's stride below N
+        (&x[..m * k - 1], k, n, m, 0), // X one element short
+        (&x, k, n, m, 1),              // Y one element short
+        (&x, k, n, 0, 0),              // M = 0
+    ];
+    for (i, &(x, x_stride, y_stride, m, short)) in cases.iter().enumerate() {
+        let len = y.len() - short;
+        let error = backend.gemv(&weights, x, x_stride, &mut y[..len], y_stride, m).expect_err("refused");
+        assert!(
+            matches!(error, Error::RowStrideTooSmall { .. } | Error::RangeTooSmall { .. } | Error::Core(_)),
+            "case {i}: {error}"
+        );
+        assert!(y.iter().all(|&v| v == 7), "case {i}: Y was written");
+    }
+}
