@@ -12,8 +12,9 @@ use std::sync::Arc;
 pub(crate) struct Arranged {
     pub(crate) bytes: AlignedBytes,
     pub(crate) geometry: Geometry,
-    /// Whether any scale code is NaN (0x7F or 0xFF): only then do the kernels check for them.
-    pub(crate) nan_scales: bool,
+    /// Whether any scale code is NaN (0x7F, 0xFF) or subnormal (exponent field 0, mantissa not):
+    /// only then do the kernels decode them the long way.
+    pub(crate) special_scales: bool,
 }
 
 impl Arranged {
@@ -22,8 +23,11 @@ impl Arranged {
         let geometry = Geometry::new(n, k);
         let mut bytes = AlignedBytes::zeroed(geometry.bytes());
         geometry.arrange(packed, scales, &mut bytes);
-        let nan_scales = scales.iter().any(|&code| code & 0x7F == 0x7F);
-        Self { bytes, geometry, nan_scales }
+        let special_scales = scales.iter().any(|&code| {
+            let magnitude = code & 0x7F;
+            magnitude == 0x7F || (1..8).contains(&magnitude)
+        });
+        Self { bytes, geometry, special_scales }
     }
 }
 
@@ -71,6 +75,16 @@ impl Arrangements {
 mod tests {
     use super::*;
     use gemv_backend::DeviceBuffer;
+
+    #[test]
+    fn nan_and_subnormal_scale_codes_are_special_and_no_other() {
+        let special = |code: u8| Arranged::new(&[0; 8], &[0x38, code], 1, 32).special_scales;
+        for code in 0..=255u8 {
+            let magnitude = code & 0x7F;
+            let expected = magnitude == 0x7F || (1..=7).contains(&magnitude);
+            assert_eq!(special(code), expected, "code {code:#04x}");
+        }
+    }
 
     #[test]
     fn writes_and_frees_forget_exactly_the_arrangements_they_touch() {

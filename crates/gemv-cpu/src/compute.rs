@@ -106,7 +106,7 @@ pub(crate) fn gemv(
                         path,
                         tile_data,
                         geometry,
-                        weights.nan_scales,
+                        weights.special_scales,
                         &x[..tokens.len()],
                         activations.products_finite(),
                         partials,

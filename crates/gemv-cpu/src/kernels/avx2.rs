@@ -21,20 +21,29 @@ use std::arch::x86_64::*;
 /// value; times 2^95 that is the value times 2^-25 (see the module doc).
 const E4M3_BIAS_HALVED: f32 = f32::from_bits((127 + 95) << 23);
 
-/// 8 E4M3 codes (one per row) as f32 times 2^-25, exactly (see the AVX-512 kernel); with `NAN`,
-/// 0x7F and 0xFF as NaN. Needs denormals-are-zero off (the workers clear it).
+/// 8 E4M3 codes (one per row) as f32 times 2^-25, exactly (see the AVX-512 kernel's two ways).
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-fn decode_scales<const NAN: bool>(codes: __m128i) -> __m256 {
+fn decode_scales<const SPECIAL: bool>(codes: __m128i) -> __m256 {
     let extended = _mm256_cvtepi8_epi32(codes);
-    let bits = _mm256_and_si256(_mm256_slli_epi32::<20>(extended), _mm256_set1_epi32(0x87F0_0000_u32 as i32));
-    let value = _mm256_mul_ps(_mm256_castsi256_ps(bits), _mm256_set1_ps(E4M3_BIAS_HALVED));
-    if !NAN {
-        return value;
+    let shifted = _mm256_slli_epi32::<20>(extended);
+    if !SPECIAL {
+        let bits = _mm256_and_si256(shifted, _mm256_set1_epi32(0x87F0_0000_u32 as i32));
+        return _mm256_mul_ps(_mm256_castsi256_ps(bits), _mm256_set1_ps(E4M3_BIAS_HALVED));
     }
     let magnitude = _mm256_and_si256(extended, _mm256_set1_epi32(0x7F));
-    let nan = _mm256_castsi256_ps(_mm256_cmpeq_epi32(magnitude, _mm256_set1_epi32(0x7F)));
-    _mm256_blendv_ps(value, _mm256_set1_ps(f32::NAN), nan)
+    // Normal codes: the exponent field + 120 - 25 is the f32 exponent.
+    let normal =
+        _mm256_add_epi32(_mm256_and_si256(shifted, _mm256_set1_epi32(0x07F0_0000)), _mm256_set1_epi32(95 << 23));
+    // Subnormal codes: m * 2^-9, times 2^-25.
+    let mantissa = _mm256_and_si256(extended, _mm256_set1_epi32(7));
+    let subnormal = _mm256_mul_ps(_mm256_cvtepi32_ps(mantissa), _mm256_set1_ps(f32::from_bits(93 << 23)));
+    let is_subnormal = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(8), magnitude));
+    let value = _mm256_blendv_ps(_mm256_castsi256_ps(normal), subnormal, is_subnormal);
+    let is_nan = _mm256_castsi256_ps(_mm256_cmpeq_epi32(magnitude, _mm256_set1_epi32(0x7F)));
+    let value = _mm256_blendv_ps(value, _mm256_set1_ps(f32::NAN), is_nan);
+    let sign = _mm256_and_si256(extended, _mm256_set1_epi32(i32::MIN));
+    _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(value), sign))
 }
 
 /// `2 * e2m1` for the 16 nibble codes, as signed bytes, in both 128-bit lanes (`vpshufb` looks
@@ -96,7 +105,7 @@ fn to_top<const B: i8>() -> __m256i {
 /// The CPU must support AVX2 and FMA; as the AVX-512 `pass` otherwise.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn pass<const T: usize, const P: usize, const NAN: bool>(
+unsafe fn pass<const T: usize, const P: usize, const SPECIAL: bool>(
     tile: &[u8],
     geometry: &Geometry,
     x: [&[f32]; T],
@@ -129,7 +138,7 @@ unsafe fn pass<const T: usize, const P: usize, const NAN: bool>(
                     let scale: [__m256; P] = std::array::from_fn(|p| {
                         let codes_at = (q * P + p) * TILE_ROWS + 8 * rows;
                         // SAFETY: 8 scale codes of the group's rows lie inside the block; unaligned.
-                        decode_scales::<NAN>(unsafe { _mm_loadl_epi64(block.as_ptr().add(codes_at).cast()) })
+                        decode_scales::<SPECIAL>(unsafe { _mm_loadl_epi64(block.as_ptr().add(codes_at).cast()) })
                     });
                     for half in 0..2 {
                         let base = first + 8 * half;
@@ -195,7 +204,7 @@ pub(crate) const TOKENS: usize = 8;
 pub(crate) unsafe fn tile_partials(
     tile: &[u8],
     geometry: &Geometry,
-    nan_scales: bool,
+    special_scales: bool,
     x: &[&[f32]],
     partials: &mut [f32],
     ahead: *const u8,
@@ -205,7 +214,7 @@ pub(crate) unsafe fn tile_partials(
             let tokens: [&[f32]; $t] = std::array::from_fn(|t| x[t]);
             // SAFETY: as this function's contract.
             unsafe {
-                if nan_scales {
+                if special_scales {
                     pass::<$t, $p, true>(tile, geometry, tokens, partials, ahead)
                 } else {
                     pass::<$t, $p, false>(tile, geometry, tokens, partials, ahead)

@@ -20,21 +20,33 @@ use std::arch::x86_64::*;
 /// value (subnormal codes land on f32 subnormals, exactly).
 const E4M3_BIAS: f32 = f32::from_bits((127 + 120) << 23);
 
-/// 16 E4M3 codes (one per row) as f32, exactly: the sign-extended code shifted so its sign,
-/// exponent and mantissa fall on the f32's, masked, times 2^120; with `NAN`, 0x7F and 0xFF as
-/// NaN (without, the caller knows there are none). Needs denormals-are-zero off (the workers
-/// clear it): subnormal codes are f32 subnormals before the multiply.
+/// 16 E4M3 codes (one per row) as f32, exactly.
+///
+/// Without `SPECIAL` (the caller knows no code is NaN or subnormal): the sign-extended code
+/// shifted so its sign, exponent and mantissa fall on the f32's, masked, times 2^120 (zero codes
+/// give zeros; no input to the multiply is subnormal, which would cost a microcode assist on
+/// some CPUs). With `SPECIAL`: normal codes rebiased by an integer add, subnormal codes
+/// (`m * 2^-9`) by an integer conversion, 0x7F and 0xFF as NaN.
 #[inline]
 #[target_feature(enable = "avx512f")]
-fn decode_scales<const NAN: bool>(codes: __m128i) -> __m512 {
+fn decode_scales<const SPECIAL: bool>(codes: __m128i) -> __m512 {
     let extended = _mm512_cvtepi8_epi32(codes);
-    let bits = _mm512_and_si512(_mm512_slli_epi32::<20>(extended), _mm512_set1_epi32(0x87F0_0000_u32 as i32));
-    let value = _mm512_mul_ps(_mm512_castsi512_ps(bits), _mm512_set1_ps(E4M3_BIAS));
-    if !NAN {
-        return value;
+    let shifted = _mm512_slli_epi32::<20>(extended);
+    if !SPECIAL {
+        let bits = _mm512_and_si512(shifted, _mm512_set1_epi32(0x87F0_0000_u32 as i32));
+        return _mm512_mul_ps(_mm512_castsi512_ps(bits), _mm512_set1_ps(E4M3_BIAS));
     }
-    let nan = _mm512_cmpeq_epi32_mask(_mm512_and_si512(extended, _mm512_set1_epi32(0x7F)), _mm512_set1_epi32(0x7F));
-    _mm512_mask_blend_ps(nan, value, _mm512_set1_ps(f32::NAN))
+    let magnitude = _mm512_and_si512(extended, _mm512_set1_epi32(0x7F));
+    let normal =
+        _mm512_add_epi32(_mm512_and_si512(shifted, _mm512_set1_epi32(0x07F0_0000)), _mm512_set1_epi32(120 << 23));
+    let mantissa = _mm512_and_si512(extended, _mm512_set1_epi32(7));
+    let subnormal = _mm512_mul_ps(_mm512_cvtepi32_ps(mantissa), _mm512_set1_ps(1.0 / 512.0));
+    let is_subnormal = _mm512_cmplt_epi32_mask(magnitude, _mm512_set1_epi32(8));
+    let value = _mm512_mask_blend_ps(is_subnormal, _mm512_castsi512_ps(normal), subnormal);
+    let is_nan = _mm512_cmpeq_epi32_mask(magnitude, _mm512_set1_epi32(0x7F));
+    let value = _mm512_mask_blend_ps(is_nan, value, _mm512_set1_ps(f32::NAN));
+    let sign = _mm512_and_si512(extended, _mm512_set1_epi32(i32::MIN));
+    _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(value), sign))
 }
 
 /// Runs chunk by chunk over one tile for `T` tokens, `P` groups of a block at a time, and writes
@@ -46,7 +58,7 @@ fn decode_scales<const NAN: bool>(codes: __m128i) -> __m512 {
 /// `geometry.padded_k()` values; `partials` holds `T * 64 * 16`.
 #[inline]
 #[target_feature(enable = "avx512f")]
-unsafe fn pass<const T: usize, const P: usize, const NAN: bool>(
+unsafe fn pass<const T: usize, const P: usize, const SPECIAL: bool>(
     tile: &[u8],
     geometry: &Geometry,
     x: [&[f32]; T],
@@ -75,7 +87,9 @@ unsafe fn pass<const T: usize, const P: usize, const NAN: bool>(
                 let first = geometry.activation(c, s) + q * P * GROUP_SIZE;
                 let scale: [__m512; P] = std::array::from_fn(|p| {
                     // SAFETY: 16 scale codes of group q P + p lie inside the block; unaligned.
-                    decode_scales::<NAN>(unsafe { _mm_loadu_si128(block.as_ptr().add((q * P + p) * TILE_ROWS).cast()) })
+                    decode_scales::<SPECIAL>(unsafe {
+                        _mm_loadu_si128(block.as_ptr().add((q * P + p) * TILE_ROWS).cast())
+                    })
                 });
                 for half in 0..2 {
                     let words: [__m512i; P] = std::array::from_fn(|p| {
@@ -134,7 +148,7 @@ pub(crate) const TOKENS: usize = 8;
 pub(crate) unsafe fn tile_partials(
     tile: &[u8],
     geometry: &Geometry,
-    nan_scales: bool,
+    special_scales: bool,
     x: &[&[f32]],
     partials: &mut [f32],
     ahead: *const u8,
@@ -144,7 +158,7 @@ pub(crate) unsafe fn tile_partials(
             let tokens: [&[f32]; $t] = std::array::from_fn(|t| x[t]);
             // SAFETY: as this function's contract.
             unsafe {
-                if nan_scales {
+                if special_scales {
                     pass::<$t, $p, true>(tile, geometry, tokens, partials, ahead)
                 } else {
                     pass::<$t, $p, false>(tile, geometry, tokens, partials, ahead)

@@ -59,14 +59,14 @@ pub(crate) fn prefetch_lines(address: *const u8, lines: usize) {
 
 /// The 64 partials of every token of `x` (at most [`tokens_per_pass`]) for one tile:
 /// `partials[t][l][row]`, `x.len() * 64 * 16` values. `ahead` is as far ahead of the tile as the
-/// kernel prefetches (prefetched, never read); `nan_scales` says whether the matrix has NaN
-/// scale codes (without them the decode skips their check).
+/// kernel prefetches (prefetched, never read); `special_scales` says whether the matrix has NaN or
+/// subnormal scale codes (without them the decode takes its short way).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn tile_partials(
     path: SimdPath,
     tile: &[u8],
     geometry: &Geometry,
-    nan_scales: bool,
+    special_scales: bool,
     x: &[&[f32]],
     products_finite: bool,
     partials: &mut [f32],
@@ -79,15 +79,15 @@ pub(crate) fn tile_partials(
         #[cfg(target_arch = "x86_64")]
         // SAFETY: a backend only holds an x86 path after `SimdPath::is_supported` confirmed the
         // CPU has its features (AVX-512F; AVX2 and FMA); the lengths were asserted above.
-        SimdPath::Avx512 => unsafe { avx512::tile_partials(tile, geometry, nan_scales, x, partials, ahead) },
+        SimdPath::Avx512 => unsafe { avx512::tile_partials(tile, geometry, special_scales, x, partials, ahead) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
-        SimdPath::Avx2 => unsafe { avx2::tile_partials(tile, geometry, nan_scales, x, partials, ahead) },
+        SimdPath::Avx2 => unsafe { avx2::tile_partials(tile, geometry, special_scales, x, partials, ahead) },
         #[cfg(target_arch = "aarch64")]
         // SAFETY: a backend only holds the NEON path after `SimdPath::is_supported` confirmed it.
         SimdPath::Neon => unsafe { neon::tile_partials(tile, geometry, x, partials) },
         _ => {
-            let _ = (ahead, nan_scales);
+            let _ = (ahead, special_scales);
             portable::tile_partials(tile, geometry, x, products_finite, partials)
         }
     }
