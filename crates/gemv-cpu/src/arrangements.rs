@@ -78,7 +78,7 @@ mod tests {
 
     #[test]
     fn nan_and_subnormal_scale_codes_are_special_and_no_other() {
-        let special = |code: u8| Arranged::new(&[0; 8], &[0x38, code], 1, 32).special_scales;
+        let special = |code: u8| Arranged::new(&[0; 16], &[0x38, code], 1, 32).special_scales;
         for code in 0..=255u8 {
             let magnitude = code & 0x7F;
             let expected = magnitude == 0x7F || (1..=7).contains(&magnitude);
