@@ -12,7 +12,7 @@
 // Lane, token and group indices address several arrays at once in these loops.
 #![allow(clippy::needless_range_loop)]
 
-use super::prefetch_lines;
+use super::{pass_for_tokens, prefetch_lines};
 use crate::layout::{BLOCK_BYTES, BLOCK_GROUPS, CHUNKS, Geometry, TILE_ROWS, word_offset};
 use gemv_core::{GROUP_SIZE, PARTIALS};
 use std::arch::x86_64::*;
@@ -24,10 +24,10 @@ const E4M3_BIAS_HALVED: f32 = f32::from_bits((127 + 95) << 23);
 /// 8 E4M3 codes (one per row) as f32 times 2^-25, exactly (see the AVX-512 kernel's two ways).
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-fn decode_scales<const SPECIAL: bool>(codes: __m128i) -> __m256 {
+fn decode_scales(codes: __m128i, special: bool) -> __m256 {
     let extended = _mm256_cvtepi8_epi32(codes);
     let shifted = _mm256_slli_epi32::<20>(extended);
-    if !SPECIAL {
+    if !special {
         let bits = _mm256_and_si256(shifted, _mm256_set1_epi32(0x87F0_0000_u32 as i32));
         return _mm256_mul_ps(_mm256_castsi256_ps(bits), _mm256_set1_ps(E4M3_BIAS_HALVED));
     }
@@ -105,15 +105,17 @@ fn to_top<const B: i8>() -> __m256i {
 /// The CPU must support AVX2 and FMA; as the AVX-512 `pass` otherwise.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn pass<const T: usize, const P: usize, const SPECIAL: bool>(
+unsafe fn pass<const T: usize, const P: usize>(
     tile: &[u8],
     geometry: &Geometry,
-    x: [&[f32]; T],
+    special_scales: bool,
+    x: &[&[f32]],
     partials: &mut [f32],
     ahead: *const u8,
 ) {
     debug_assert!(tile.len() >= geometry.tile_bytes() && partials.len() >= T * PARTIALS * TILE_ROWS);
-    debug_assert!(x.iter().all(|x| x.len() >= geometry.padded_k()));
+    debug_assert!(x.len() == T && x.iter().all(|x| x.len() >= geometry.padded_k()));
+    let x: [&[f32]; T] = std::array::from_fn(|t| x[t]);
     let table = doubled_e2m1_table();
     let low_nibbles = _mm256_set1_epi8(0x0F);
     for rows in 0..2 {
@@ -138,7 +140,8 @@ unsafe fn pass<const T: usize, const P: usize, const SPECIAL: bool>(
                     let scale: [__m256; P] = std::array::from_fn(|p| {
                         let codes_at = (q * P + p) * TILE_ROWS + 8 * rows;
                         // SAFETY: 8 scale codes of the group's rows lie inside the block; unaligned.
-                        decode_scales::<SPECIAL>(unsafe { _mm_loadl_epi64(block.as_ptr().add(codes_at).cast()) })
+                        let codes = unsafe { _mm_loadl_epi64(block.as_ptr().add(codes_at).cast()) };
+                        decode_scales(codes, special_scales)
                     });
                     for half in 0..2 {
                         let base = first + 8 * half;
@@ -209,28 +212,19 @@ pub(crate) unsafe fn tile_partials(
     partials: &mut [f32],
     ahead: *const u8,
 ) {
-    macro_rules! run {
-        ($t:literal, $p:literal) => {{
-            let tokens: [&[f32]; $t] = std::array::from_fn(|t| x[t]);
-            // SAFETY: as this function's contract.
-            unsafe {
-                if special_scales {
-                    pass::<$t, $p, true>(tile, geometry, tokens, partials, ahead)
-                } else {
-                    pass::<$t, $p, false>(tile, geometry, tokens, partials, ahead)
-                }
-            }
-        }};
-    }
-    match x.len() {
-        1 => run!(1, 4),
-        2 => run!(2, 4),
-        3 => run!(3, 2),
-        4 => run!(4, 2),
-        5 => run!(5, 1),
-        6 => run!(6, 1),
-        7 => run!(7, 1),
-        8 => run!(8, 1),
-        tokens => unreachable!("{tokens} tokens in one pass (at most {TOKENS})"),
+    // SAFETY: as this function's contract.
+    unsafe {
+        pass_for_tokens!(
+            x.len(),
+            pass(tile, geometry, special_scales, x, partials, ahead),
+            (1, 4),
+            (2, 4),
+            (3, 2),
+            (4, 2),
+            (5, 1),
+            (6, 1),
+            (7, 1),
+            (8, 1)
+        )
     }
 }

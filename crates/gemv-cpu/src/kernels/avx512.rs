@@ -10,7 +10,7 @@
 // Lane, token and group indices address several arrays at once in these loops.
 #![allow(clippy::needless_range_loop)]
 
-use super::prefetch_lines;
+use super::{pass_for_tokens, prefetch_lines};
 use crate::layout::{BLOCK_BYTES, BLOCK_GROUPS, CHUNKS, Geometry, TILE_ROWS, word_offset};
 use gemv_core::codec::BF16_NAN;
 use gemv_core::{GROUP_SIZE, PARTIALS};
@@ -29,10 +29,10 @@ const E4M3_BIAS: f32 = f32::from_bits((127 + 120) << 23);
 /// (`m * 2^-9`) by an integer conversion, 0x7F and 0xFF as NaN.
 #[inline]
 #[target_feature(enable = "avx512f")]
-fn decode_scales<const SPECIAL: bool>(codes: __m128i) -> __m512 {
+fn decode_scales(codes: __m128i, special: bool) -> __m512 {
     let extended = _mm512_cvtepi8_epi32(codes);
     let shifted = _mm512_slli_epi32::<20>(extended);
-    if !SPECIAL {
+    if !special {
         let bits = _mm512_and_si512(shifted, _mm512_set1_epi32(0x87F0_0000_u32 as i32));
         return _mm512_mul_ps(_mm512_castsi512_ps(bits), _mm512_set1_ps(E4M3_BIAS));
     }
@@ -58,15 +58,17 @@ fn decode_scales<const SPECIAL: bool>(codes: __m128i) -> __m512 {
 /// `geometry.padded_k()` values; `partials` holds `T * 64 * 16`.
 #[inline]
 #[target_feature(enable = "avx512f")]
-unsafe fn pass<const T: usize, const P: usize, const SPECIAL: bool>(
+unsafe fn pass<const T: usize, const P: usize>(
     tile: &[u8],
     geometry: &Geometry,
-    x: [&[f32]; T],
+    special_scales: bool,
+    x: &[&[f32]],
     partials: &mut [f32],
     ahead: *const u8,
 ) {
     debug_assert!(tile.len() >= geometry.tile_bytes() && partials.len() >= T * PARTIALS * TILE_ROWS);
-    debug_assert!(x.iter().all(|x| x.len() >= geometry.padded_k()));
+    debug_assert!(x.len() == T && x.iter().all(|x| x.len() >= geometry.padded_k()));
+    let x: [&[f32]; T] = std::array::from_fn(|t| x[t]);
     let table = _mm512_setr_ps(0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0);
     for c in 0..CHUNKS {
         let blocks = geometry.superblocks(c);
@@ -87,9 +89,8 @@ unsafe fn pass<const T: usize, const P: usize, const SPECIAL: bool>(
                 let first = geometry.activation(c, s) + q * P * GROUP_SIZE;
                 let scale: [__m512; P] = std::array::from_fn(|p| {
                     // SAFETY: 16 scale codes of group q P + p lie inside the block; unaligned.
-                    decode_scales::<SPECIAL>(unsafe {
-                        _mm_loadu_si128(block.as_ptr().add((q * P + p) * TILE_ROWS).cast())
-                    })
+                    let codes = unsafe { _mm_loadu_si128(block.as_ptr().add((q * P + p) * TILE_ROWS).cast()) };
+                    decode_scales(codes, special_scales)
                 });
                 for half in 0..2 {
                     let words: [__m512i; P] = std::array::from_fn(|p| {
@@ -153,30 +154,20 @@ pub(crate) unsafe fn tile_partials(
     partials: &mut [f32],
     ahead: *const u8,
 ) {
-    macro_rules! run {
-        ($t:literal, $p:literal) => {{
-            let tokens: [&[f32]; $t] = std::array::from_fn(|t| x[t]);
-            // SAFETY: as this function's contract.
-            unsafe {
-                if special_scales {
-                    pass::<$t, $p, true>(tile, geometry, tokens, partials, ahead)
-                } else {
-                    pass::<$t, $p, false>(tile, geometry, tokens, partials, ahead)
-                }
-            }
-        }};
-    }
-    match x.len() {
-        1 => run!(1, 8),
-        2 => run!(2, 4),
-        3 => run!(3, 2),
-        4 => run!(4, 4),
-        5 => run!(5, 2),
-        6 => run!(6, 2),
-        7 => run!(7, 2),
-        8 => run!(8, 2),
-
-        tokens => unreachable!("{tokens} tokens in one pass (at most {TOKENS})"),
+    // SAFETY: as this function's contract.
+    unsafe {
+        pass_for_tokens!(
+            x.len(),
+            pass(tile, geometry, special_scales, x, partials, ahead),
+            (1, 8),
+            (2, 4),
+            (3, 2),
+            (4, 4),
+            (5, 2),
+            (6, 2),
+            (7, 2),
+            (8, 2)
+        )
     }
 }
 

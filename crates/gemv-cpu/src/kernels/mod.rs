@@ -21,6 +21,19 @@ use crate::simd::SimdPath;
 use gemv_core::codec::decode_e4m3;
 use std::sync::OnceLock;
 
+/// Calls `$pass::<T, P>($args)` for a pass of `$tokens` tokens, choosing from the `(T, P)` pairs
+/// listed: `T` tokens share each decoded weight and `P` groups of a block advance together, so
+/// `T x P` chains are in flight (each kernel lists what fits its registers).
+macro_rules! pass_for_tokens {
+    ($tokens:expr, $pass:ident $args:tt, $(($t:literal, $p:literal)),+ $(,)?) => {
+        match $tokens {
+            $($t => $pass::<$t, $p> $args,)+
+            tokens => unreachable!("{tokens} tokens in one pass"),
+        }
+    };
+}
+pub(crate) use pass_for_tokens;
+
 /// The 256 E4M3 codes as f32 (0x7F and 0xFF are NaN).
 pub(crate) fn e4m3_table() -> &'static [f32; 256] {
     static TABLE: OnceLock<[f32; 256]> = OnceLock::new();

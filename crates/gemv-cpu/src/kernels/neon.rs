@@ -14,7 +14,7 @@
 // Token, group and lane indices address several arrays at once in these loops.
 #![allow(clippy::needless_range_loop)]
 
-use super::e4m3_table;
+use super::{e4m3_table, pass_for_tokens};
 use crate::layout::{BLOCK_BYTES, BLOCK_GROUPS, CHUNKS, Geometry, TILE_ROWS, word_offset};
 use gemv_core::{GROUP_SIZE, PARTIALS};
 use std::arch::aarch64::*;
@@ -40,9 +40,10 @@ const LANES: usize = 4;
 /// `geometry.padded_k()` values; `partials` holds `T * 64 * 16`.
 #[inline]
 #[target_feature(enable = "neon")]
-unsafe fn pass<const T: usize, const P: usize>(tile: &[u8], geometry: &Geometry, x: [&[f32]; T], partials: &mut [f32]) {
+unsafe fn pass<const T: usize, const P: usize>(tile: &[u8], geometry: &Geometry, x: &[&[f32]], partials: &mut [f32]) {
     debug_assert!(tile.len() >= geometry.tile_bytes() && partials.len() >= T * PARTIALS * TILE_ROWS);
-    debug_assert!(x.iter().all(|x| x.len() >= geometry.padded_k()));
+    debug_assert!(x.len() == T && x.iter().all(|x| x.len() >= geometry.padded_k()));
+    let x: [&[f32]; T] = std::array::from_fn(|t| x[t]);
     let scales = e4m3_table();
     // SAFETY: the tables are 16 bytes each.
     let (table, low, to_top) = unsafe {
@@ -137,22 +138,19 @@ pub(crate) const TOKENS: usize = 8;
 /// The CPU must support NEON; `tile`, `x` and `partials` as for [`pass`].
 #[target_feature(enable = "neon")]
 pub(crate) unsafe fn tile_partials(tile: &[u8], geometry: &Geometry, x: &[&[f32]], partials: &mut [f32]) {
-    macro_rules! run {
-        ($t:literal, $p:literal) => {{
-            let tokens: [&[f32]; $t] = std::array::from_fn(|t| x[t]);
-            // SAFETY: as this function's contract.
-            unsafe { pass::<$t, $p>(tile, geometry, tokens, partials) }
-        }};
-    }
-    match x.len() {
-        1 => run!(1, 8),
-        2 => run!(2, 4),
-        3 => run!(3, 2),
-        4 => run!(4, 2),
-        5 => run!(5, 1),
-        6 => run!(6, 1),
-        7 => run!(7, 1),
-        8 => run!(8, 1),
-        tokens => unreachable!("{tokens} tokens in one pass (at most {TOKENS})"),
+    // SAFETY: as this function's contract.
+    unsafe {
+        pass_for_tokens!(
+            x.len(),
+            pass(tile, geometry, x, partials),
+            (1, 8),
+            (2, 4),
+            (3, 2),
+            (4, 2),
+            (5, 1),
+            (6, 1),
+            (7, 1),
+            (8, 1)
+        )
     }
 }
