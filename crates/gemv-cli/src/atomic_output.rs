@@ -15,10 +15,7 @@ use std::path::{Path, PathBuf};
 /// Writes `path`, which must not exist, with `write`; `write` may run twice (once per method)
 /// when the unnamed-file method is unavailable.
 pub fn write_new(path: &Path, write: impl Fn(&mut File) -> io::Result<()>) -> Result<(), CliError> {
-    let directory = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
+    let directory = parent_of(path);
     #[cfg(target_os = "linux")]
     match unnamed::write(directory, path, &write) {
         Ok(()) => return Ok(()),
@@ -31,6 +28,14 @@ pub fn write_new(path: &Path, write: impl Fn(&mut File) -> io::Result<()>) -> Re
         }
     }
     renamed(directory, path, &write)
+}
+
+/// The directory an output at `path` is written in.
+pub fn parent_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    }
 }
 
 fn temporary_path(directory: &Path, path: &Path) -> PathBuf {
@@ -59,7 +64,7 @@ fn renamed(directory: &Path, path: &Path, write: &impl Fn(&mut File) -> io::Resu
 }
 
 #[cfg(target_os = "linux")]
-mod unnamed {
+pub(crate) mod unnamed {
     use std::ffi::CString;
     use std::fs::{File, OpenOptions};
     use std::io;
@@ -79,20 +84,30 @@ mod unnamed {
 
     /// Writes an unnamed file in `directory`, then links it to `path`.
     pub fn write(directory: &Path, path: &Path, write: &impl Fn(&mut File) -> io::Result<()>) -> Result<(), Failure> {
-        let mut file =
-            OpenOptions::new().write(true).mode(0o644).custom_flags(libc::O_TMPFILE).open(directory).map_err(|e| {
-                match e.raw_os_error() {
-                    // Kernels or filesystems without O_TMPFILE.
-                    Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL) => Failure::Unsupported(e),
-                    _ => Failure::Io(e),
-                }
-            })?;
+        let mut file = create(directory)?;
         write(&mut file).map_err(Failure::Io)?;
         file.sync_all().map_err(Failure::Io)?;
+        link(&file, path)
+    }
+
+    /// An unnamed file in `directory`: it has no name until [`link`] gives it one, and vanishes
+    /// with the process if that never happens.
+    pub fn create(directory: &Path) -> Result<File, Failure> {
+        OpenOptions::new().write(true).mode(0o644).custom_flags(libc::O_TMPFILE).open(directory).map_err(|e| {
+            match e.raw_os_error() {
+                // Kernels or filesystems without O_TMPFILE.
+                Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL) => Failure::Unsupported(e),
+                _ => Failure::Io(e),
+            }
+        })
+    }
+
+    /// Gives an unnamed file the name `path` (on its filesystem), which must not exist.
+    pub fn link(file: &File, path: &Path) -> Result<(), Failure> {
         let source = CString::new(format!("/proc/self/fd/{}", file.as_raw_fd())).map_err(|e| Failure::Io(e.into()))?;
         let target = CString::new(path.as_os_str().as_bytes()).map_err(|e| Failure::Io(e.into()))?;
         // SAFETY: both arguments are NUL-terminated strings that outlive the call, which only
-        // reads them; the descriptor behind `source` is open (`file` is alive).
+        // reads them; the descriptor behind `source` is open (`file` is borrowed).
         let linked = unsafe {
             libc::linkat(libc::AT_FDCWD, source.as_ptr(), libc::AT_FDCWD, target.as_ptr(), libc::AT_SYMLINK_FOLLOW)
         };

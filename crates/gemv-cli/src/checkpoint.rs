@@ -13,7 +13,7 @@
 
 use crate::error::CliError;
 use crate::mapped::MappedCheckpoint;
-use crate::safetensors::{Dtype, Tensor};
+use crate::safetensors::Dtype;
 use gemv_core::Nvfp4Matrix;
 use gemv_core::codec::f32_to_bf16;
 use std::path::Path;
@@ -33,19 +33,26 @@ fn present(file: &MappedCheckpoint) -> String {
     if more > 0 { format!("{} and {more} more", names.join(", ")) } else { names.join(", ") }
 }
 
-fn tensor(file: &MappedCheckpoint, name: &str, why: &str) -> Result<Tensor, CliError> {
-    file.tensor(name).ok_or_else(|| CliError::MissingTensor {
+/// A tensor's dtype and shape from the header, without its bytes.
+struct Header {
+    dtype: Result<Dtype, String>,
+    shape: Vec<usize>,
+}
+
+fn header(file: &MappedCheckpoint, name: &str, why: &str) -> Result<Header, CliError> {
+    let layout = file.layout(name).ok_or_else(|| CliError::MissingTensor {
         path: file.path().to_path_buf(),
         name: name.to_string(),
         why: why.to_string(),
         present: present(file),
-    })
+    })?;
+    Ok(Header { dtype: Dtype::parse(&layout.dtype).ok_or(layout.dtype), shape: layout.shape })
 }
 
 fn expect(
     path: &Path,
     name: &str,
-    tensor: &Tensor,
+    tensor: &Header,
     dtypes: &[Dtype],
     shape: Option<&[usize]>,
     what: &str,
@@ -65,8 +72,10 @@ fn expect(
 }
 
 /// The global scale: an F32 scalar, or for a 3-D expert tensor also one value per expert (`[E]`).
-fn global_f32(path: &Path, name: &str, tensor: &Tensor, expert: Option<(usize, usize)>) -> Result<f32, CliError> {
-    expect(path, name, tensor, &[Dtype::F32], None, "an F32 scalar")?;
+fn global_f32(file: &MappedCheckpoint, name: &str, expert: Option<(usize, usize)>) -> Result<f32, CliError> {
+    let path = file.file_of(name);
+    let tensor = header(file, name, "the FP32 global scale")?;
+    expect(path, name, &tensor, &[Dtype::F32], None, "an F32 scalar")?;
     let scalar = tensor.shape.iter().product::<usize>() == 1 && tensor.shape.len() <= 1;
     let index = match expert {
         _ if scalar => 0,
@@ -83,8 +92,14 @@ fn global_f32(path: &Path, name: &str, tensor: &Tensor, expert: Option<(usize, u
             });
         }
     };
-    let bytes = &tensor.data[4 * index..4 * index + 4];
-    Ok(f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+    let bytes = file.bytes(name, 4 * index..4 * index + 4).unwrap_or_default();
+    let bytes: [u8; 4] = bytes.try_into().map_err(|_| CliError::BadTensor {
+        path: path.to_path_buf(),
+        name: name.to_string(),
+        expected: "4 bytes per F32 value".into(),
+        found: format!("F32 {:?}", tensor.shape),
+    })?;
+    Ok(f32::from_le_bytes(bytes))
 }
 
 /// The prefix `name` stands for: itself, or with the weight tensor's suffix taken off.
@@ -113,22 +128,66 @@ fn layer_names(file: &MappedCheckpoint, name: &str) -> (Layout, String, String, 
 /// `[E, N, K/2]` expert tensor (a mixture-of-experts layer stored as one tensor).
 pub fn expert_count(file: &MappedCheckpoint, name: &str) -> Result<Option<usize>, CliError> {
     let (_, packed_name, _, _) = layer_names(file, name);
-    let packed = tensor(file, &packed_name, "the packed E2M1 weights, U8 [N, K/2] or [E, N, K/2]")?;
+    let packed = header(file, &packed_name, "the packed E2M1 weights, U8 [N, K/2] or [E, N, K/2]")?;
     Ok(match packed.shape[..] {
         [experts, _, _] => Some(experts),
         _ => None,
     })
 }
 
-/// Reads the NVFP4 weights named by `name` (a prefix, or the weight tensor's own name); for a
-/// 3-D expert tensor, `expert` picks one.
-pub fn read_weights(
-    file: &MappedCheckpoint,
-    name: &str,
-    expert: Option<usize>,
-) -> Result<(Nvfp4Matrix, Layout), CliError> {
+/// A layer's NVFP4 weights as the headers describe them, validated, with the global scale read:
+/// everything but the bytes, so their size can be checked before they are copied.
+#[derive(Debug, Clone)]
+pub struct WeightsLocation {
+    /// The layout the names were found in.
+    pub layout: Layout,
+    packed_name: String,
+    scale_name: String,
+    /// Output features.
+    pub n: usize,
+    /// Input features.
+    pub k: usize,
+    /// The expert of a 3-D tensor (0 for a 2-D weight).
+    expert: usize,
+    global_scale: f32,
+}
+
+impl WeightsLocation {
+    /// The bytes [`Self::read`] copies: packed nibbles and block scales.
+    pub fn bytes(&self) -> Option<u64> {
+        let weights = (self.n as u64).checked_mul(self.k as u64)?;
+        Some(weights / 2 + weights / 16)
+    }
+
+    /// Copies the weights out of the checkpoint.
+    pub fn read(&self, file: &MappedCheckpoint) -> Result<Nvfp4Matrix, CliError> {
+        let (n, k, e) = (self.n, self.k, self.expert);
+        let (packed_len, scales_len) = (n * k / 2, n * k / 16);
+        let path = file.file_of(&self.packed_name);
+        let vanished = |name: &str| CliError::Io {
+            path: path.to_path_buf(),
+            error: format!("tensor {name:?} could not be read (the file changed while open?)"),
+        };
+        let packed = file
+            .bytes(&self.packed_name, e * packed_len..(e + 1) * packed_len)
+            .ok_or_else(|| vanished(&self.packed_name))?;
+        let scales = file
+            .bytes(&self.scale_name, e * scales_len..(e + 1) * scales_len)
+            .ok_or_else(|| vanished(&self.scale_name))?;
+        Nvfp4Matrix::from_parts(packed, scales, self.global_scale, n, k).map_err(|error| CliError::BadTensor {
+            path: path.to_path_buf(),
+            name: self.packed_name.clone(),
+            expected: "a valid NVFP4 matrix".into(),
+            found: error.to_string(),
+        })
+    }
+}
+
+/// Finds and validates the NVFP4 weights named by `name` (a prefix, or the weight tensor's own
+/// name); for a 3-D expert tensor, `expert` picks one. Reads no weight bytes.
+pub fn locate_weights(file: &MappedCheckpoint, name: &str, expert: Option<usize>) -> Result<WeightsLocation, CliError> {
     let (layout, packed_name, scale_name, global_name) = layer_names(file, name);
-    let packed = tensor(file, &packed_name, "the packed E2M1 weights, U8 [N, K/2]")?;
+    let packed = header(file, &packed_name, "the packed E2M1 weights, U8 [N, K/2]")?;
     let path = file.file_of(&packed_name);
     expect(path, &packed_name, &packed, &[Dtype::U8], None, "U8 [N, K/2] (packed E2M1 pairs)")?;
     let bad_packed = |expected: &str| CliError::BadTensor {
@@ -156,7 +215,7 @@ pub fn read_weights(
             found: format!("U8 {:?} (K = {k})", packed.shape),
         });
     }
-    let scales = tensor(file, &scale_name, "the E4M3 block scales, F8_E4M3 [N, K/16]")?;
+    let scales = header(file, &scale_name, "the E4M3 block scales, F8_E4M3 [N, K/16]")?;
     let scale_shape: Vec<usize> = experts.map(|(_, e)| e).into_iter().chain([n, k / 16]).collect();
     expect(
         file.file_of(&scale_name),
@@ -166,23 +225,11 @@ pub fn read_weights(
         Some(&scale_shape),
         &format!("F8_E4M3 {scale_shape:?} (K/16 for K = {k})"),
     )?;
-    let global = tensor(file, &global_name, "the FP32 global scale")?;
-    let mut global_scale = global_f32(file.file_of(&global_name), &global_name, &global, experts)?;
+    let mut global_scale = global_f32(file, &global_name, experts)?;
     if layout == Layout::CompressedTensors {
         global_scale = 1.0 / global_scale;
     }
-    // One expert's slice of the packed bytes and scales (the whole tensor for a 2-D weight).
-    let e = experts.map_or(0, |(e, _)| e);
-    let (packed_len, scales_len) = (n * k / 2, n * k / 16);
-    let packed = packed.data[e * packed_len..(e + 1) * packed_len].to_vec();
-    let scales = scales.data[e * scales_len..(e + 1) * scales_len].to_vec();
-    let matrix = Nvfp4Matrix::from_parts(packed, scales, global_scale, n, k).map_err(|e| CliError::BadTensor {
-        path: path.to_path_buf(),
-        name: packed_name.clone(),
-        expected: "a valid NVFP4 matrix".into(),
-        found: e.to_string(),
-    })?;
-    Ok((matrix, layout))
+    Ok(WeightsLocation { layout, packed_name, scale_name, n, k, expert: experts.map_or(0, |(e, _)| e), global_scale })
 }
 
 /// f16 bits to f32, exactly.
@@ -203,38 +250,64 @@ pub fn f16_to_f32(bits: u16) -> f32 {
     f32::from_bits(sign | magnitude)
 }
 
-/// Float values of a tensor (BF16, F16 or F32) as f32.
-pub fn to_f32(tensor: &Tensor) -> Option<Vec<f32>> {
-    let words2 = || tensor.data.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]]));
-    Some(match tensor.dtype.as_ref().ok()? {
+/// Little-endian BF16, F16 or F32 bytes as f32 (None for other dtypes).
+pub fn bytes_to_f32(dtype: Dtype, data: &[u8]) -> Option<Vec<f32>> {
+    let words2 = || data.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    Some(match dtype {
         Dtype::Bf16 => words2().map(gemv_core::codec::bf16_to_f32).collect(),
         Dtype::F16 => words2().map(f16_to_f32).collect(),
-        Dtype::F32 => tensor.data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+        Dtype::F32 => data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
         Dtype::U8 | Dtype::F8E4M3 => return None,
     })
 }
 
-/// X as read: bf16 bits, M, and the leading dimensions (Y's shape is these plus N).
-pub struct Activations {
-    /// `[M][K]` bf16 bits.
-    pub bits: Vec<u16>,
+/// X as the header describes it, validated: rows are read on request, so X need not fit in
+/// memory whole.
+#[derive(Debug, Clone)]
+pub struct ActivationsLocation {
+    /// The tensor's name.
+    pub name: String,
     /// Rows: the product of the leading dimensions (1 for a `[K]` tensor).
     pub m: usize,
     /// The dimensions before K (empty for `[K]`).
     pub leading: Vec<usize>,
-    /// The tensor's name.
-    pub name: String,
+    k: usize,
+    dtype: Dtype,
 }
 
-/// Reads X (`[K]`, `[M, K]` or `[..., K]`) as bf16 bits. `name` None takes `x`, or the file's only
-/// tensor.
-pub fn read_activations(file: &MappedCheckpoint, name: Option<&str>, k: usize) -> Result<Activations, CliError> {
+impl ActivationsLocation {
+    /// Rows `rows` of X as bf16 bits (BF16 as stored; F16 and F32 rounded to bf16, RNE).
+    pub fn rows(&self, file: &MappedCheckpoint, rows: std::ops::Range<usize>) -> Result<Vec<u16>, CliError> {
+        let width = match self.dtype {
+            Dtype::F32 => 4,
+            _ => 2,
+        };
+        let row_bytes = self.k * width;
+        let bytes =
+            file.bytes(&self.name, rows.start * row_bytes..rows.end * row_bytes).ok_or_else(|| CliError::Io {
+                path: file.file_of(&self.name).to_path_buf(),
+                error: format!("tensor {:?} could not be read (the file changed while open?)", self.name),
+            })?;
+        Ok(match self.dtype {
+            Dtype::Bf16 => bytes.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect(),
+            other => bytes_to_f32(other, &bytes).unwrap_or_default().into_iter().map(f32_to_bf16).collect(),
+        })
+    }
+}
+
+/// Finds and validates X (`[K]`, `[M, K]` or `[..., K]`); reads none of its bytes. `name` None
+/// takes `x`, or the file's only tensor.
+pub fn locate_activations(
+    file: &MappedCheckpoint,
+    name: Option<&str>,
+    k: usize,
+) -> Result<ActivationsLocation, CliError> {
     let name = match name {
         Some(name) => name.to_string(),
         None if file.contains("x") || file.len() != 1 => "x".to_string(),
         None => file.names().next().unwrap_or("x").to_string(),
     };
-    let x = tensor(file, &name, "the activations [..., K]; --input-name names another")?;
+    let x = header(file, &name, "the activations [..., K]; --input-name names another")?;
     let path = file.file_of(&name);
     let what = format!("a BF16, F16 or F32 tensor [{k}], [M, {k}] or [..., {k}]");
     expect(path, &name, &x, &[Dtype::Bf16, Dtype::F16, Dtype::F32], None, &what)?;
@@ -247,18 +320,14 @@ pub fn read_activations(file: &MappedCheckpoint, name: Option<&str>, k: usize) -
         });
     };
     let m = leading.iter().product::<usize>();
+    let dtype = x.dtype.clone().unwrap_or(Dtype::U8);
     if cols != k || m == 0 {
-        let dtype = x.dtype.as_ref().map(|d| d.name()).unwrap_or("?");
         return Err(CliError::BadTensor {
             path: path.to_path_buf(),
             name,
             expected: what,
-            found: format!("{dtype} {:?}", x.shape),
+            found: format!("{} {:?}", dtype.name(), x.shape),
         });
     }
-    let bits = match x.dtype {
-        Ok(Dtype::Bf16) => x.data.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect(),
-        _ => to_f32(&x).unwrap_or_default().into_iter().map(f32_to_bf16).collect(),
-    };
-    Ok(Activations { bits, m, leading: leading.to_vec(), name })
+    Ok(ActivationsLocation { name, m, leading: leading.to_vec(), k, dtype })
 }

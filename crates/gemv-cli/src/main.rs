@@ -1,21 +1,27 @@
 //! `gemv`: inspect backends and tiers, and prove a backend against the exact numeric contract.
 
+mod atomic_directory;
 mod atomic_output;
 mod backends;
 mod checkpoint;
 mod commands;
 mod error;
 mod mapped;
+mod output;
+mod resources;
 mod safetensors;
 
 use backends::BackendChoice;
 use clap::{Parser, Subcommand};
+use error::CliError;
+use output::CheckedOutput;
+use std::io::Write;
 use std::process::ExitCode;
 
 /// W4A16 batched GEMV for LLM decode: NVFP4 weights, BF16 activations, one exact answer on
 /// every backend.
 #[derive(Parser)]
-#[command(name = "gemv", version, propagate_version = true)]
+#[command(name = "gemv", version, propagate_version = true, after_help = EXIT_STATUS)]
 struct Cli {
     /// More log output on stderr (-v: info, -vv: debug, -vvv: trace).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
@@ -39,6 +45,7 @@ enum Command {
     /// Benchmark the tiers (the main job): proves them bit-exact and within the f64 bound at a
     /// small shape, then times them with cold weights, device events where available,
     /// interleaved rounds and medians, and prints tier, M, time, effective GB/s and % of peak.
+    #[command(after_help = EXIT_STATUS)]
     Bench {
         /// Backend; auto picks CUDA, then wgpu on a real GPU, then the CPU backend.
         #[arg(long, value_enum, default_value = "auto")]
@@ -86,6 +93,7 @@ enum Command {
     },
     /// Show the backends found, the kernels each resolves, the kill switches and the tier each
     /// M in 1..=32 is dispatched on.
+    #[command(after_help = EXIT_STATUS)]
     Info {
         /// Only this backend (default: all).
         #[arg(long, value_enum)]
@@ -93,6 +101,7 @@ enum Command {
     },
     /// Compute Y = W X for NVFP4 checkpoint tensors (ModelOpt or compressed-tensors layout,
     /// detected from the names) and write Y as BF16 [M, N]. Any M: the dispatch plan splits it.
+    #[command(after_help = EXIT_STATUS)]
     Run {
         /// The weights: a safetensors file, a sharded checkpoint's `*.safetensors.index.json`, or
         /// the directory holding it. Files are memory-mapped; only the named layer is read.
@@ -127,6 +136,7 @@ enum Command {
     },
     /// Quantize 2-D BF16/F16/F32 tensors to NVFP4 with NVIDIA ModelOpt's recipe, named as
     /// ModelOpt names them (T, T_scale, T_scale_2); other tensors are copied unchanged.
+    #[command(after_help = EXIT_STATUS)]
     Quantize {
         /// Input: a safetensors file, a sharded checkpoint's *.safetensors.index.json, or a
         /// directory holding one of them. Read tensor by tensor (memory-mapped).
@@ -150,15 +160,21 @@ enum Command {
         /// fuse (q_proj/k_proj/v_proj and gate_proj/up_proj of one parent), as ModelOpt does.
         #[arg(long)]
         no_shared_scale: bool,
-        /// Also write hf_quant_config.json (ModelOpt's: quant_algo W4A16_NVFP4, weight-only,
-        /// group_size 16, the modules left unquantized) beside the output, so serving engines
-        /// load it as NVFP4; a directory output also gets the input's config.json with the
-        /// quantization_config ModelOpt's export writes there.
+        /// For a single-file output, also write hf_quant_config.json beside it (ModelOpt's:
+        /// quant_algo W4A16_NVFP4, weight-only, group_size 16, the modules left unquantized), so
+        /// serving engines load it as NVFP4. A directory output gets it by default.
         #[arg(long)]
         hf_quant_config: bool,
+        /// A directory output holds the weights and index only: without this, it is what
+        /// ModelOpt's export writes, loadable as it stands: hf_quant_config.json, the input's
+        /// config.json with the quantization_config engines read, and the input directory's
+        /// other files that are not weights (tokenizer, generation config) copied.
+        #[arg(long)]
+        no_model_files: bool,
     },
     /// Run the conformance gates on a backend: bit-exact against the host
     /// contract, within the f64 bound, guards, odd shapes, bad input. Exits 1 if any case fails.
+    #[command(after_help = EXIT_STATUS)]
     Check {
         /// Backend to prove.
         #[arg(long, value_enum, default_value = "host")]
@@ -188,31 +204,89 @@ fn quiet_headless_vulkan() {
     }
 }
 
-/// `--emulate MAJOR.MINOR`: a compute capability such as 8.0 or 12.1.
+/// The compute capabilities `--emulate` takes: from the oldest build of the kernels (7.5) up to
+/// the newest architecture family they are built to run on.
+const EMULATED_RANGE: ((i32, i32), (i32, i32)) = ((7, 5), (12, 9));
+
+/// `--emulate MAJOR.MINOR`: a compute capability such as 8.0 or 12.1, within [`EMULATED_RANGE`].
 fn parse_capability(text: &str) -> Result<(i32, i32), String> {
+    let ((low_major, low_minor), (high_major, high_minor)) = EMULATED_RANGE;
+    let range = format!("{low_major}.{low_minor} to {high_major}.{high_minor}");
     let parse = |part: &str| part.parse::<i32>().ok().filter(|v| (0..100).contains(v));
-    let (major, minor) = text.split_once('.').ok_or_else(|| format!("{text:?} is not MAJOR.MINOR (e.g. 8.0)"))?;
-    parse(major).zip(parse(minor)).ok_or_else(|| format!("{text:?} is not MAJOR.MINOR (e.g. 8.0)"))
+    let not_capability = || format!("{text:?} is not a compute capability MAJOR.MINOR (e.g. 8.0; supported: {range})");
+    let (major, minor) = text.split_once('.').ok_or_else(not_capability)?;
+    let capability = parse(major).zip(parse(minor)).ok_or_else(not_capability)?;
+    if capability < EMULATED_RANGE.0 || capability > EMULATED_RANGE.1 {
+        return Err(format!(
+            "{text}: the emulator runs compute capabilities {range} (the exact family needs 7.5, the fast family 8.0)"
+        ));
+    }
+    Ok(capability)
 }
 
-fn main() -> ExitCode {
-    quiet_headless_vulkan();
-    let cli = Cli::parse();
-    let level = match cli.verbose {
-        0 => tracing::Level::WARN,
-        1 => tracing::Level::INFO,
-        2 => tracing::Level::DEBUG,
-        _ => tracing::Level::TRACE,
-    };
-    tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).init();
-    if let Some(index) = cli.device {
-        backends::set_device(index);
+/// What the exit status means, for `--help`.
+const EXIT_STATUS: &str = "\
+Exit status:
+  0  done (bench and check: every case passed)
+  1  a backend failed: a conformance case or a correctness gate failed, or the backend reported an
+     error while working
+  2  the command could not do what was asked: a bad or inapplicable argument, an invalid input
+     file, an output that exists or cannot be written (standard output included), a backend not
+     available here, not enough memory or disk for the work
+A closed standard output (a pipe whose reader left) ends the output quietly.";
+
+impl Command {
+    /// The backend the command runs on: None for `quantize` (it runs none) and for `info` over
+    /// every backend.
+    fn backend(&self) -> Option<BackendChoice> {
+        match self {
+            Command::Bench { backend, .. } | Command::Run { backend, .. } | Command::Check { backend, .. } => {
+                Some(*backend)
+            }
+            Command::Info { backend } => backend.filter(|b| *b != BackendChoice::Auto),
+            Command::Quantize { .. } => None,
+        }
     }
-    if let Some(capability) = cli.emulate {
-        backends::set_emulated_capability(capability);
+
+    /// Its name, as errors are prefixed.
+    fn name(&self) -> &'static str {
+        match self {
+            Command::Bench { .. } => "bench",
+            Command::Info { .. } => "info",
+            Command::Run { .. } => "run",
+            Command::Quantize { .. } => "quantize",
+            Command::Check { .. } => "check",
+        }
     }
-    let mut stdout = std::io::stdout();
-    match cli.command {
+}
+
+/// Refuses the global options the chosen command or backend would ignore.
+fn check_global_options(cli: &Cli) -> Result<(), CliError> {
+    let backend = cli.command.backend();
+    let all_backends = matches!(cli.command, Command::Info { .. }) && backend.is_none();
+    if cli.device.is_some()
+        && !all_backends
+        && !matches!(backend, Some(BackendChoice::Auto | BackendChoice::Cuda | BackendChoice::Wgpu))
+    {
+        let reason = match backend {
+            Some(other) => format!("backend {} has one device; --device chooses a CUDA or wgpu device", other.name()),
+            None => format!("gemv {} runs no backend", cli.command.name()),
+        };
+        return Err(CliError::BadArgument { argument: "--device", reason });
+    }
+    if cli.emulate.is_some() && !all_backends && backend != Some(BackendChoice::CudaEmu) {
+        let reason = match backend {
+            Some(other) => format!("applies to --backend cuda-emu, not {}", other.name()),
+            None => format!("gemv {} runs no backend", cli.command.name()),
+        };
+        return Err(CliError::BadArgument { argument: "--emulate", reason });
+    }
+    Ok(())
+}
+
+/// Whether the work passed: Ok(false) for a failed case or gate (exit 1).
+fn dispatch(command: Command, stdout: &mut CheckedOutput<std::io::Stdout>) -> Result<bool, CliError> {
+    match command {
         Command::Bench {
             backend,
             shapes,
@@ -242,30 +316,15 @@ fn main() -> ExitCode {
                 cold_bytes: cold_mb.saturating_mul(1 << 20),
                 peer: !no_peer,
             };
-            match commands::bench::run(&options, &mut stdout) {
-                Ok(true) => ExitCode::SUCCESS,
-                Ok(false) => ExitCode::from(1),
-                Err(reason) => {
-                    eprintln!("gemv bench: {reason}");
-                    ExitCode::from(2)
-                }
-            }
+            commands::bench::run(&options, stdout)
         }
         Command::Run { weights, name, input, input_name, output, output_name, backend, expert } => {
             let options =
                 commands::run::RunOptions { weights, name, input, input_name, output, output_name, backend, expert };
-            match commands::run::run(&options) {
-                Ok(summary) => {
-                    eprintln!("{summary}");
-                    ExitCode::SUCCESS
-                }
-                Err(error) => {
-                    eprintln!("gemv run: {error}");
-                    ExitCode::from(error.exit_code())
-                }
-            }
+            eprintln!("{}", commands::run::run(&options)?);
+            Ok(true)
         }
-        Command::Quantize { input, output, names, exclude, no_shared_scale, hf_quant_config } => {
+        Command::Quantize { input, output, names, exclude, no_shared_scale, hf_quant_config, no_model_files } => {
             let options = commands::quantize::QuantizeOptions {
                 input,
                 output,
@@ -273,34 +332,60 @@ fn main() -> ExitCode {
                 exclude,
                 shared_scales: !no_shared_scale,
                 hf_quant_config,
+                model_files: !no_model_files,
             };
-            match commands::quantize::run(&options) {
-                Ok(summary) => {
-                    for line in summary {
-                        eprintln!("{line}");
-                    }
-                    ExitCode::SUCCESS
-                }
-                Err(error) => {
-                    eprintln!("gemv quantize: {error}");
-                    ExitCode::from(error.exit_code())
-                }
+            for line in commands::quantize::run(&options)? {
+                eprintln!("{line}");
             }
+            Ok(true)
         }
         Command::Info { backend } => {
-            print!("{}", commands::info::report(backend));
-            ExitCode::SUCCESS
+            stdout
+                .write_all(commands::info::report(backend).as_bytes())
+                .map_err(|e| CliError::Stdout(e.to_string()))?;
+            Ok(true)
         }
         Command::Check { backend, gates, all_cases, fail_fast } => {
             let options = commands::check::CheckOptions { gates, all_cases, fail_fast };
-            match commands::check::run(backend, &options, &mut stdout) {
-                Ok(true) => ExitCode::SUCCESS,
-                Ok(false) => ExitCode::from(1),
-                Err(reason) => {
-                    eprintln!("gemv check: {reason}");
-                    ExitCode::from(2)
-                }
-            }
+            commands::check::run(backend, &options, stdout)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    quiet_headless_vulkan();
+    let cli = Cli::parse();
+    let level = match cli.verbose {
+        0 => tracing::Level::WARN,
+        1 => tracing::Level::INFO,
+        2 => tracing::Level::DEBUG,
+        _ => tracing::Level::TRACE,
+    };
+    tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).init();
+    let name = cli.command.name();
+    if let Err(error) = check_global_options(&cli) {
+        eprintln!("gemv {name}: {error}");
+        return ExitCode::from(error.exit_code());
+    }
+    if let Some(index) = cli.device {
+        backends::set_device(index);
+    }
+    if let Some(capability) = cli.emulate {
+        backends::set_emulated_capability(capability);
+    }
+    let mut stdout = CheckedOutput::stdout();
+    let result = dispatch(cli.command, &mut stdout);
+    // A failed write is reported even when the command stopped for it.
+    let result = match (result, stdout.finish()) {
+        (Err(CliError::Stdout(_)) | Ok(_), Err(failure)) => Err(CliError::Stdout(failure.to_string())),
+        (result, _) => result,
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(error) => {
+            eprintln!("gemv {name}: {error}");
+            ExitCode::from(error.exit_code())
         }
     }
 }

@@ -10,7 +10,6 @@
 //! name, and every shard it names is opened and validated up front (headers only).
 
 use crate::error::CliError;
-use crate::safetensors::{Dtype, Tensor};
 use memmap2::Mmap;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -130,22 +129,23 @@ impl Shard {
         Ok(Shard { path: path.to_path_buf(), map, data_start: 8 + header_size, metadata })
     }
 
-    fn tensor(&self, name: &str) -> Option<Tensor> {
-        let info = self.metadata.info(name)?;
-        let (begin, end) = info.data_offsets;
+    /// The mapped bytes of a tensor.
+    fn data(&self, name: &str) -> Option<(usize, &[u8])> {
+        let (begin, end) = self.metadata.info(name)?.data_offsets;
         // Validated by read_metadata: the offsets lie inside the data section.
-        let data = self.map.get(self.data_start + begin..self.data_start + end)?.to_vec();
-        // The bytes are copied: hand their pages back, so reading tensor after tensor of a large
-        // file keeps one tensor resident, not the file.
+        Some((self.data_start + begin, self.map.get(self.data_start + begin..self.data_start + end)?))
+    }
+
+    /// Hands the pages of `len` bytes at `offset` back once copied, so reading tensor after
+    /// tensor of a large file keeps one piece resident, not the file.
+    fn release(&self, offset: usize, len: usize) {
         #[cfg(unix)]
         // SAFETY: the map is a read-only private mapping of a file nobody writes (see `open`) and
-        // no borrow of its bytes outlives the copy above; dropped pages read back unchanged
-        // from the file on the next access.
-        let _ = unsafe {
-            self.map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, self.data_start + begin, end - begin)
-        };
-        let dtype = Dtype::parse(&info.dtype.to_string()).ok_or_else(|| info.dtype.to_string());
-        Some(Tensor { dtype, shape: info.shape.clone(), data })
+        // no borrow of these bytes outlives the copy the caller made; dropped pages read back
+        // unchanged from the file on the next access.
+        let _ = unsafe { self.map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len) };
+        #[cfg(not(unix))]
+        let _ = (offset, len);
     }
 }
 
@@ -245,9 +245,35 @@ impl MappedCheckpoint {
         self.names.len()
     }
 
-    /// A copy of one tensor (only its bytes are read), or None.
-    pub fn tensor(&self, name: &str) -> Option<Tensor> {
-        self.shards[*self.names.get(name)?].tensor(name)
+    /// A copy of `range` of a tensor's bytes, or None when the tensor or the range is not there.
+    pub fn bytes(&self, name: &str, range: std::ops::Range<usize>) -> Option<Vec<u8>> {
+        let shard = &self.shards[*self.names.get(name)?];
+        let (offset, bytes) = shard.data(name)?;
+        let copy = bytes.get(range.clone())?.to_vec();
+        shard.release(offset + range.start, copy.len());
+        Some(copy)
+    }
+
+    /// Hands a tensor's bytes to `each` in pieces of at most `piece` bytes (the last may be
+    /// shorter), in order, holding none of them; None when there is no such tensor.
+    pub fn for_each_piece(
+        &self,
+        name: &str,
+        piece: usize,
+        mut each: impl FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> Option<std::io::Result<()>> {
+        let shard = &self.shards[*self.names.get(name)?];
+        let (offset, bytes) = shard.data(name)?;
+        let mut done = 0;
+        for chunk in bytes.chunks(piece.max(1)) {
+            let result = each(chunk);
+            shard.release(offset + done, chunk.len());
+            done += chunk.len();
+            if result.is_err() {
+                return Some(result);
+            }
+        }
+        Some(Ok(()))
     }
 
     /// A tensor's dtype name, shape and byte count, without reading its bytes.
@@ -292,7 +318,7 @@ impl MappedCheckpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checkpoint::{read_activations, read_weights};
+    use crate::checkpoint::{locate_activations, locate_weights};
 
     fn lcg(state: &mut u64) -> u64 {
         *state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -334,9 +360,10 @@ mod tests {
         let path = dir.join("case.safetensors");
         std::fs::write(&path, &valid).expect("write");
         let file = MappedCheckpoint::open(&path).expect("the valid file opens");
-        let (matrix, _) = read_weights(&file, "w", None).expect("the valid layer reads");
+        let matrix = locate_weights(&file, "w", None).and_then(|w| w.read(&file)).expect("the valid layer reads");
         assert_eq!((matrix.n(), matrix.k()), (4, 32));
-        assert_eq!(read_activations(&file, None, 32).expect("x reads").m, 2);
+        let x = locate_activations(&file, None, 32).expect("x reads");
+        assert_eq!((x.m, x.rows(&file, 0..2).expect("rows").len()), (2, 64));
 
         let header_end = 8 + u64::from_le_bytes(valid[..8].try_into().expect("8 bytes")) as usize;
         let mut state = 0x5eed;
@@ -368,9 +395,10 @@ mod tests {
             match MappedCheckpoint::open(&path) {
                 Ok(file) => {
                     opened += 1;
-                    let _ = read_weights(&file, "w", None);
-                    let _ = read_activations(&file, None, 32);
-                    let _ = read_activations(&file, Some("w.weight"), 32);
+                    let _ = locate_weights(&file, "w", None).and_then(|w| w.read(&file));
+                    for name in [None, Some("w.weight")] {
+                        let _ = locate_activations(&file, name, 32).and_then(|x| x.rows(&file, 0..x.m));
+                    }
                 }
                 Err(error) => {
                     refused += 1;

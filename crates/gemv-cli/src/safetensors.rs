@@ -1,10 +1,9 @@
 //! The safetensors format as this tool writes it: an 8-byte little-endian header length, a JSON
 //! header `{name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}}`, then the
-//! data, tensors in name order with contiguous offsets. Writing goes to a temporary file in the
-//! target's directory, then a rename: nothing is ever half-written. Reading is `mapped.rs`.
+//! data, tensors with contiguous offsets. A file appears only when complete
+//! (`atomic_output.rs`). Reading is `mapped.rs`.
 
 use crate::error::CliError;
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Seek, Write};
 use std::path::Path;
@@ -49,26 +48,6 @@ impl Dtype {
     }
 }
 
-/// One tensor of a file.
-#[derive(Debug, Clone)]
-pub struct Tensor {
-    /// Its dtype, or the unsupported dtype's name.
-    pub dtype: Result<Dtype, String>,
-    /// Its shape.
-    pub shape: Vec<usize>,
-    /// Its bytes.
-    pub data: Vec<u8>,
-}
-
-/// A whole file, tensors in header order of names.
-#[derive(Debug, Clone, Default)]
-pub struct SafeTensors {
-    /// Tensors by name.
-    pub tensors: BTreeMap<String, Tensor>,
-    /// `__metadata__`, if any.
-    pub metadata: Option<serde_json::Value>,
-}
-
 /// One output tensor as the header describes it, before its bytes exist.
 #[derive(Debug, Clone)]
 pub struct TensorLayout {
@@ -82,6 +61,63 @@ pub struct TensorLayout {
     pub len: usize,
 }
 
+/// A safetensors file about to be written: its header, built and checked, and its size.
+pub struct StreamedFile {
+    header: Vec<u8>,
+    len: u64,
+}
+
+impl StreamedFile {
+    /// The file holding `layouts` in that order (and `metadata`); `path` names it in errors.
+    pub fn new(path: &Path, metadata: Option<&serde_json::Value>, layouts: &[TensorLayout]) -> Result<Self, CliError> {
+        let mut header = serde_json::Map::new();
+        if let Some(metadata) = metadata {
+            header.insert(RESERVED_NAME.into(), metadata.clone());
+        }
+        let mut offset = 0usize;
+        for layout in layouts {
+            check_tensor_name("tensor name", &layout.name)?;
+            let end = offset.checked_add(layout.len).ok_or_else(|| CliError::BadOutput {
+                path: path.to_path_buf(),
+                reason: "its size does not fit in this machine's address space".into(),
+            })?;
+            header.insert(
+                layout.name.clone(),
+                serde_json::json!({"dtype": layout.dtype, "shape": layout.shape, "data_offsets": [offset, end]}),
+            );
+            offset = end;
+        }
+        let mut header = serde_json::to_vec(&serde_json::Value::Object(header))
+            .map_err(|e| CliError::Io { path: path.to_path_buf(), error: e.to_string() })?;
+        while header.len() % 8 != 0 {
+            header.push(b' ');
+        }
+        let len = (8 + header.len() as u64).saturating_add(offset as u64);
+        Ok(Self { header, len })
+    }
+
+    /// The file's bytes: header and data.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Writes the header, then the data `fill` produces, which must be exactly the bytes the
+    /// layouts announce.
+    pub fn write(&self, file: &mut File, fill: impl FnOnce(&mut File) -> std::io::Result<()>) -> std::io::Result<()> {
+        file.write_all(&(self.header.len() as u64).to_le_bytes())?;
+        file.write_all(&self.header)?;
+        fill(file)?;
+        let written = file.stream_position()?;
+        if written != self.len {
+            return Err(std::io::Error::other(format!(
+                "wrote {written} bytes where the header announces {}",
+                self.len
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// Writes `path` (which must not exist; it appears only when complete): the header for
 /// `layouts`, then their bytes in that order, produced by `fill`, so a caller can hold one
 /// tensor in memory at a time. `fill` must write exactly the bytes the layouts announce.
@@ -92,56 +128,23 @@ pub fn write_streamed(
     fill: impl Fn(&mut File) -> std::io::Result<()>,
 ) -> Result<(), CliError> {
     check_output_path(path)?;
-    let mut header = serde_json::Map::new();
-    if let Some(metadata) = metadata {
-        header.insert("__metadata__".into(), metadata.clone());
-    }
-    let mut offset = 0usize;
-    for layout in layouts {
-        header.insert(
-            layout.name.clone(),
-            serde_json::json!({"dtype": layout.dtype, "shape": layout.shape, "data_offsets": [offset, offset + layout.len]}),
-        );
-        offset += layout.len;
-    }
-    let mut header_bytes = serde_json::to_vec(&serde_json::Value::Object(header))
-        .map_err(|e| CliError::Io { path: path.to_path_buf(), error: e.to_string() })?;
-    while header_bytes.len() % 8 != 0 {
-        header_bytes.push(b' ');
-    }
-    let expected = (8 + header_bytes.len() + offset) as u64;
-    crate::atomic_output::write_new(path, |file| {
-        file.write_all(&(header_bytes.len() as u64).to_le_bytes())?;
-        file.write_all(&header_bytes)?;
-        fill(file)?;
-        let written = file.stream_position()?;
-        if written != expected {
-            return Err(std::io::Error::other(format!("wrote {written} bytes where the header announces {expected}")));
-        }
-        Ok(())
-    })
+    let streamed = StreamedFile::new(path, metadata, layouts)?;
+    crate::atomic_output::write_new(path, |file| streamed.write(file, &fill))
 }
 
-impl SafeTensors {
-    /// Writes to `path`, which must not exist yet; it appears only when complete.
-    pub fn write_new(&self, path: &Path) -> Result<(), CliError> {
-        let layouts: Vec<TensorLayout> = self
-            .tensors
-            .iter()
-            .map(|(name, tensor)| TensorLayout {
-                name: name.clone(),
-                dtype: tensor.dtype.as_ref().map(|d| d.name().to_string()).unwrap_or_else(|other| other.clone()),
-                shape: tensor.shape.clone(),
-                len: tensor.data.len(),
-            })
-            .collect();
-        write_streamed(path, self.metadata.as_ref(), &layouts, |file| {
-            for tensor in self.tensors.values() {
-                file.write_all(&tensor.data)?;
-            }
-            Ok(())
-        })
-    }
+/// The name the format keeps for the header's metadata.
+const RESERVED_NAME: &str = "__metadata__";
+
+/// Refuses a tensor name the format cannot hold: empty, or the name it keeps for metadata.
+pub fn check_tensor_name(argument: &'static str, name: &str) -> Result<(), CliError> {
+    let reason = if name.is_empty() {
+        "a tensor name cannot be empty".to_string()
+    } else if name == RESERVED_NAME {
+        format!("{RESERVED_NAME:?} is the name safetensors keeps for the file's metadata, not a tensor")
+    } else {
+        return Ok(());
+    };
+    Err(CliError::BadArgument { argument, reason })
 }
 
 /// Checks, before any work, that an output can be created at `path`: it does not exist yet and
@@ -150,10 +153,7 @@ pub fn check_output_path(path: &Path) -> Result<(), CliError> {
     if path.symlink_metadata().is_ok() {
         return Err(CliError::OutputExists { path: path.to_path_buf() });
     }
-    let directory = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
+    let directory = crate::atomic_output::parent_of(path);
     match std::fs::metadata(directory) {
         Ok(meta) if meta.is_dir() => Ok(()),
         Ok(_) => Err(CliError::BadOutput {

@@ -183,8 +183,8 @@ fn bench_rejects_bad_arguments_with_exit_2() {
         (vec!["bench", "--peak-gbps", "0"], "finite number of GB/s above 0"),
         (vec!["bench", "--peak-gbps=-5"], "finite number of GB/s above 0"),
         (vec!["bench", "--peak-gbps", "NaN"], "finite number of GB/s above 0"),
-        (vec!["bench", "--backend", "host", "--shape", "1000000x1000000"], "MB of host memory"),
-        (vec!["bench", "--backend", "host", "--cold-mb", "1048576"], "MB of host memory"),
+        (vec!["bench", "--backend", "host", "--shape", "1000000x1000000"], "of memory and"),
+        (vec!["bench", "--backend", "host", "--cold-mb", "1048576"], "of device buffers in host memory"),
     ] {
         let (code, _, stderr) = gemv(&args);
         assert_eq!(code, 2, "{args:?}: {stderr}");

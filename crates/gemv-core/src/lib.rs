@@ -29,7 +29,7 @@ pub use family::{FAST_FAMILY_BY_DEFAULT, FAST_FAMILY_FROM_M, Family, FamilyChoic
 pub use kill_switch::{EXACT_ONLY, KillSwitches, NO_BATCH8_RT, NO_EXACT_M_TIERS};
 pub use matrix::{Nvfp4Matrix, Nvfp4View};
 pub use plan::{Launch, TierMask, dispatch_plan, fast_dispatch_plan};
-pub use quantize::{quantize_bf16, quantize_f32, quantize_f32_with_amax};
+pub use quantize::{global_scale_for_amax, quantize_bf16, quantize_f32, quantize_f32_with_amax, quantize_rows};
 pub use reference::{ReferenceOutput, f64_reference, fast_reference, fast_rounding_depth, rounding_depth};
 pub use shape::{GROUP_SIZE, GemvShape, validate_weight_shape};
 pub use tiers::{

@@ -1,6 +1,7 @@
 //! `gemv check`: runs the conformance gates on one backend and prints gate, case, result.
 
 use crate::backends::{BackendChoice, open};
+use crate::error::CliError;
 use gemv_backend::DeviceKind;
 use gemv_backend::conformance::{Gate, plumbing_note, run_gate};
 use std::io::Write;
@@ -16,10 +17,13 @@ pub struct CheckOptions {
     pub fail_fast: bool,
 }
 
+fn stdout_error(error: std::io::Error) -> CliError {
+    CliError::Stdout(error.to_string())
+}
+
 /// Runs the chosen gates. Returns whether every case passed.
-pub fn run(choice: BackendChoice, options: &CheckOptions, out: &mut dyn Write) -> Result<bool, String> {
+pub fn run(choice: BackendChoice, options: &CheckOptions, out: &mut dyn Write) -> Result<bool, CliError> {
     let (gates, verbose) = (&options.gates, options.all_cases);
-    let backend = open(choice)?;
     let selected: Vec<Gate> = if gates.is_empty() {
         Gate::ALL.to_vec()
     } else {
@@ -31,26 +35,29 @@ pub fn run(choice: BackendChoice, options: &CheckOptions, out: &mut dyn Write) -
                     .copied()
                     .ok_or(format!("there is no gate {n} (gates are 1..={})", Gate::ALL.len()))
             })
-            .collect::<Result<_, _>>()?
+            .collect::<Result<_, _>>()
+            .map_err(|reason| CliError::BadArgument { argument: "--gate", reason })?
     };
+    let backend = open(choice).map_err(CliError::BackendUnavailable)?;
     let info = backend.device_info();
-    let _ = writeln!(out, "conformance on {} ({}, {})", backend.name(), info.name, info.architecture);
+    writeln!(out, "conformance on {} ({}, {})", backend.name(), info.name, info.architecture).map_err(stdout_error)?;
     if info.kind == DeviceKind::Reference {
         let independent: Vec<String> = Gate::ALL
             .iter()
             .filter(|g| g.has_independent_oracle() && !g.is_fast_family())
             .map(|g| g.number().to_string())
             .collect();
-        let _ = writeln!(
+        writeln!(
             out,
             "note: {} is the reference implementation of the contract: only gates {} (independent oracles) and \
              the ml_dtypes codec fixtures (cargo test -p gemv-core) check its arithmetic; the other gates compare \
              it with itself and check plumbing only",
             backend.name(),
             independent.join(" and ")
-        );
+        )
+        .map_err(stdout_error)?;
     }
-    let _ = writeln!(out, "{:<4} {:<24} {:<44} result", "gate", "title", "case");
+    writeln!(out, "{:<4} {:<24} {:<44} result", "gate", "title", "case").map_err(stdout_error)?;
     let (mut passed, mut failed) = (0usize, 0usize);
     for gate in selected {
         eprint!("gate {} ({})... ", gate.number(), gate.title());
@@ -59,13 +66,14 @@ pub fn run(choice: BackendChoice, options: &CheckOptions, out: &mut dyn Write) -
         let gate_failed = results.iter().filter(|r| !r.passed()).count();
         eprintln!("{} cases, {} failed, {:.1} s", results.len(), gate_failed, started.elapsed().as_secs_f64());
         if results.is_empty() && gate.is_fast_family() {
-            let _ = writeln!(
+            writeln!(
                 out,
                 "{:<4} {:<24} {:<44} n/a",
                 gate.number(),
                 gate.title(),
                 "no fast-family kernel on this backend"
-            );
+            )
+            .map_err(stdout_error)?;
             continue;
         }
         for result in &results {
@@ -73,25 +81,27 @@ pub fn run(choice: BackendChoice, options: &CheckOptions, out: &mut dyn Write) -
                 continue;
             }
             let verdict = result.failure.as_deref().map_or("pass".to_string(), |f| format!("FAIL: {f}"));
-            let _ = writeln!(out, "{:<4} {:<24} {:<44} {verdict}", gate.number(), gate.title(), result.case);
+            writeln!(out, "{:<4} {:<24} {:<44} {verdict}", gate.number(), gate.title(), result.case)
+                .map_err(stdout_error)?;
         }
         if gate_failed == 0 && !verbose {
             let plumbing = plumbing_note(backend.as_ref(), gate).map_or(String::new(), |note| format!(" ({note})"));
-            let _ = writeln!(
+            writeln!(
                 out,
                 "{:<4} {:<24} {:<44} pass{plumbing}",
                 gate.number(),
                 gate.title(),
                 format!("all {} cases", results.len())
-            );
+            )
+            .map_err(stdout_error)?;
         }
         failed += gate_failed;
         passed += results.len() - gate_failed;
         if options.fail_fast && gate_failed > 0 {
-            let _ = writeln!(out, "stopped after gate {} (--fail-fast)", gate.number());
+            writeln!(out, "stopped after gate {} (--fail-fast)", gate.number()).map_err(stdout_error)?;
             break;
         }
     }
-    let _ = writeln!(out, "{passed} passed, {failed} failed");
+    writeln!(out, "{passed} passed, {failed} failed").map_err(stdout_error)?;
     Ok(failed == 0)
 }

@@ -4,23 +4,29 @@
 //! As ModelOpt's export does: the output head and embeddings stay unquantized by default, and
 //! the projections an engine fuses into one GEMM (`q_proj`/`k_proj`/`v_proj`, `gate_proj`/
 //! `up_proj` of one parent) share one global scale, from the largest magnitude among them.
-//! `--hf-quant-config` writes the `hf_quant_config.json` serving engines read to recognise an
-//! NVFP4 checkpoint.
 //!
 //! The input may be sharded; the output is one file (a `.safetensors` path) or a new directory
-//! of shards mirroring the input's files plus `model.safetensors.index.json`. Either way one
-//! tensor is in memory at a time. Each shard appears only when complete, and the index last, so
-//! an interrupted run never leaves a directory that opens as a checkpoint; on an error the
-//! directory is removed.
+//! of shards mirroring the input's files plus `model.safetensors.index.json`. A directory output
+//! is, by default, what ModelOpt's export writes, loadable as it stands: `hf_quant_config.json`,
+//! the input's `config.json` with its `quantization_config`, and the input directory's other
+//! files that are not weights (tokenizer, generation config) copied. `--hf-quant-config` gives a
+//! single file its `hf_quant_config.json` too.
+//!
+//! Tensors are streamed: a piece of rows at a time is read, quantized and written (two passes,
+//! the first for the global scale), so no tensor is held whole. The output's size is checked
+//! against the free disk before any work, and it appears only when complete: a single file
+//! through an unnamed file, a directory all at once (`atomic_directory.rs`).
 
-use crate::checkpoint::to_f32;
+use crate::atomic_directory::DirectoryOutput;
+use crate::checkpoint::bytes_to_f32;
 use crate::commands::progress::progress;
 use crate::error::CliError;
 use crate::mapped::MappedCheckpoint;
-use crate::safetensors::TensorLayout;
-use gemv_core::quantize_f32_with_amax;
+use crate::safetensors::{Dtype, StreamedFile, TensorLayout};
+use gemv_core::{global_scale_for_amax, quantize_rows};
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::fs::File;
+use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// Arguments of `gemv quantize`.
@@ -37,8 +43,10 @@ pub struct QuantizeOptions {
     pub exclude: Vec<String>,
     /// Whether fused projections share one global scale.
     pub shared_scales: bool,
-    /// Whether to write `hf_quant_config.json` beside the output.
+    /// Whether a single-file output gets `hf_quant_config.json` beside it.
     pub hf_quant_config: bool,
+    /// Whether a directory output gets the serving configs and the input's other model files.
+    pub model_files: bool,
 }
 
 /// Left unquantized unless named in `--names`, as ModelOpt leaves them: the output head and the
@@ -79,8 +87,23 @@ struct Planned {
     name: String,
     n: usize,
     k: usize,
-    dtype: String,
+    dtype: Dtype,
 }
+
+impl Planned {
+    /// Bytes of one row of the input.
+    fn row_bytes(&self) -> usize {
+        self.k * if self.dtype == Dtype::F32 { 4 } else { 2 }
+    }
+
+    /// Bytes read, converted and quantized at once: whole rows, about [`PIECE_BYTES`].
+    fn piece_bytes(&self) -> usize {
+        (PIECE_BYTES / self.row_bytes()).max(1) * self.row_bytes()
+    }
+}
+
+/// About how many input bytes are in memory at once (as f32, four times as many for BF16).
+const PIECE_BYTES: usize = 16 << 20;
 
 /// Where the output goes: a `.safetensors` file, or any other path: a new directory of shards
 /// that mirror the input's files, with an index.
@@ -91,6 +114,9 @@ enum Destination {
 
 /// The index a sharded output gets, as Hugging Face names it.
 const INDEX: &str = "model.safetensors.index.json";
+
+/// The serving engines' quantization config, as ModelOpt's export names it.
+const HF_QUANT_CONFIG: &str = "hf_quant_config.json";
 
 /// One output file: its quantized tensors and the tensors it copies.
 struct Target<'a> {
@@ -126,48 +152,89 @@ impl Target<'_> {
     }
 }
 
-/// Writes every target, one tensor in memory at a time; returns the global scales in target
-/// order.
-fn write_targets(
-    input: &MappedCheckpoint,
-    targets: &[Target],
-    group_amax: &BTreeMap<(String, &str), f32>,
-    total: usize,
-) -> Result<Vec<f32>, CliError> {
-    let mut globals = Vec::new();
-    for target in targets {
-        let found = std::sync::Mutex::new(Vec::new());
-        crate::safetensors::write_streamed(&target.path, target.metadata.as_ref(), &target.layouts(), |file| {
-            let vanished = |name: &str| std::io::Error::other(format!("tensor {name:?} vanished while reading"));
-            let mut found_globals = Vec::new();
-            for plan in &target.planned {
-                let tensor = input.tensor(&plan.name).ok_or_else(|| vanished(&plan.name))?;
-                let values = to_f32(&tensor).ok_or_else(|| vanished(&plan.name))?;
-                drop(tensor);
-                let shared = fused_group(&plan.name).and_then(|g| group_amax.get(&g).copied()).unwrap_or(0.0);
-                let quantized = quantize_f32_with_amax(&values, plan.n, plan.k, shared)
-                    .map_err(|e| std::io::Error::other(format!("{}: {e}", plan.name)))?;
-                let global = quantized.global_scale();
-                let (packed, scales, _) = quantized.into_parts();
-                file.write_all(&packed)?;
-                file.write_all(&scales)?;
-                file.write_all(&global.to_le_bytes())?;
-                found_globals.push(global);
-                progress(globals.len() + found_globals.len(), total, "quantize");
-            }
-            for layout in &target.copied {
-                file.write_all(&input.tensor(&layout.name).ok_or_else(|| vanished(&layout.name))?.data)?;
-            }
-            *found.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = found_globals;
+/// The largest magnitude of a tensor, read a piece at a time.
+fn tensor_amax(input: &MappedCheckpoint, plan: &Planned) -> std::io::Result<f32> {
+    let mut amax = 0f32;
+    input
+        .for_each_piece(&plan.name, plan.piece_bytes(), |bytes| {
+            let values = bytes_to_f32(plan.dtype, bytes).unwrap_or_default();
+            amax = values.iter().fold(amax, |acc, v| acc.max(v.abs()));
             Ok(())
-        })?;
-        globals.extend(found.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner));
+        })
+        .unwrap_or_else(|| Err(vanished(&plan.name)))?;
+    Ok(amax)
+}
+
+fn vanished(name: &str) -> std::io::Error {
+    std::io::Error::other(format!("tensor {name:?} vanished while reading"))
+}
+
+/// Writes one tensor's three parts (packed `[N, K/2]`, scales `[N, K/16]`, global scale) at the
+/// file's position, a piece of rows at a time: the packed bytes in order, each piece's scales
+/// at their place further on. Returns the global scale.
+fn write_quantized(
+    input: &MappedCheckpoint,
+    plan: &Planned,
+    shared_amax: f32,
+    file: &mut File,
+) -> std::io::Result<f32> {
+    let global = global_scale_for_amax(tensor_amax(input, plan)?.max(shared_amax));
+    let k = plan.k;
+    let scales_start = file.stream_position()? + (plan.n * k / 2) as u64;
+    let mut row = 0;
+    input
+        .for_each_piece(&plan.name, plan.piece_bytes(), |bytes| {
+            let values = bytes_to_f32(plan.dtype, bytes).unwrap_or_default();
+            let (mut packed, mut scales) = (vec![0u8; values.len() / 2], vec![0u8; values.len() / 16]);
+            quantize_rows(&values, k, global, &mut packed, &mut scales).map_err(|error| {
+                let error = match error {
+                    gemv_core::CoreError::NonFiniteWeight { row: r, col, value } => {
+                        gemv_core::CoreError::NonFiniteWeight { row: row + r, col, value }
+                    }
+                    other => other,
+                };
+                std::io::Error::other(format!("{}: {error}", plan.name))
+            })?;
+            file.write_all(&packed)?;
+            let here = file.stream_position()?;
+            file.seek(SeekFrom::Start(scales_start + (row * k / 16) as u64))?;
+            file.write_all(&scales)?;
+            file.seek(SeekFrom::Start(here))?;
+            row += values.len() / k;
+            Ok(())
+        })
+        .unwrap_or_else(|| Err(vanished(&plan.name)))?;
+    file.seek(SeekFrom::Start(scales_start + (plan.n * k / 16) as u64))?;
+    file.write_all(&global.to_le_bytes())?;
+    Ok(global)
+}
+
+/// Writes one target's tensors: its quantized weights, streamed, then its copies. Returns their
+/// global scales in order.
+fn fill_target(
+    input: &MappedCheckpoint,
+    target: &Target,
+    group_amax: &BTreeMap<(String, &str), f32>,
+    done: usize,
+    total: usize,
+    file: &mut File,
+) -> std::io::Result<Vec<f32>> {
+    let mut globals = Vec::new();
+    for plan in &target.planned {
+        let shared = fused_group(&plan.name).and_then(|g| group_amax.get(&g).copied()).unwrap_or(0.0);
+        globals.push(write_quantized(input, plan, shared, file)?);
+        progress(done + globals.len(), total, "quantize");
+    }
+    for layout in &target.copied {
+        input
+            .for_each_piece(&layout.name, PIECE_BYTES, |bytes| file.write_all(bytes))
+            .unwrap_or_else(|| Err(vanished(&layout.name)))?;
     }
     Ok(globals)
 }
 
 /// The index of a sharded output: which file holds each tensor, and the bytes of tensor data.
-fn write_index(dir: &std::path::Path, targets: &[Target]) -> Result<(), CliError> {
+fn index_text(targets: &[Target]) -> String {
     let mut weight_map = serde_json::Map::new();
     let mut total_size = 0usize;
     for target in targets {
@@ -178,15 +245,18 @@ fn write_index(dir: &std::path::Path, targets: &[Target]) -> Result<(), CliError
         }
     }
     let index = serde_json::json!({"metadata": {"total_size": total_size}, "weight_map": weight_map});
-    let text = serde_json::to_string_pretty(&index).unwrap_or_default() + "\n";
-    crate::atomic_output::write_new(&dir.join(INDEX), |file| file.write_all(text.as_bytes()))
+    serde_json::to_string_pretty(&index).unwrap_or_default() + "\n"
+}
+
+/// The directory the input's model files live in.
+fn input_directory(input: &Path) -> &Path {
+    if input.is_dir() { input } else { crate::atomic_output::parent_of(input) }
 }
 
 /// The input's `config.json` (beside the file or the index, or in the directory), if it has
 /// one; it must be a JSON object.
 fn read_model_config(input: &Path) -> Result<Option<serde_json::Map<String, serde_json::Value>>, CliError> {
-    let dir = if input.is_dir() { input } else { input.parent().unwrap_or(Path::new(".")) };
-    let path = dir.join("config.json");
+    let path = input_directory(input).join("config.json");
     if !path.is_file() {
         return Ok(None);
     }
@@ -197,15 +267,41 @@ fn read_model_config(input: &Path) -> Result<Option<serde_json::Map<String, serd
     }
 }
 
-/// `hf_quant_config.json` at `path` (ModelOpt's file: weight-only NVFP4, `W4A16_NVFP4`, the
-/// modules left unquantized) and, given the model's config, `config.json` beside it with the
-/// `quantization_config` ModelOpt's export derives from it (compressed-tensors' layout,
-/// `quant_method: modelopt`).
-fn write_serving_configs(
-    path: &Path,
+/// Weight formats: files of these kinds are never copied into a quantized output.
+const WEIGHT_EXTENSIONS: [&str; 11] =
+    ["safetensors", "bin", "pt", "pth", "ckpt", "gguf", "h5", "msgpack", "onnx", "pkl", "npz"];
+
+/// The input directory's files a loadable output copies: regular files (symlinks followed, as in
+/// a Hugging Face cache), not hidden, not weights or their index, and not the configs the output
+/// writes anew.
+fn model_files(input: &Path) -> Result<Vec<(String, PathBuf, u64)>, CliError> {
+    let dir = input_directory(input);
+    let io = |e: std::io::Error| CliError::Io { path: dir.to_path_buf(), error: e.to_string() };
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io)?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let weights = Path::new(&name).extension().is_some_and(|e| WEIGHT_EXTENSIONS.iter().any(|w| e == *w));
+        let skipped = name.starts_with('.')
+            || weights
+            || name.ends_with(".index.json")
+            || name == "config.json"
+            || name == HF_QUANT_CONFIG;
+        match std::fs::metadata(entry.path()) {
+            Ok(meta) if meta.is_file() && !skipped => files.push((name, entry.path(), meta.len())),
+            _ => {}
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// `hf_quant_config.json` (ModelOpt's file: weight-only NVFP4, `W4A16_NVFP4`, the modules left
+/// unquantized) and, given the model's config, `config.json` with the `quantization_config`
+/// ModelOpt's export derives from it (compressed-tensors' layout, `quant_method: modelopt`).
+fn serving_configs(
     model_config: Option<&serde_json::Map<String, serde_json::Value>>,
     left_out: &[String],
-) -> Result<(), CliError> {
+) -> Vec<(&'static str, String)> {
     let modules: Vec<&str> = left_out.iter().map(|n| n.strip_suffix(".weight").unwrap_or(n)).collect();
     let producer = serde_json::json!({"name": "gemv", "version": env!("CARGO_PKG_VERSION")});
     let hf_quant_config = serde_json::json!({
@@ -217,11 +313,8 @@ fn write_serving_configs(
             "exclude_modules": modules,
         }
     });
-    let write_json = |path: &Path, value: &serde_json::Value| {
-        let text = serde_json::to_string_pretty(value).unwrap_or_default() + "\n";
-        crate::atomic_output::write_new(path, |file| file.write_all(text.as_bytes()))
-    };
-    write_json(path, &hf_quant_config)?;
+    let text = |value: &serde_json::Value| serde_json::to_string_pretty(value).unwrap_or_default() + "\n";
+    let mut configs = vec![(HF_QUANT_CONFIG, text(&hf_quant_config))];
     if let Some(config) = model_config {
         let weights =
             serde_json::json!({"dynamic": false, "num_bits": 4, "type": "float", "group_size": gemv_core::GROUP_SIZE});
@@ -236,13 +329,36 @@ fn write_serving_configs(
                 "quant_method": "modelopt",
             }),
         );
-        write_json(&path.with_file_name("config.json"), &serde_json::Value::Object(config))?;
+        configs.push(("config.json", text(&serde_json::Value::Object(config))));
+    }
+    configs
+}
+
+/// Refuses options that contradict each other or do not apply to the output.
+fn check_options(options: &QuantizeOptions, destination: &Destination) -> Result<(), CliError> {
+    if !options.names.is_empty() && !options.exclude.is_empty() {
+        let reason = "leaves tensors out of the default selection; with --names only the named tensors are \
+                      quantized (drop one of the two)";
+        return Err(CliError::BadArgument { argument: "--exclude", reason: reason.into() });
+    }
+    if let Destination::File(_) = destination
+        && !options.model_files
+    {
+        let reason = "applies to a directory output (a path not ending in .safetensors)".into();
+        return Err(CliError::BadArgument { argument: "--no-model-files", reason });
+    }
+    if let Some(name) = options.names.iter().enumerate().find_map(|(i, n)| options.names[..i].contains(n).then_some(n))
+    {
+        return Err(CliError::BadArgument { argument: "--names", reason: format!("{name:?} is named twice") });
+    }
+    for name in &options.names {
+        crate::safetensors::check_tensor_name("--names", name)?;
     }
     Ok(())
 }
 
-/// Runs; returns a summary line per quantized tensor. Every selected tensor is validated before
-/// anything is written, and the output is streamed: one tensor in memory at a time.
+/// Runs; returns a summary line per quantized tensor. Every selected tensor is validated and the
+/// output sized against the free disk before anything is written.
 pub fn run(options: &QuantizeOptions) -> Result<Vec<String>, CliError> {
     crate::safetensors::check_output_path(&options.output)?;
     let destination = if options.output.extension().is_some_and(|e| e == "safetensors") {
@@ -250,24 +366,20 @@ pub fn run(options: &QuantizeOptions) -> Result<Vec<String>, CliError> {
     } else {
         Destination::Directory(options.output.clone())
     };
-    if let Some(name) = options.names.iter().enumerate().find_map(|(i, n)| options.names[..i].contains(n).then_some(n))
-    {
-        return Err(CliError::BadArgument { argument: "--names", reason: format!("{name:?} is named twice") });
-    }
+    check_options(options, &destination)?;
     let path = &options.input;
     let input = MappedCheckpoint::open(path)?;
-    let config_path = match &destination {
-        Destination::File(path) => path.with_file_name("hf_quant_config.json"),
-        Destination::Directory(dir) => dir.join("hf_quant_config.json"),
-    };
-    if options.hf_quant_config && config_path.symlink_metadata().is_ok() {
-        return Err(CliError::OutputExists { path: config_path });
-    }
-    // A sharded output with the serving config also gets the model's config.json, with the
-    // quantization_config engines read (read and checked now, before any work).
-    let model_config = match &destination {
-        Destination::Directory(_) if options.hf_quant_config => read_model_config(path)?,
-        _ => None,
+    // The serving files: read and checked now, before any work.
+    let (write_hf_config, model_config, copies) = match &destination {
+        Destination::File(file) => {
+            let config_path = file.with_file_name(HF_QUANT_CONFIG);
+            if options.hf_quant_config && config_path.symlink_metadata().is_ok() {
+                return Err(CliError::OutputExists { path: config_path });
+            }
+            (options.hf_quant_config, None, Vec::new())
+        }
+        Destination::Directory(_) if options.model_files => (true, read_model_config(path)?, model_files(path)?),
+        Destination::Directory(_) => (options.hf_quant_config, None, Vec::new()),
     };
     let float = |dtype: &str| matches!(dtype, "BF16" | "F16" | "F32");
     let quantizable = |name: &str| {
@@ -298,9 +410,10 @@ pub fn run(options: &QuantizeOptions) -> Result<Vec<String>, CliError> {
             expected: expected.to_string(),
             found: format!("{} {:?}", layout.dtype, layout.shape),
         };
-        if !float(&layout.dtype) {
-            return Err(bad("a BF16, F16 or F32 tensor"));
-        }
+        let dtype = match Dtype::parse(&layout.dtype) {
+            Some(dtype @ (Dtype::Bf16 | Dtype::F16 | Dtype::F32)) => dtype,
+            _ => return Err(bad("a BF16, F16 or F32 tensor")),
+        };
         let [n, k] = layout.shape[..] else { return Err(bad("a 2-D tensor [N, K]")) };
         if n == 0 || k == 0 || k % 16 != 0 {
             return Err(bad("[N, K] with N >= 1 and K a positive multiple of 16"));
@@ -310,21 +423,7 @@ pub fn run(options: &QuantizeOptions) -> Result<Vec<String>, CliError> {
                 return Err(bad(&format!("no existing tensor {name}{suffix} (it would be overwritten)")));
             }
         }
-        planned.push(Planned { name: name.clone(), n, k, dtype: layout.dtype });
-    }
-
-    // The shared amax of every fused group present (one tensor in memory at a time).
-    let mut group_amax: BTreeMap<(String, &str), f32> = BTreeMap::new();
-    if options.shared_scales {
-        for plan in &planned {
-            if let (Some(group), Some(values)) =
-                (fused_group(&plan.name), input.tensor(&plan.name).as_ref().and_then(to_f32))
-            {
-                let amax = values.iter().fold(0f32, |a, v| a.max(v.abs()));
-                let entry = group_amax.entry(group).or_insert(0.0);
-                *entry = entry.max(amax);
-            }
-        }
+        planned.push(Planned { name: name.clone(), n, k, dtype });
     }
 
     // The outputs: one file, or one shard per input file. Each holds its quantized tensors'
@@ -353,37 +452,90 @@ pub fn run(options: &QuantizeOptions) -> Result<Vec<String>, CliError> {
             })
             .collect(),
     };
-    if let Destination::Directory(dir) = &destination {
-        std::fs::create_dir(dir).map_err(|e| CliError::BadOutput { path: dir.clone(), reason: e.to_string() })?;
-    }
-    let written = write_targets(&input, &targets, &group_amax, planned.len()).and_then(|globals| {
-        if let Destination::Directory(dir) = &destination {
-            if options.hf_quant_config {
-                write_serving_configs(&config_path, model_config.as_ref(), &left_out)?;
-            }
-            write_index(dir, &targets)?;
-        }
-        Ok(globals)
-    });
-    let globals = match written {
-        Ok(globals) => globals,
-        Err(error) => {
-            if let Destination::Directory(dir) = &destination {
-                // Created by this run: nothing of it is worth keeping.
-                let _ = std::fs::remove_dir_all(dir);
-            }
-            return Err(error);
-        }
-    };
-    let copied = copied_names;
-    let mut summary: Vec<String> = targets
+    let files: Vec<StreamedFile> = targets
         .iter()
-        .flat_map(|t| t.planned.iter().copied())
-        .zip(&globals)
-        .map(|(p, global)| {
-            format!("quantized {} [{}, {}] {} -> NVFP4 (global scale {global:e})", p.name, p.n, p.k, p.dtype)
-        })
-        .collect();
+        .map(|t| StreamedFile::new(&t.path, t.metadata.as_ref(), &t.layouts()))
+        .collect::<Result<_, _>>()?;
+    let configs = if write_hf_config { serving_configs(model_config.as_ref(), &left_out) } else { Vec::new() };
+    let index = index_text(&targets);
+    let needed = files.iter().map(StreamedFile::len).chain(copies.iter().map(|c| c.2)).try_fold(0u64, u64::checked_add);
+    let small = (index.len() + configs.iter().map(|c| c.1.len()).sum::<usize>()) as u64;
+    crate::resources::check_disk(&options.output, needed.and_then(|n| n.checked_add(small)))?;
+
+    // The shared amax of every fused group present, streamed.
+    let mut group_amax: BTreeMap<(String, &str), f32> = BTreeMap::new();
+    if options.shared_scales {
+        for plan in &planned {
+            if let Some(group) = fused_group(&plan.name) {
+                let amax =
+                    tensor_amax(&input, plan).map_err(|e| CliError::Io { path: path.clone(), error: e.to_string() })?;
+                let entry = group_amax.entry(group).or_insert(0.0);
+                *entry = entry.max(amax);
+            }
+        }
+    }
+
+    let total = planned.len();
+    let mut globals = Vec::new();
+    match &destination {
+        Destination::File(out) => {
+            let found = std::sync::Mutex::new(Vec::new());
+            crate::safetensors::check_output_path(out)?;
+            crate::atomic_output::write_new(out, |file| {
+                files[0].write(file, |file| {
+                    let scales = fill_target(&input, &targets[0], &group_amax, 0, total, file)?;
+                    *found.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = scales;
+                    Ok(())
+                })
+            })?;
+            globals = found.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+            for (name, text) in &configs {
+                let config = out.with_file_name(name);
+                crate::atomic_output::write_new(&config, |file| file.write_all(text.as_bytes()))?;
+            }
+        }
+        Destination::Directory(dir) => {
+            let mut output = DirectoryOutput::begin(dir)?;
+            for (target, file) in targets.iter().zip(&files) {
+                let name = target.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                output.add(&name, |out| {
+                    file.write(out, |out| {
+                        globals.extend(fill_target(&input, target, &group_amax, globals.len(), total, out)?);
+                        Ok(())
+                    })
+                })?;
+            }
+            for (name, text) in &configs {
+                output.add(name, |file| file.write_all(text.as_bytes()))?;
+            }
+            for (name, source, _) in &copies {
+                output.add(name, |file| {
+                    let mut from = File::open(source)?;
+                    std::io::copy(&mut from, file).map(|_| ())
+                })?;
+            }
+            output.add(INDEX, |file| file.write_all(index.as_bytes()))?;
+            output.finish()?;
+        }
+    }
+
+    let mut summary: Vec<String> = Vec::new();
+    for (plan, global) in targets.iter().flat_map(|t| t.planned.iter().copied()).zip(&globals) {
+        summary.push(format!(
+            "quantized {} [{}, {}] {} -> NVFP4 (global scale {global:e})",
+            plan.name,
+            plan.n,
+            plan.k,
+            plan.dtype.name()
+        ));
+        if *global == 0.0 {
+            summary.push(format!(
+                "warning: {}: every value is below 2688 x 2^-149 in magnitude, so its global scale underflows to 0 \
+                 and it quantizes to all zeros",
+                plan.name
+            ));
+        }
+    }
     summary.push(format!(
         "wrote {}{} ({} tensors quantized, {} copied{})",
         options.output.display(),
@@ -392,20 +544,20 @@ pub fn run(options: &QuantizeOptions) -> Result<Vec<String>, CliError> {
             Destination::Directory(_) => format!(": {} shards and {INDEX}", targets.len()),
         },
         planned.len(),
-        copied.len(),
+        copied_names.len(),
         if left_out.is_empty() { String::new() } else { format!(", left unquantized: {}", left_out.join(", ")) }
     ));
-    if options.hf_quant_config {
-        if let Destination::File(_) = &destination {
-            write_serving_configs(&config_path, None, &left_out)?;
-        }
-        summary.push(format!("wrote {}", config_path.display()));
-        if model_config.is_some() {
-            summary.push(format!(
-                "wrote {} with its quantization_config",
-                config_path.with_file_name("config.json").display()
-            ));
-        }
+    let config_dir = match &destination {
+        Destination::File(file) => crate::atomic_output::parent_of(file).to_path_buf(),
+        Destination::Directory(dir) => dir.clone(),
+    };
+    for (name, _) in &configs {
+        let what = if *name == "config.json" { " with its quantization_config" } else { "" };
+        summary.push(format!("wrote {}{what}", config_dir.join(name).display()));
+    }
+    if !copies.is_empty() {
+        let names: Vec<&str> = copies.iter().map(|c| c.0.as_str()).collect();
+        summary.push(format!("copied from the input: {}", names.join(", ")));
     }
     Ok(summary)
 }

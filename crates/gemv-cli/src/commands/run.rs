@@ -2,12 +2,13 @@
 //! splits it).
 
 use crate::backends::{BackendChoice, open};
-use crate::checkpoint::{expert_count, read_activations, read_weights};
+use crate::checkpoint::{expert_count, locate_activations, locate_weights};
 use crate::error::CliError;
 use crate::mapped::MappedCheckpoint;
-use crate::safetensors::{Dtype, SafeTensors, Tensor};
-use gemv_backend::{DeviceMatrix, ResolvedTiers};
+use crate::safetensors::TensorLayout;
+use gemv_backend::{DeviceKind, DeviceMatrix, ResolvedTiers};
 use gemv_core::{KillSwitches, WIDEST_TIER};
+use std::io::Write;
 use std::path::PathBuf;
 
 /// Arguments of `gemv run`.
@@ -48,11 +49,29 @@ pub fn parse_experts(text: &str) -> Result<Experts, String> {
     }
 }
 
-/// Runs; returns a one-line summary.
+/// The most bytes of X or Y one piece of the work holds: M is split into pieces of rows this
+/// size at most (each row's result depends on that row alone, so the bits are the same).
+const PIECE_BYTES: usize = 64 << 20;
+
+/// Copies of the weights that live in host memory while a backend holds them: the host copy read
+/// from the checkpoint, plus the device buffers of every backend that is not a real GPU (the CPU
+/// backend also keeps its own arrangement of them).
+fn host_copies(kind: DeviceKind) -> u64 {
+    match kind {
+        DeviceKind::Gpu => 1,
+        DeviceKind::Cpu => 3,
+        _ => 2,
+    }
+}
+
+/// Runs; returns a one-line summary. Everything is validated and sized before any work: the
+/// output's bytes against the free disk, the weights' and one piece's bytes against the
+/// available memory. X is read and Y written in pieces of rows, so neither is held whole.
 pub fn run(options: &RunOptions) -> Result<String, CliError> {
+    crate::safetensors::check_tensor_name("--output-name", &options.output_name)?;
     crate::safetensors::check_output_path(&options.output)?;
     let weights_file = MappedCheckpoint::open(&options.weights)?;
-    // read_weights checks an expert number and asks for --expert on a 3-D tensor.
+    // locate_weights checks an expert number and asks for --expert on a 3-D tensor.
     let experts: Vec<Option<usize>> = match (expert_count(&weights_file, &options.name)?, options.expert) {
         (Some(count), Some(Experts::All)) => (0..count).map(Some).collect(),
         (None, Some(Experts::All)) => {
@@ -62,44 +81,75 @@ pub fn run(options: &RunOptions) -> Result<String, CliError> {
         (_, Some(Experts::One(e))) => vec![Some(e)],
         (_, None) => vec![None],
     };
+    let Some(first) = experts.first() else {
+        return Err(CliError::BadArgument { argument: "--expert", reason: "the tensor holds no experts".into() });
+    };
+    // Every expert of a tensor has the same shape and layout.
+    let weights = locate_weights(&weights_file, &options.name, *first)?;
+    let (n, k, layout) = (weights.n, weights.k, weights.layout);
     let input_file = MappedCheckpoint::open(&options.input)?;
-    let backend = open(options.backend).map_err(CliError::Backend)?;
-    let tiers = ResolvedTiers::resolve(backend.as_ref(), KillSwitches::process());
-    let mut y = Vec::new();
-    let (mut summary, mut m, mut shape) = (None, 0, Vec::new());
-    // X is read once, with the first expert's K (every expert of a tensor has the same shape).
-    let mut x = None;
-    for expert in &experts {
-        let (weights, layout) = read_weights(&weights_file, &options.name, *expert)?;
-        let x = match &x {
-            Some(x) => x,
-            None => x.insert(read_activations(&input_file, options.input_name.as_deref(), weights.k())?),
-        };
-        let matrix =
-            DeviceMatrix::upload(backend.as_ref(), &weights.view()).map_err(|e| CliError::Backend(e.to_string()))?;
-        y.extend(matrix.gemv(&tiers, &x.bits, x.m, WIDEST_TIER).map_err(|e| CliError::Backend(e.to_string()))?);
-        m = x.m;
-        shape = x.leading.clone();
-        shape.push(weights.n());
-        summary = Some((layout, x.name.clone(), weights.n(), weights.k()));
-    }
+    let x = locate_activations(&input_file, options.input_name.as_deref(), k)?;
+    let m = x.m;
+    let mut shape = x.leading.clone();
+    shape.push(n);
     if options.expert == Some(Experts::All) {
         shape.insert(0, experts.len());
     }
-    let Some((layout, x_name, n, k)) = summary else {
-        return Err(CliError::BadArgument { argument: "--expert", reason: "the tensor holds no experts".into() });
+    let y_bytes = (experts.len() as u64).checked_mul(m as u64).and_then(|v| v.checked_mul(n as u64)?.checked_mul(2));
+    crate::resources::check_disk(&options.output, y_bytes.and_then(|b| b.checked_add(4096)))?;
+    let y_len = y_bytes.and_then(|b| usize::try_from(b).ok()).ok_or_else(|| CliError::BadOutput {
+        path: options.output.clone(),
+        reason: "Y does not fit in this machine's address space".into(),
+    })?;
+
+    let backend = open(options.backend).map_err(CliError::BackendUnavailable)?;
+    let rows_per_piece = (PIECE_BYTES / (4 * n.max(k))).clamp(1, m);
+    let piece_bytes = (rows_per_piece as u64) * (n.max(k) as u64) * 4;
+    let weight_bytes = weights.bytes().and_then(|w| w.checked_mul(host_copies(backend.device_info().kind)));
+    crate::resources::check_memory(
+        || format!("layer {:?} (N = {n}, K = {k}) on backend {}", options.name, backend.name()),
+        weight_bytes.and_then(|w| w.checked_add(2 * piece_bytes)),
+    )?;
+    let tiers = ResolvedTiers::resolve(backend.as_ref(), KillSwitches::process());
+
+    // The backend's failure keeps its own exit status; the file writer only sees that it failed.
+    let failure = std::cell::RefCell::new(None);
+    let fail = |error: CliError| {
+        let message = error.to_string();
+        failure.borrow_mut().get_or_insert(error);
+        std::io::Error::other(message)
     };
-    let mut output = SafeTensors::default();
-    output.tensors.insert(
-        options.output_name.clone(),
-        Tensor { dtype: Ok(Dtype::Bf16), shape: shape.clone(), data: bytemuck::cast_slice(&y).to_vec() },
-    );
-    output.write_new(&options.output)?;
+    let layouts =
+        [TensorLayout { name: options.output_name.clone(), dtype: "BF16".into(), shape: shape.clone(), len: y_len }];
+    let written = crate::safetensors::write_streamed(&options.output, None, &layouts, |file| {
+        for expert in &experts {
+            let weights = locate_weights(&weights_file, &options.name, *expert).and_then(|w| w.read(&weights_file));
+            let weights = weights.map_err(fail)?;
+            let matrix = DeviceMatrix::upload(backend.as_ref(), &weights.view())
+                .map_err(|e| fail(CliError::Backend(e.to_string())))?;
+            drop(weights);
+            let mut row = 0;
+            while row < m {
+                let rows = rows_per_piece.min(m - row);
+                let bits = x.rows(&input_file, row..row + rows).map_err(fail)?;
+                let y = matrix
+                    .gemv(&tiers, &bits, rows, WIDEST_TIER)
+                    .map_err(|e| fail(CliError::Backend(e.to_string())))?;
+                file.write_all(bytemuck::cast_slice(&y))?;
+                row += rows;
+            }
+        }
+        Ok(())
+    });
+    if let Err(error) = written {
+        return Err(failure.into_inner().unwrap_or(error));
+    }
     Ok(format!(
-        "wrote {:?} BF16 {shape:?} to {} (X {x_name:?}, M = {m}; {layout:?} weights {:?}{}, N = {n}, K = {k}, \
+        "wrote {:?} BF16 {shape:?} to {} (X {:?}, M = {m}; {layout:?} weights {:?}{}, N = {n}, K = {k}, \
          backend {})",
         options.output_name,
         options.output.display(),
+        x.name,
         options.name,
         match options.expert {
             Some(Experts::One(e)) => format!(", expert {e}"),

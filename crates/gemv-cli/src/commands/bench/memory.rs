@@ -2,6 +2,7 @@
 //! cannot hold is a clear error, not an allocation failure that aborts the process (a Rust
 //! allocation failure aborts; on Linux an overcommitted one is killed later instead).
 
+use crate::error::CliError;
 use gemv_backend::{DeviceInfo, DeviceKind};
 
 /// What the bench would allocate for one shape, in bytes.
@@ -37,14 +38,6 @@ pub fn needed(n: usize, k: usize, max_m: usize, cold_bytes: usize) -> Option<Ben
     })
 }
 
-/// The memory the kernel says is available (`MemAvailable`), where it says so.
-pub fn available_host_memory() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
-}
-
 /// Refuses a shape whose bench would not fit: the host copy always lives in host memory, and so
 /// do the device buffers of every backend that is not a real GPU (the CPU, the host reference,
 /// the emulator, a software rasteriser). On a GPU the driver refuses what it cannot hold with a
@@ -56,10 +49,13 @@ pub fn check(
     k: usize,
     max_m: usize,
     cold_bytes: usize,
-) -> Result<(), String> {
-    let need = needed(n, k, max_m, cold_bytes)
-        .ok_or(format!("shape {label} (N = {n}, K = {k}) at M = {max_m}: the memory it needs overflows 64 bits"))?;
-    let Some(available) = available_host_memory() else {
+) -> Result<(), CliError> {
+    let need = needed(n, k, max_m, cold_bytes).ok_or_else(|| {
+        CliError::Usage(format!(
+            "shape {label} (N = {n}, K = {k}) at M = {max_m}: the memory it needs overflows 64 bits"
+        ))
+    })?;
+    let Some(available) = crate::resources::available_memory() else {
         tracing::debug!("no MemAvailable: the bench's memory is not checked");
         return Ok(());
     };
@@ -72,19 +68,20 @@ pub fn check(
 const CPU_DEVICE_COPIES: u64 = if cfg!(feature = "ggml-peer") { 5 } else { 2 };
 
 /// [`check`] with the available memory given.
-pub fn check_against(kind: DeviceKind, label: &str, need: BenchMemory, available: u64) -> Result<(), String> {
+pub fn check_against(kind: DeviceKind, label: &str, need: BenchMemory, available: u64) -> Result<(), CliError> {
     let device = if kind == DeviceKind::Cpu { need.device.saturating_mul(CPU_DEVICE_COPIES) } else { need.device };
     let host = if kind == DeviceKind::Gpu { need.host } else { need.host.saturating_add(device) };
     if host > available {
-        let mb = |bytes: u64| bytes >> 20;
-        return Err(format!(
-            "shape {label}: the bench needs {} MB of host memory ({} MB of weights and activations{}) and {} MB is \
-             available; use a smaller --shape, --m or --cold-mb",
-            mb(host),
-            mb(need.host),
-            if kind == DeviceKind::Gpu { String::new() } else { format!(", {} MB of device buffers", mb(device)) },
-            mb(available)
-        ));
+        let what = format!(
+            "shape {label}: the bench ({} of weights and activations{}; use a smaller --shape, --m or --cold-mb)",
+            crate::error::size(need.host),
+            if kind == DeviceKind::Gpu {
+                String::new()
+            } else {
+                format!(", {} of device buffers in host memory", crate::error::size(device))
+            },
+        );
+        return Err(CliError::NotEnoughMemory { what, needed: host, available });
     }
     Ok(())
 }
@@ -102,18 +99,25 @@ mod tests {
         assert!(check_against(DeviceKind::Cpu, "qkv/o", need, 8 << 30).is_ok());
 
         let huge = needed(1_000_000, 1_000_000, 1, 256 << 20).expect("fits in 64 bits");
-        let error = check_against(DeviceKind::Reference, "1000000x1000000", huge, 8 << 30).expect_err("refused");
-        assert!(error.contains("needs 1072891 MB of host memory") && error.contains("8192 MB is available"), "{error}");
+        let refused = |kind| check_against(kind, "1000000x1000000", huge, 8 << 30).expect_err("refused");
+        let error = refused(DeviceKind::Reference);
+        assert!(
+            matches!(error, CliError::NotEnoughMemory { needed, available: 0x2_0000_0000, .. } if needed == huge.host + huge.device)
+        );
+        let error = error.to_string();
+        assert!(error.contains("of memory and 8.0 GiB is available"), "{error}");
         // The CPU backend also holds its arrangement of every copy.
-        let cpu = check_against(DeviceKind::Cpu, "1000000x1000000", huge, 8 << 30).expect_err("refused");
-        let device_mb = (huge.device * CPU_DEVICE_COPIES) >> 20;
-        assert!(cpu.contains(&format!("{device_mb} MB of device buffers")), "{cpu}");
+        let cpu = refused(DeviceKind::Cpu);
+        assert!(
+            matches!(cpu, CliError::NotEnoughMemory { needed, .. } if needed == huge.host + huge.device * CPU_DEVICE_COPIES)
+        );
         let twice = need.host + 2 * need.device;
         assert!(check_against(DeviceKind::Cpu, "qkv/o", need, twice - 1).is_err() || CPU_DEVICE_COPIES < 2);
         assert!(check_against(DeviceKind::Reference, "qkv/o", need, twice - 1).is_ok());
         // On a GPU only the host copy counts against host memory.
-        let gpu = check_against(DeviceKind::Gpu, "1000000x1000000", huge, 8 << 30).expect_err("refused");
-        assert!(gpu.contains("needs 536445 MB") && !gpu.contains("device buffers"), "{gpu}");
+        let gpu = refused(DeviceKind::Gpu);
+        assert!(matches!(gpu, CliError::NotEnoughMemory { needed, .. } if needed == huge.host), "{gpu}");
+        assert!(!gpu.to_string().contains("device buffers"), "{gpu}");
         assert!(check_against(DeviceKind::Gpu, "qkv/o", need, 100 << 20).is_ok());
 
         assert_eq!(needed(usize::MAX, 16, 1, 0), None);

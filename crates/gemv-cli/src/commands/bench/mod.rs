@@ -10,6 +10,7 @@ mod plot;
 mod protocol;
 
 use crate::backends::{BackendChoice, open};
+use crate::error::CliError;
 use gemv_backend::{DeviceKind, DeviceMatrix, GpuBackend, KernelHandle, ResolvedTiers, conformance};
 use gemv_core::{
     FAST_TIERS, Family, FamilyChoice, KillSwitches, TIERS, WIDEST_TIER, f64_reference, gemv_contract, host_threads,
@@ -292,37 +293,74 @@ fn gates(backend: &dyn GpuBackend, tiers: &ResolvedTiers, arms: &[Arm], notes: &
     Ok(())
 }
 
+/// Checks, before any work, that `--plot` can be written: a new file or a regular file to
+/// replace, in a directory that exists.
+fn check_plot_path(path: &std::path::Path) -> Result<(), CliError> {
+    let bad = |reason: String| CliError::BadOutput { path: path.to_path_buf(), reason: format!("--plot: {reason}") };
+    match std::fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => return Err(bad("exists and is not a regular file".into())),
+        Ok(meta) if meta.permissions().readonly() => return Err(bad("exists and is read-only".into())),
+        Ok(_) => return Ok(()),
+        Err(_) => {}
+    }
+    let directory = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => std::path::Path::new("."),
+    };
+    match std::fs::metadata(directory) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(bad(format!("{} is not a directory", directory.display()))),
+        Err(e) => Err(bad(format!("its directory {} cannot be used: {e}", directory.display()))),
+    }
+}
+
 /// Runs the bench; Ok(false) when a gate failed (nothing was timed).
-pub fn run(options: &BenchOptions, out: &mut dyn Write) -> Result<bool, String> {
-    let backend = open(options.backend)?;
+pub fn run(options: &BenchOptions, out: &mut dyn Write) -> Result<bool, CliError> {
+    if let Some(path) = &options.plot {
+        check_plot_path(path)?;
+    }
+    if !options.families.is_empty() && !options.tiers.is_empty() && !options.tiers.iter().any(|t| t == "plan") {
+        return Err(CliError::BadArgument {
+            argument: "--family",
+            reason: "chooses the family of the dispatch plan, and --tier forces kernels without it (add --tier plan \
+                     to time the plan too)"
+                .into(),
+        });
+    }
+    let backend = open(options.backend).map_err(CliError::BackendUnavailable)?;
     let info = backend.device_info();
     let tiers = ResolvedTiers::resolve(backend.as_ref(), KillSwitches::process());
     let mut notes = Vec::new();
-    let arms = arms(&tiers, backend.as_ref(), options, &mut notes)?;
+    let arms = arms(&tiers, backend.as_ref(), options, &mut notes).map_err(CliError::Usage)?;
     if arms.is_empty() {
-        return Err("nothing to run: no tier covers the requested M".into());
+        return Err(CliError::Usage("nothing to run: no tier covers the requested M".into()));
     }
     let max_m = arms.iter().map(|a| a.m).max().unwrap_or(1);
     for (label, n, k) in &options.shapes {
         memory::check(&info, label, *n, *k, max_m, options.cold_bytes)?;
     }
     eprintln!("bench: proving {} configuration(s) on {} before timing...", arms.len(), info.name);
+    let stdout_error = |e: std::io::Error| CliError::Stdout(e.to_string());
     if let Err(failure) = gates(backend.as_ref(), &tiers, &arms, &mut notes) {
-        let _ = writeln!(out, "{failure}\nno numbers printed: a correctness gate failed");
+        writeln!(out, "{failure}\nno numbers printed: a correctness gate failed").map_err(stdout_error)?;
         return Ok(false);
     }
     let peak = options.peak_gbps.or(info.peak_bandwidth_gbps);
     let mut results = Vec::new();
     for (label, n, k) in &options.shapes {
-        results.extend(protocol::measure(backend.as_ref(), &arms, label, *n, *k, options, peak, &mut notes)?);
+        results.extend(
+            protocol::measure(backend.as_ref(), &arms, label, *n, *k, options, peak, &mut notes)
+                .map_err(CliError::Backend)?,
+        );
     }
     if options.json {
-        let _ = writeln!(out, "{}", protocol::to_json(&info, options, peak, &results, &notes));
+        writeln!(out, "{}", protocol::to_json(&info, options, peak, &results, &notes)).map_err(stdout_error)?;
     } else {
-        protocol::print_table(out, &info, options, peak, &results, &notes);
+        protocol::print_table(out, &info, options, peak, &results, &notes).map_err(stdout_error)?;
     }
     if let Some(path) = &options.plot {
-        plot::write(path, &results, peak).map_err(|e| format!("--plot {}: {e}", path.display()))?;
+        plot::write(path, &results, peak)
+            .map_err(|e| CliError::Io { path: path.clone(), error: format!("--plot: {e}") })?;
         eprintln!("bench: wrote {}", path.display());
     }
     Ok(true)

@@ -269,12 +269,12 @@ pub fn print_table(
     peak: Option<f64>,
     rows: &[Measurement],
     notes: &[String],
-) {
+) -> std::io::Result<()> {
     let timer = match info.timer {
         TimerKind::DeviceEvents => "device events",
         TimerKind::HostClock => "host clock",
     };
-    let _ = writeln!(
+    writeln!(
         out,
         "gemv bench on {} ({}, {}): {} rounds x {} launches, cold weights >= {} MB, timed by {timer}; peak {}",
         info.backend,
@@ -284,14 +284,14 @@ pub fn print_table(
         options.launches,
         options.cold_bytes >> 20,
         peak.map_or("unknown (--peak-gbps)".into(), |p| format!("{p:.0} GB/s"))
-    );
-    let _ = writeln!(
+    )?;
+    writeln!(
         out,
         "{:<9} {:<44} {:>3} {:>11} {:>11} {:>7} {:>7}",
         "shape", "tier", "M", "time", "eff BW", "% peak", "% copy"
-    );
+    )?;
     for r in rows {
-        let _ = writeln!(
+        writeln!(
             out,
             "{:<9} {:<44} {:>3} {:>8.1} us {:>6.1} GB/s {:>7} {:>7}",
             r.shape,
@@ -301,10 +301,10 @@ pub fn print_table(
             r.gbps,
             percent(r.percent_peak),
             percent(r.percent_copy)
-        );
+        )?;
     }
     for note in notes {
-        let _ = writeln!(out, "note: {note}");
+        writeln!(out, "note: {note}")?;
     }
     if matches!(
         info.kind,
@@ -313,12 +313,13 @@ pub fn print_table(
             | gemv_backend::DeviceKind::Emulator
             | gemv_backend::DeviceKind::SoftwareGpu
     ) {
-        let _ = writeln!(
+        writeln!(
             out,
             "note: {} ({}) is not a GPU: these times measure the CPU, not a kernel's weight streaming",
             info.backend, info.name
-        );
+        )?;
     }
+    Ok(())
 }
 
 fn json_string(text: &str) -> serde_json::Value {
