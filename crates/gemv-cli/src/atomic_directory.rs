@@ -11,8 +11,10 @@
 //! the same output removes it.
 //!
 //! Where unnamed files are unavailable (another system, a filesystem without them, no `/proc`)
-//! the files are written straight into the hidden directory, which is removed on any error and
-//! by the next run after a signal.
+//! the files are written straight into the hidden directory, which is removed on any error; on
+//! Linux SIGINT, SIGTERM and SIGHUP are then noted, the work stops at the next piece, the
+//! directory is removed, and the process ends by the signal (`interrupt.rs`). After a SIGKILL
+//! the next run to the same output removes it.
 
 use crate::atomic_output::parent_of;
 use crate::error::CliError;
@@ -35,6 +37,8 @@ pub struct DirectoryOutput {
     hidden: PathBuf,
     staging: Staging,
     finished: bool,
+    /// With a hidden directory: signals noted, so the work stops and removes it first.
+    _catching: Option<crate::interrupt::Catching>,
 }
 
 /// The hidden directory's name: `.NAME.gemv-PID.tmp` beside the target.
@@ -46,25 +50,44 @@ fn hidden_name(path: &Path, pid: u32) -> String {
 impl DirectoryOutput {
     /// Starts the output `path`, which must not exist (checked again when it appears).
     pub fn begin(path: &Path) -> Result<Self, CliError> {
+        Self::begin_with(path, true)
+    }
+
+    /// [`Self::begin`], staging in the hidden directory unless `unnamed` allows unnamed files
+    /// and they work here.
+    fn begin_with(path: &Path, unnamed: bool) -> Result<Self, CliError> {
         crate::safetensors::check_output_path(path)?;
         let parent = parent_of(path);
         remove_stale(parent, path);
         let hidden = parent.join(hidden_name(path, std::process::id()));
         #[cfg(target_os = "linux")]
         let staging = match crate::atomic_output::unnamed::create(parent) {
-            Ok(_probe) => Staging::Unnamed(Vec::new()),
-            Err(_) => {
+            Ok(_probe) if unnamed => Staging::Unnamed(Vec::new()),
+            _ => {
                 tracing::debug!("no unnamed files here: the output is staged in {}", hidden.display());
                 Staging::Hidden { created: false }
             }
         };
         #[cfg(not(target_os = "linux"))]
-        let staging = Staging::Hidden { created: false };
-        Ok(Self { path: path.to_path_buf(), hidden, staging, finished: false })
+        let staging = {
+            let _ = unnamed;
+            Staging::Hidden { created: false }
+        };
+        let catching = matches!(staging, Staging::Hidden { .. }).then(crate::interrupt::Catching::start);
+        Ok(Self { path: path.to_path_buf(), hidden, staging, finished: false, _catching: catching })
     }
 
-    /// Writes the file `name` of the output with `write`.
+    /// Writes the file `name` of the output with `write`, which should stop between pieces of
+    /// work once [`crate::interrupt::caught`] says a signal arrived.
     pub fn add(&mut self, name: &str, write: impl FnOnce(&mut File) -> io::Result<()>) -> Result<(), CliError> {
+        let added = self.add_file(name, write);
+        match crate::interrupt::caught() {
+            Some(signal) => Err(CliError::Interrupted { signal }),
+            None => added,
+        }
+    }
+
+    fn add_file(&mut self, name: &str, write: impl FnOnce(&mut File) -> io::Result<()>) -> Result<(), CliError> {
         let shown = self.path.join(name);
         let io = |e: io::Error| CliError::Io { path: shown.clone(), error: e.to_string() };
         match &mut self.staging {
@@ -97,7 +120,9 @@ impl DirectoryOutput {
         let io = |e: io::Error| CliError::Io { path: self.path.clone(), error: e.to_string() };
         let _held = HeldSignals::hold();
         #[cfg(target_os = "linux")]
-        if let Staging::Unnamed(files) = std::mem::replace(&mut self.staging, Staging::Hidden { created: false }) {
+        if matches!(self.staging, Staging::Unnamed(_))
+            && let Staging::Unnamed(files) = std::mem::replace(&mut self.staging, Staging::Hidden { created: false })
+        {
             std::fs::create_dir(&self.hidden).map_err(io)?;
             self.staging = Staging::Hidden { created: true };
             for (name, file) in &files {
@@ -245,38 +270,25 @@ impl Drop for HeldSignals {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::atomic_output::tests::{entries, scratch};
     use std::io::Write;
 
-    fn scratch(tag: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("gemv-atomic-dir-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("scratch dir");
-        dir
-    }
-
-    fn entries(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(dir)
-            .expect("list")
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    }
-
+    /// Both ways of staging: unnamed files, and the hidden directory used where those are
+    /// unavailable.
     #[test]
-    fn a_directory_appears_whole_at_finish_and_not_before() {
-        let dir = scratch("whole");
+    fn the_hidden_way_also_appears_whole_and_leaves_nothing_when_unfinished() {
+        let dir = scratch("hidden");
         let out = dir.join("model");
-        let mut output = DirectoryOutput::begin(&out).expect("begins");
+        let mut output = DirectoryOutput::begin_with(&out, false).expect("begins");
         output.add("a.safetensors", |f| f.write_all(b"a")).expect("a");
-        output.add("b.json", |f| f.write_all(b"{}")).expect("b");
-        // Unnamed files show nothing; the fallback shows only its hidden directory.
-        assert!(entries(&dir).iter().all(|name| name.starts_with(".model.gemv-")), "{:?}", entries(&dir));
+        assert_eq!(entries(&dir), [hidden_name(&out, std::process::id())]);
         output.finish().expect("finished");
+        assert_eq!((entries(&dir), entries(&out)), (vec!["model".to_string()], vec!["a.safetensors".to_string()]));
+        let other = dir.join("other");
+        let mut output = DirectoryOutput::begin_with(&other, false).expect("begins");
+        output.add("a.safetensors", |f| f.write_all(b"a")).expect("a");
+        drop(output);
         assert_eq!(entries(&dir), ["model"]);
-        assert_eq!(entries(&out), ["a.safetensors", "b.json"]);
-        assert_eq!(std::fs::read(out.join("b.json")).expect("read"), b"{}");
     }
 
     #[test]

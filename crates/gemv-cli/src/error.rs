@@ -102,6 +102,12 @@ pub enum CliError {
     /// ends the output quietly).
     #[error("writing standard output: {0}")]
     Stdout(String),
+    /// A signal stopped the work; what it had written is removed.
+    #[error("interrupted by signal {signal}; nothing was written")]
+    Interrupted {
+        /// The signal.
+        signal: i32,
+    },
     /// The backend failed while working (after the input was valid).
     #[error("backend: {0}")]
     Backend(String),

@@ -6,6 +6,7 @@ mod backends;
 mod checkpoint;
 mod commands;
 mod error;
+mod interrupt;
 mod mapped;
 mod output;
 mod resources;
@@ -212,7 +213,7 @@ const EMULATED_RANGE: ((i32, i32), (i32, i32)) = ((7, 5), (12, 9));
 fn parse_capability(text: &str) -> Result<(i32, i32), String> {
     let ((low_major, low_minor), (high_major, high_minor)) = EMULATED_RANGE;
     let range = format!("{low_major}.{low_minor} to {high_major}.{high_minor}");
-    let parse = |part: &str| part.parse::<i32>().ok().filter(|v| (0..100).contains(v));
+    let parse = |part: &str| part.parse::<i32>().ok().filter(|v| *v >= 0);
     let not_capability = || format!("{text:?} is not a compute capability MAJOR.MINOR (e.g. 8.0; supported: {range})");
     let (major, minor) = text.split_once('.').ok_or_else(not_capability)?;
     let capability = parse(major).zip(parse(minor)).ok_or_else(not_capability)?;
@@ -385,6 +386,9 @@ fn main() -> ExitCode {
         Ok(false) => ExitCode::from(1),
         Err(error) => {
             eprintln!("gemv {name}: {error}");
+            if let CliError::Interrupted { signal } = error {
+                interrupt::reraise(signal);
+            }
             ExitCode::from(error.exit_code())
         }
     }

@@ -3,61 +3,16 @@
 
 use gemv_core::codec::{bf16_to_f32, f32_to_bf16};
 use gemv_core::{gemv_contract, quantize_f32};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-/// A minimal, independent safetensors writer (so the tests do not trust the code under test).
-fn write_safetensors(path: &Path, tensors: &[(&str, &str, Vec<usize>, Vec<u8>)]) {
-    let mut header = String::from("{");
-    let mut offset = 0;
-    for (i, (name, dtype, shape, data)) in tensors.iter().enumerate() {
-        let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-        if i > 0 {
-            header.push(',');
-        }
-        header += &format!(
-            r#""{name}":{{"dtype":"{dtype}","shape":[{}],"data_offsets":[{offset},{}]}}"#,
-            dims.join(","),
-            offset + data.len()
-        );
-        offset += data.len();
-    }
-    header.push('}');
-    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
-    bytes.extend(header.as_bytes());
-    for (_, _, _, data) in tensors {
-        bytes.extend(data);
-    }
-    std::fs::write(path, bytes).expect("write fixture");
-}
+mod support;
 
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("gemv-files-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        Dir(dir)
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use support::{Dir, f32_bytes, write_safetensors};
 
 fn gemv(args: &[&str]) -> (i32, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_gemv")).args(args).output().expect("gemv runs");
     (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stderr).into_owned())
-}
-
-fn f32_bytes(values: &[f32]) -> Vec<u8> {
-    values.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
 
 fn bf16_bytes(values: &[f32]) -> Vec<u8> {

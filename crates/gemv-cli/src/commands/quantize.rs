@@ -157,12 +157,21 @@ fn tensor_amax(input: &MappedCheckpoint, plan: &Planned) -> std::io::Result<f32>
     let mut amax = 0f32;
     input
         .for_each_piece(&plan.name, plan.piece_bytes(), |bytes| {
+            stop_if_interrupted()?;
             let values = bytes_to_f32(plan.dtype, bytes).unwrap_or_default();
             amax = values.iter().fold(amax, |acc, v| acc.max(v.abs()));
             Ok(())
         })
         .unwrap_or_else(|| Err(vanished(&plan.name)))?;
     Ok(amax)
+}
+
+/// Stops the work between pieces once a signal was noted (see `interrupt.rs`).
+fn stop_if_interrupted() -> std::io::Result<()> {
+    match crate::interrupt::caught() {
+        Some(_) => Err(std::io::ErrorKind::Interrupted.into()),
+        None => Ok(()),
+    }
 }
 
 fn vanished(name: &str) -> std::io::Error {
@@ -184,6 +193,7 @@ fn write_quantized(
     let mut row = 0;
     input
         .for_each_piece(&plan.name, plan.piece_bytes(), |bytes| {
+            stop_if_interrupted()?;
             let values = bytes_to_f32(plan.dtype, bytes).unwrap_or_default();
             let (mut packed, mut scales) = (vec![0u8; values.len() / 2], vec![0u8; values.len() / 16]);
             quantize_rows(&values, k, global, &mut packed, &mut scales).map_err(|error| {
