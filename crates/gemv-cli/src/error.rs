@@ -88,6 +88,9 @@ pub enum CliError {
         /// Bytes available (`MemAvailable`).
         available: u64,
     },
+    /// The device could not hold what the work needs (its driver said so).
+    #[error("{0} (the work does not fit the device's memory)")]
+    DeviceMemory(String),
     /// The output would need more disk than its filesystem has free.
     #[error("{}: the output needs {} of disk and {} is free there", path.display(), size(*needed), size(*available))]
     NotEnoughDisk {
@@ -129,6 +132,17 @@ pub fn size(bytes: u64) -> String {
     format!("{value:.1} {}", UNITS[unit])
 }
 
+impl From<gemv_backend::Error> for CliError {
+    /// A backend's error while working: a failure of the backend (exit 1), except a device out
+    /// of memory, which is the machine's limit (exit 2).
+    fn from(error: gemv_backend::Error) -> Self {
+        match error {
+            gemv_backend::Error::OutOfMemory { .. } => CliError::DeviceMemory(error.to_string()),
+            other => CliError::Backend(other.to_string()),
+        }
+    }
+}
+
 impl CliError {
     /// The process exit status: 1 for a backend that failed while working, 2 for everything that
     /// kept the command from doing what was asked.
@@ -150,6 +164,9 @@ mod tests {
         assert_eq!(size(1536), "1.5 KiB");
         assert_eq!(size(5 << 40), "5.0 TiB");
         assert_eq!(CliError::Backend("launch failed".into()).exit_code(), 1);
+        let out_of_memory =
+            gemv_backend::Error::OutOfMemory { backend: "cuda", what: "allocating 1 GiB".into(), source: None };
+        assert!(matches!(CliError::from(out_of_memory), CliError::DeviceMemory(ref m) if m.contains("allocating")));
         for error in [
             CliError::BackendUnavailable("no driver".into()),
             CliError::Usage("x".into()),

@@ -125,16 +125,13 @@ pub fn run(options: &RunOptions) -> Result<String, CliError> {
         for expert in &experts {
             let weights = locate_weights(&weights_file, &options.name, *expert).and_then(|w| w.read(&weights_file));
             let weights = weights.map_err(fail)?;
-            let matrix = DeviceMatrix::upload(backend.as_ref(), &weights.view())
-                .map_err(|e| fail(CliError::Backend(e.to_string())))?;
+            let matrix = DeviceMatrix::upload(backend.as_ref(), &weights.view()).map_err(|e| fail(e.into()))?;
             drop(weights);
             let mut row = 0;
             while row < m {
                 let rows = rows_per_piece.min(m - row);
                 let bits = x.rows(&input_file, row..row + rows).map_err(fail)?;
-                let y = matrix
-                    .gemv(&tiers, &bits, rows, WIDEST_TIER)
-                    .map_err(|e| fail(CliError::Backend(e.to_string())))?;
+                let y = matrix.gemv(&tiers, &bits, rows, WIDEST_TIER).map_err(|e| fail(e.into()))?;
                 file.write_all(bytemuck::cast_slice(&y))?;
                 row += rows;
             }
