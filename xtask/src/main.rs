@@ -121,6 +121,53 @@ fn main() -> ExitCode {
     }
 }
 
+/// The CLI feature that builds the SIMT emulator in (`--backend cuda-emu`); it needs g++.
+const CLI_EMULATOR: &str = "gemv-cli/emulator";
+
+/// `cargo install --path crates/gemv-cli` with every C and C++ compiler replaced by `false`: a
+/// default build compiles no C++, and the installed `gemv` refuses `--backend cuda-emu` in one
+/// line (exit 2) while the host backend works.
+fn install_without_cxx() -> Result<(), String> {
+    let root = util::root().join("target").join("install-check");
+    let root_text = root.to_string_lossy().into_owned();
+    let no_compiler = [("CXX", "false"), ("CC", "false"), ("HOST_CXX", "false"), ("HOST_CC", "false")];
+    util::run_with_env(
+        "cargo",
+        &[
+            "install",
+            "--path",
+            "crates/gemv-cli",
+            "--debug",
+            "--locked",
+            "--force",
+            "--quiet",
+            "--root",
+            &root_text,
+            "--target-dir",
+            "target",
+        ],
+        &no_compiler,
+    )?;
+    let gemv = root.join("bin").join("gemv");
+    let output = std::process::Command::new(&gemv)
+        .args(["check", "--backend", "cuda-emu"])
+        .output()
+        .map_err(|e| format!("running {}: {e}", gemv.display()))?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if output.status.code() != Some(2) || !stderr.contains("built without the CUDA emulator") {
+        return Err(format!("the default gemv on --backend cuda-emu: {:?}, {stderr}", output.status.code()));
+    }
+    let host = std::process::Command::new(&gemv)
+        .args(["check", "--backend", "host", "--gate", "1"])
+        .output()
+        .map_err(|e| format!("running {}: {e}", gemv.display()))?;
+    if !host.status.success() {
+        return Err(format!("the default gemv fails gate 1 on the host: {}", String::from_utf8_lossy(&host.stdout)));
+    }
+    eprintln!("xtask: cargo install of the CLI without a C++ compiler: ok (cuda-emu refused in one line)");
+    Ok(())
+}
+
 fn test() -> Result<(), String> {
     // Mesa's software drivers complain on stderr without it.
     if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
@@ -131,13 +178,17 @@ fn test() -> Result<(), String> {
     provision::host_compiler()?;
     provision::vulkan_software_driver()?;
     util::run("cargo", &["fmt", "--all", "--", "--check"])?;
-    util::run("cargo", &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
+    // The CLI's optional emulator on, so everything that uses it is linted and tested.
+    util::run(
+        "cargo",
+        &["clippy", "--workspace", "--all-targets", "--features", CLI_EMULATOR, "--", "-D", "warnings"],
+    )?;
     // Committed artifacts must be fresh: the codec fixture, the PTX, the SASS report.
     fixtures::regenerate(true)?;
     kernels::run(true)?;
     sass::run(true)?;
     skips::start()?;
-    util::run("cargo", &["test", "--workspace"])?;
+    util::run("cargo", &["test", "--workspace", "--features", CLI_EMULATOR])?;
     // The emulator suites again, kernels and emulator built under AddressSanitizer and
     // UndefinedBehaviorSanitizer (own target directory), both builds of the exact family (the
     // conformance suite's emulated sm_90 and sm_80). Gate 7's large shapes are left out for time:
@@ -203,6 +254,9 @@ fn test() -> Result<(), String> {
     candle::run_check(false)?;
     // The NEON kernel and the portable path on an Arm target, under qemu.
     cross::run_tests()?;
+    // A default build of the CLI needs no C++ compiler, and says so where the emulator is asked
+    // for.
+    install_without_cxx()?;
     // Every library crate packages on its own (nothing it builds from lies outside it) and
     // builds from its package, as a registry would.
     package_library_crates()?;

@@ -486,7 +486,7 @@ fn judge(
 ) -> Result<Judgement, String> {
     let target = root().join("target/kernel-mutants/target");
     let built = kernel_cargo()
-        .args(["build", "-q", "-p", "gemv-cli", "--bin", "gemv", "--target-dir"])
+        .args(["build", "-q", "-p", "gemv-cli", "--features", "emulator", "--bin", "gemv", "--target-dir"])
         .arg(&target)
         .env("GEMV_KERNELS_DIR", dir)
         .current_dir(tree)

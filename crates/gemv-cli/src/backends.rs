@@ -32,7 +32,8 @@ pub enum BackendChoice {
     Cpu,
     /// The host reference: the contract element by element, the oracle of the tests.
     Host,
-    /// The CUDA kernels compiled for the CPU under the SIMT emulator.
+    /// The CUDA kernels compiled for the CPU under the SIMT emulator (in builds with the
+    /// `emulator` feature).
     CudaEmu,
     /// CUDA on an NVIDIA GPU.
     Cuda,
@@ -66,10 +67,7 @@ pub fn open(choice: BackendChoice) -> Result<Box<dyn GpuBackend>, String> {
         BackendChoice::Cpu => gemv_cpu::CpuBackend::new()
             .map(|backend| Box::new(backend) as Box<dyn GpuBackend>)
             .map_err(|error| error.to_string()),
-        BackendChoice::CudaEmu => Ok(Box::new(
-            gemv_cuda::CudaEmulator::new()
-                .with_capability(EMULATED.get().copied().unwrap_or(gemv_cuda::DEFAULT_EMULATED_CAPABILITY)),
-        )),
+        BackendChoice::CudaEmu => open_emulator(),
         BackendChoice::Cuda => gemv_cuda::CudaBackend::new(DEVICE.get().copied().unwrap_or(0))
             .map(|backend| Box::new(backend) as Box<dyn GpuBackend>)
             .map_err(|error| error.to_string()),
@@ -79,6 +77,22 @@ pub fn open(choice: BackendChoice) -> Result<Box<dyn GpuBackend>, String> {
         .map(|backend| Box::new(backend) as Box<dyn GpuBackend>)
         .map_err(|error| error.to_string()),
     }
+}
+
+/// The CUDA kernels under the SIMT emulator, emulating `--emulate`'s capability.
+#[cfg(feature = "emulator")]
+fn open_emulator() -> Result<Box<dyn GpuBackend>, String> {
+    let capability = EMULATED.get().copied().unwrap_or(gemv_cuda::DEFAULT_EMULATED_CAPABILITY);
+    Ok(Box::new(gemv_cuda::CudaEmulator::new().with_capability(capability)))
+}
+
+/// This build has no emulator (it needs a C++ compiler to build).
+#[cfg(not(feature = "emulator"))]
+fn open_emulator() -> Result<Box<dyn GpuBackend>, String> {
+    let _ = EMULATED.get();
+    Err("cuda-emu: this gemv was built without the CUDA emulator (build it with `--features emulator`, which \
+         needs a C++ compiler)"
+        .into())
 }
 
 /// CUDA first, then wgpu on a real GPU, then the CPU backend (the host reference if even that

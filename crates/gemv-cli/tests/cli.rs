@@ -70,6 +70,7 @@ fn kill_switch_is_presence_checked_in_info() {
     assert!(m5.contains("batch8"), "=0 must still switch exact-M off: {m5}");
 }
 
+#[cfg(feature = "emulator")]
 #[test]
 fn check_cuda_emulator_runs_the_cuda_kernels() {
     let (code, stdout, stderr) = gemv(&["check", "--backend", "cuda-emu", "--gate", "1", "--gate", "5", "--gate", "8"]);
@@ -103,6 +104,7 @@ fn device_selects_the_wgpu_adapter_by_position_and_a_missing_one_is_one_line() {
 
 /// `--emulate` picks what the emulator emulates: the architecture it reports follows, the fast
 /// family disappears on sm_75, and a malformed capability is a usage error.
+#[cfg(feature = "emulator")]
 #[test]
 fn emulate_chooses_the_emulated_capability() {
     let (code, stdout, stderr) = gemv(&["info", "--backend", "cuda-emu", "--emulate", "8.0"]);
@@ -239,6 +241,7 @@ fn fast_family_gates_say_not_applicable_on_the_host() {
     );
 }
 
+#[cfg(feature = "emulator")]
 #[test]
 fn fast_family_gates_run_on_the_emulator() {
     let (code, stdout, _) = gemv(&["check", "--backend", "cuda-emu", "--gate", "11"]);

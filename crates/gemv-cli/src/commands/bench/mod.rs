@@ -408,6 +408,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "emulator")]
     #[test]
     fn families_side_by_side_are_each_proved_by_their_own_gate() {
         let backend = gemv_cuda::CudaEmulator::new();
