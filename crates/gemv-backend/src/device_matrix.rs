@@ -145,21 +145,6 @@ impl<B: BackendRef> DeviceMatrix<B> {
         })
     }
 
-    /// `Y = W X` in the family `family`: the exact plan (capped at `width_cap`) or the fast one.
-    pub fn gemv_in(
-        &self,
-        tiers: &ResolvedTiers,
-        family: gemv_core::Family,
-        x: &[u16],
-        m: usize,
-        width_cap: usize,
-    ) -> Result<Vec<u16>> {
-        match family {
-            gemv_core::Family::Exact => self.gemv(tiers, x, m, width_cap),
-            gemv_core::Family::Fast => self.gemv_fast(tiers, x, m),
-        }
-    }
-
     /// `Y = W X` with one launch of `kernel` (m <= its width).
     pub fn gemv_with(&self, kernel: KernelHandle, x: &[u16], m: usize) -> Result<Vec<u16>> {
         self.run(x, m, |x_buf, y_buf| self.backend.backend().launch_gemv(kernel, &self.args(x_buf, y_buf, 0, m)))
