@@ -2,8 +2,8 @@
 //! as a candle custom op, on candle's CUDA stream and storage) against candle-core 0.11 with its
 //! `cuda` feature, in one dependency graph with gemv-cuda.
 //!
-//! candle's build scripts compile its CUDA kernels with nvcc, about 35 files: 19 min 47 s on the
-//! 2-core CI machine (measured 2026-12-01), though type-checking needs none of their output. By
+//! candle's build scripts compile its CUDA kernels with nvcc, about 35 files, which takes many
+//! minutes on a 2-core machine, though type-checking needs none of their output. By
 //! default a stand-in nvcc (`xtask/scripts/nvcc_type_check.sh`) writes empty outputs for those
 //! compilations and hands every other question (the version cudarc's build script asks for) to
 //! the pinned nvcc: the Rust code is checked against candle's real API in seconds. `--full`

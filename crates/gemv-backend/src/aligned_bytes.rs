@@ -9,12 +9,8 @@
 //! Buffers of 2 MiB and more are aligned to 2 MiB and, on Linux, offered to transparent huge
 //! pages (`madvise(MADV_HUGEPAGE)`, which matters where the system's setting is `madvise`, the
 //! common default): the CPU backend streams weights from them, and with 4 KB pages every 4 KB of
-//! a row stream costs a TLB miss. On the 2-core CI machine (Zen 3, KVM) `gemv bench --backend cpu
-//! --m 1,8` on qkv/o took 2353-2499 us at M = 1 with huge pages against 2567-2713 us without
-//! (three runs each, interleaved); M = 8 was within the noise. The advice has to come before the
-//! zero-fill faults the pages in; until 2026-12-03 it came after, and no buffer got a huge page.
-//! Fixed, on the 2-core Xeon (AVX-512, KVM), the CPU backend's cold qkv/o at M = 1 on two threads
-//! took a median 0.93 of the time without (ten paired rounds, quartiles 0.87-1.01), M = 8 1.00.
+//! a row stream costs a TLB miss. The advice comes before the zero-fill, which faults the pages
+//! in: given after, no page becomes huge. docs/cpu.md has the measured effect.
 
 use std::alloc::{Layout, alloc, alloc_zeroed, dealloc, handle_alloc_error};
 use std::ptr::NonNull;

@@ -58,8 +58,8 @@ enum Command {
         /// Rows per launch, as a list of numbers and ranges (each M in 1..=4096, at most 1024 values).
         #[arg(long, default_value = "1..8", value_parser = commands::bench::parse_ms)]
         m: std::vec::Vec<usize>,
-        /// Force a kernel (e.g. w4a16_gemv_batch8 to reproduce the seed's batch8 rows at M =
-        /// 4..8); repeatable; `plan` is the dispatch plan. Default: the plan.
+        /// Force a kernel (e.g. w4a16_gemv_batch8 at M = 4..8, the 8-wide kernel without the
+        /// exact-M tiers); repeatable; `plan` is the dispatch plan. Default: the plan.
         #[arg(long = "tier")]
         tiers: Vec<String>,
         /// The kernel family the plan runs in: auto (the policy: exact today), exact, or fast

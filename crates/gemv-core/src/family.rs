@@ -6,10 +6,9 @@
 //! instead of bit-equal to the exact family, and batch-invariant (a token's bits do not depend on
 //! M, on the tier or on the other tokens) for a given device and build.
 //!
-//! The fast family passed its gates on real tensor cores (an H200, sm_90, 2026-12-04; the device
-//! pack runs them). `Auto` still keeps the exact family, so that the default result on CUDA is the
-//! host's and wgpu's bit for bit: [`FAST_FAMILY_BY_DEFAULT`] is the switch that turns the
-//! threshold policy on, and `Fast` is opt-in. `GEMV_EXACT_ONLY` forces the exact family always.
+//! `Auto` keeps the exact family, so that the default result on CUDA is the host's and wgpu's bit
+//! for bit: [`FAST_FAMILY_BY_DEFAULT`] is the switch that turns the threshold policy on, and
+//! `Fast` is opt-in. `GEMV_EXACT_ONLY` forces the exact family always.
 
 use crate::{CoreError, KillSwitches, Result};
 

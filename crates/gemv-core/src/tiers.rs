@@ -1,19 +1,8 @@
 //! The kernel registry and tier tables (docs/tiers.md), as data.
 //!
-//! Why exact-M tiers: on the seed's sm_121 part (273 GB/s, N = K = 5120, cold weights) the batch
-//! kernels are issue-bound, and a dead row (`t >= M`) skips its work but not its instructions
-//! (~80 SASS instructions per row):
-//!
-//! | tier   | M | time     | eff BW      | % peak |
-//! |--------|---|----------|-------------|--------|
-//! | batch4 | 4 | 70.5 us  | 209.2 GB/s  | 76.6%  |
-//! | batch8 | 4 | 74.8 us  | 197.3 GB/s  | 72.3%  |
-//! | batch8 | 5 | 89.0 us  | 165.7 GB/s  | 60.7%  |
-//! | batch8 | 6 | 91.5 us  | 161.2 GB/s  | 59.0%  |
-//! | batch8 | 8 | 106.4 us | 138.5 GB/s  | 50.7%  |
-//!
-//! So M = 5 on the 8-wide tier pays for three absent rows; widths 5, 6, 7 remove that cost and
-//! the selector always takes the narrowest tier that covers M.
+//! Widths 5, 6 and 7 exist because a batch kernel skips a row beyond M but still issues its
+//! instructions: M = 5 on the 8-wide tier would pay for three absent rows, so the selector takes
+//! the narrowest tier that covers M (docs/tiers.md has the measurements behind this).
 
 use crate::Family;
 

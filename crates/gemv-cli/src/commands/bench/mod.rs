@@ -1,6 +1,6 @@
 //! `gemv bench`: the main job. Proves the chosen tiers first (bit-exact against the host
 //! reference at a small shape, and the f64 bound), then times them with the performance
-//! protocol of docs/benchmarks.md and prints a table like the seed's (tier, M, time, GB/s, % peak).
+//! protocol of docs/benchmarks.md and prints a table: tier, M, time, effective GB/s, % of peak.
 
 #[cfg(feature = "ggml-peer")]
 mod ggml;
