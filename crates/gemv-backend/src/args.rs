@@ -1,7 +1,8 @@
-//! The arguments of one gemv launch, validated once here for every backend.
+//! The arguments of one gemv launch over a backend's buffers. What the launch needs is
+//! gemv-core's [`LaunchShape`]; this adds what only buffers have: bounds and overlap.
 
 use crate::{BufferRange, Error, Result};
-use gemv_core::{GROUP_SIZE, GemvShape, KernelSpec};
+use gemv_core::{GemvShape, KernelSpec, LaunchShape, Operand, strided_span};
 
 /// `Y[0..m) = contract(W, X[0..m))` for one kernel launch.
 ///
@@ -33,23 +34,6 @@ pub struct GemvArgs {
     pub x_row_stride: usize,
     /// Elements from one row of Y to the next (at least N).
     pub y_row_stride: usize,
-}
-
-/// Elements a strided `[rows][width]` operand spans: `(rows - 1) * stride + width` (0 rows: 0),
-/// saturating (a span past `usize::MAX` fits no buffer, and validation says so).
-pub fn strided_span(rows: usize, width: usize, stride: usize) -> usize {
-    if rows == 0 { 0 } else { (rows - 1).saturating_mul(stride).saturating_add(width) }
-}
-
-/// Checks that X's and Y's row strides cover their rows (`x_row_stride >= k`,
-/// `y_row_stride >= n`): [`Error::RowStrideTooSmall`] otherwise. Every launch path calls it.
-pub fn check_row_strides(k: usize, n: usize, x_row_stride: usize, y_row_stride: usize) -> Result<()> {
-    for (what, stride, width) in [("x", x_row_stride, k), ("y", y_row_stride, n)] {
-        if stride < width {
-            return Err(Error::RowStrideTooSmall { what, stride, width });
-        }
-    }
-    Ok(())
 }
 
 impl GemvArgs {
@@ -87,38 +71,29 @@ impl GemvArgs {
 
     /// The bytes of the scales a launch reads.
     pub fn scales_read(&self) -> BufferRange {
-        self.scales.buffer.range(self.scales.offset, self.n * self.k / GROUP_SIZE)
+        self.scales.buffer.range(self.scales.offset, self.n * self.k / gemv_core::GROUP_SIZE)
     }
 
-    /// Checks the shape, the kernel's width, every range's bounds, size and alignment, and that Y
-    /// overlaps no input. Every backend calls this before touching memory.
+    /// The launch's shape, validated (M, N, K and strides that cover their rows).
+    pub fn launch_shape(&self) -> Result<LaunchShape> {
+        Ok(LaunchShape::new(self.m, self.n, self.k, self.x_row_stride, self.y_row_stride)?)
+    }
+
+    /// Checks the shape, the kernel's width, every range against what the launch needs
+    /// ([`LaunchShape::check_operand`]) and inside its buffer, and that Y overlaps no input.
+    /// Every backend calls this before touching memory.
     pub fn validate(&self, kernel: &KernelSpec) -> Result<GemvShape> {
-        let shape = GemvShape::new(self.m, self.n, self.k)?;
-        if self.m > kernel.max_m {
-            return Err(Error::MExceedsWidth { kernel: kernel.name, m: self.m, width: kernel.max_m });
-        }
-        let (m, n, k) = (self.m, self.n, self.k);
-        check_row_strides(k, n, self.x_row_stride, self.y_row_stride)?;
-        let needs = [
-            ("x", self.x, strided_span(m, k, self.x_row_stride).saturating_mul(2), 2),
-            ("packed", self.packed, n * k / 2, 1),
-            ("scales", self.scales, n * k / GROUP_SIZE, 1),
-            ("y", self.y, strided_span(m, n, self.y_row_stride).saturating_mul(2), 2),
-        ];
-        for (what, range, needed, align) in needs {
-            range.check_bounds(what)?;
-            if range.len < needed {
-                return Err(Error::RangeTooSmall { what, len: range.len, needed, m, n, k });
-            }
-            if range.offset % align != 0 {
-                return Err(Error::Misaligned { what, offset: range.offset, align });
-            }
+        let launch = self.launch_shape()?;
+        launch.check_width(kernel)?;
+        for (operand, range) in Operand::ALL.into_iter().zip([self.x, self.packed, self.scales, self.y]) {
+            range.check_bounds(operand.name())?;
+            launch.check_operand(operand, range.offset, range.len)?;
         }
         for (what, input) in [("x", self.x), ("packed", self.packed), ("scales", self.scales)] {
             if self.y_written().overlaps(&input) {
                 return Err(Error::OutputOverlaps { what, buffer: input.buffer.id() });
             }
         }
-        Ok(shape)
+        Ok(launch.shape())
     }
 }

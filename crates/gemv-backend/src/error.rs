@@ -17,16 +17,6 @@ pub enum Error {
         /// Backend name.
         backend: &'static str,
     },
-    /// More rows than the kernel's tier covers.
-    #[error("kernel {kernel}: M = {m} exceeds its width {width}")]
-    MExceedsWidth {
-        /// Kernel name.
-        kernel: &'static str,
-        /// Rows requested.
-        m: usize,
-        /// The kernel's width.
-        width: usize,
-    },
     /// A range reaching past the end of its buffer.
     #[error("{what}: range [{offset}, {offset} + {len}) lies outside its buffer of {buffer_len} bytes")]
     RangeOutOfBounds {
@@ -38,42 +28,6 @@ pub enum Error {
         len: usize,
         /// The buffer's size.
         buffer_len: usize,
-    },
-    /// A row stride smaller than the row it steps over.
-    #[error("{what}: row stride {stride} is smaller than a row ({width} elements)")]
-    RowStrideTooSmall {
-        /// Which argument.
-        what: &'static str,
-        /// The stride given, in elements.
-        stride: usize,
-        /// Elements per row (K for X, N for Y).
-        width: usize,
-    },
-    /// A range smaller than the shape needs.
-    #[error("{what}: range holds {len} bytes but M = {m}, N = {n}, K = {k} needs {needed}")]
-    RangeTooSmall {
-        /// Which argument.
-        what: &'static str,
-        /// Bytes in the range.
-        len: usize,
-        /// Bytes needed.
-        needed: usize,
-        /// Rows.
-        m: usize,
-        /// Weight rows.
-        n: usize,
-        /// Weight columns.
-        k: usize,
-    },
-    /// A bf16 range not on a 2-byte boundary.
-    #[error("{what}: offset {offset} is not a multiple of {align}")]
-    Misaligned {
-        /// Which argument.
-        what: &'static str,
-        /// Byte offset.
-        offset: usize,
-        /// Required alignment.
-        align: usize,
     },
     /// Y shares bytes with an input.
     #[error("y overlaps {what} in buffer {buffer}")]

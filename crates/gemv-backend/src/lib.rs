@@ -24,7 +24,7 @@ mod host_memory;
 mod tiers;
 
 pub use aligned_bytes::{AlignedBytes, DEVICE_ALIGNMENT};
-pub use args::{GemvArgs, check_row_strides, strided_span};
+pub use args::GemvArgs;
 pub use backend::{GpuBackend, PeerTiming, resolved_spec, time_with_host_clock};
 pub use buffer::{BufferRange, DeviceBuffer};
 pub use buffer_table::{BufferGuard, BufferTable};

@@ -26,6 +26,52 @@ pub enum CoreError {
         /// The K that came with it.
         k: usize,
     },
+    /// A row stride smaller than the row it steps over.
+    #[error("{what}: row stride {stride} is smaller than a row ({width} elements)")]
+    RowStrideTooSmall {
+        /// Which operand (`x` or `y`).
+        what: &'static str,
+        /// The stride given, in elements.
+        stride: usize,
+        /// Elements per row (K for X, N for Y).
+        width: usize,
+    },
+    /// An operand's memory smaller than the launch needs.
+    #[error("{what}: range holds {len} bytes but M = {m}, N = {n}, K = {k} needs {needed}")]
+    RangeTooSmall {
+        /// Which operand.
+        what: &'static str,
+        /// Bytes given.
+        len: usize,
+        /// Bytes needed.
+        needed: usize,
+        /// Rows.
+        m: usize,
+        /// Weight rows.
+        n: usize,
+        /// Weight columns.
+        k: usize,
+    },
+    /// A bf16 operand not on a 2-byte boundary.
+    #[error("{what}: offset {offset} is not a multiple of {align}")]
+    Misaligned {
+        /// Which operand.
+        what: &'static str,
+        /// Byte offset.
+        offset: usize,
+        /// Required alignment.
+        align: usize,
+    },
+    /// More rows than the kernel's tier covers.
+    #[error("kernel {kernel}: M = {m} exceeds its width {width}")]
+    MExceedsWidth {
+        /// Kernel name.
+        kernel: &'static str,
+        /// Rows requested.
+        m: usize,
+        /// The kernel's width.
+        width: usize,
+    },
     /// A buffer's length did not match the shape.
     #[error("{what}: expected {expected} elements for M = {m}, N = {n}, K = {k}, got {found}")]
     LengthMismatch {

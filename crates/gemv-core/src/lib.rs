@@ -5,6 +5,7 @@
 //! - [`quantize_f32`]: ModelOpt's recipe.
 //! - [`gemv_contract`]: the exact numeric contract every backend reproduces bit for bit, and
 //!   [`f64_reference`], the independent reference with its derived error bound.
+//! - [`LaunchShape`]: one launch described once (shape, strides, what each operand needs).
 //! - [`select_tier`], [`dispatch_plan`], [`KillSwitches`]: the one place tiers are decided;
 //!   [`select_family`]: the one place the kernel family (exact or fast) is decided.
 #![warn(missing_docs)]
@@ -15,6 +16,7 @@ mod contract;
 mod error;
 mod family;
 mod kill_switch;
+mod launch;
 mod matrix;
 mod plan;
 mod quantize;
@@ -27,6 +29,7 @@ pub use contract::{PARTIALS, fused_multiply_add, gemv_contract, host_threads, wi
 pub use error::{CoreError, Result};
 pub use family::{FAST_FAMILY_BY_DEFAULT, FAST_FAMILY_FROM_M, Family, FamilyChoice, select_family, select_family_with};
 pub use kill_switch::{EXACT_ONLY, KillSwitches, NO_BATCH8_RT, NO_EXACT_M_TIERS};
+pub use launch::{LaunchShape, Operand, strided_span};
 pub use matrix::{Nvfp4Matrix, Nvfp4View};
 pub use plan::{Launch, TierMask, dispatch_plan, fast_dispatch_plan};
 pub use quantize::{global_scale_for_amax, quantize_bf16, quantize_f32, quantize_f32_with_amax, quantize_rows};

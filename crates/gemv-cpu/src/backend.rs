@@ -7,9 +7,9 @@ use crate::simd::{SIMD_VARIABLE, SimdPath, exact_float_mode};
 use crate::weights::CpuWeights;
 use gemv_backend::{
     AlignedBytes, BufferRange, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, HostMemory,
-    KernelHandle, Result, TimerKind, check_row_strides, resolved_spec, strided_span,
+    KernelHandle, Result, TimerKind, resolved_spec,
 };
-use gemv_core::{GemvShape, MODULE_NAME, host_threads};
+use gemv_core::{LaunchShape, MODULE_NAME, Operand, host_threads};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -116,16 +116,9 @@ impl CpuBackend {
         y_row_stride: usize,
         m: usize,
     ) -> Result<()> {
-        let (n, k) = (weights.n(), weights.k());
-        GemvShape::new(m, n, k)?;
-        check_row_strides(k, n, x_row_stride, y_row_stride)?;
-        for (what, len, needed) in
-            [("x", x.len(), strided_span(m, k, x_row_stride)), ("y", y.len(), strided_span(m, n, y_row_stride))]
-        {
-            if len < needed {
-                return Err(Error::RangeTooSmall { what, len: 2 * len, needed: 2 * needed, m, n, k });
-            }
-        }
+        let launch = LaunchShape::new(m, weights.n(), weights.k(), x_row_stride, y_row_stride)?;
+        launch.check_operand(Operand::X, 0, 2 * x.len())?;
+        launch.check_operand(Operand::Y, 0, 2 * y.len())?;
         let threads = self.team()?;
         gemv(self.path, threads, weights.arranged(), weights.global_scale(), (x, x_row_stride), (y, y_row_stride), m);
         Ok(())

@@ -7,7 +7,7 @@ use gemv_backend::conformance::{
     skip::{Requirement, skip},
 };
 use gemv_core::codec::BF16_NAN;
-use gemv_core::gemv_contract;
+use gemv_core::{CoreError, gemv_contract};
 use gemv_cpu::{CpuBackend, CpuWeights, SimdPath};
 
 fn backends() -> Vec<CpuBackend> {
@@ -82,7 +82,12 @@ fn bad_slices_and_strides_are_errors_and_write_nothing() {
         let len = y.len() - short;
         let error = backend.gemv(&weights, x, x_stride, &mut y[..len], y_stride, m).expect_err("refused");
         assert!(
-            matches!(error, Error::RowStrideTooSmall { .. } | Error::RangeTooSmall { .. } | Error::Core(_)),
+            matches!(
+                error,
+                Error::Core(CoreError::RowStrideTooSmall { .. })
+                    | Error::Core(CoreError::RangeTooSmall { .. })
+                    | Error::Core(_)
+            ),
             "case {i}: {error}"
         );
         assert!(y.iter().all(|&v| v == 7), "case {i}: Y was written");

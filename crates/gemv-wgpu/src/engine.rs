@@ -9,8 +9,8 @@
 //! writes a 48-byte uniform buffer.)
 
 use crate::backend::WgpuBackend;
-use gemv_backend::{Error, KernelHandle, Result, check_row_strides, resolved_spec, strided_span};
-use gemv_core::GemvShape;
+use gemv_backend::{Error, KernelHandle, Result, resolved_spec};
+use gemv_core::{GemvShape, LaunchShape, Operand};
 
 /// `len` bytes at `offset` of an engine's buffer (which needs `STORAGE` usage).
 #[derive(Debug, Clone, Copy)]
@@ -68,39 +68,25 @@ impl WgpuBackend {
         launch: &EngineGemv<'_>,
     ) -> Result<()> {
         let spec = resolved_spec("wgpu", kernel)?;
-        let shape = GemvShape::new(launch.m, launch.n, launch.k)?;
-        let (m, n, k) = (shape.m, shape.n, shape.k);
-        if m > spec.max_m {
-            return Err(Error::MExceedsWidth { kernel: spec.name, m, width: spec.max_m });
-        }
-        check_row_strides(k, n, launch.x_row_stride, launch.y_row_stride)?;
-        let x_bytes = strided_span(m, k, launch.x_row_stride).saturating_mul(2);
-        let y_bytes = strided_span(m, n, launch.y_row_stride).saturating_mul(2);
-        let needed = [
-            ("x", launch.x, x_bytes, 2),
-            ("packed", launch.packed, n * k / 2, 1),
-            ("scales", launch.scales, n * k / 16, 1),
-            ("y", launch.y, y_bytes, 2),
-        ];
-        for (what, range, needed, align) in needed {
+        let shape = LaunchShape::new(launch.m, launch.n, launch.k, launch.x_row_stride, launch.y_row_stride)?;
+        shape.check_width(spec)?;
+        let ranges = [launch.x, launch.packed, launch.scales, launch.y];
+        for (operand, range) in Operand::ALL.into_iter().zip(ranges) {
             let end = range.offset.checked_add(range.len).filter(|&end| end <= range.buffer.size());
             if end.is_none() {
                 return Err(Error::RangeOutOfBounds {
-                    what,
+                    what: operand.name(),
                     offset: range.offset as usize,
                     len: range.len as usize,
                     buffer_len: range.buffer.size() as usize,
                 });
             }
-            if (range.len as usize) < needed {
-                return Err(Error::RangeTooSmall { what, len: range.len as usize, needed, m, n, k });
-            }
-            if range.offset % align != 0 {
-                return Err(Error::Misaligned { what, offset: range.offset as usize, align: align as usize });
-            }
+            shape.check_operand(operand, range.offset as usize, range.len as usize)?;
         }
+        let GemvShape { m, n, k } = shape.shape();
+        let (x_bytes, y_bytes) = (shape.bytes(Operand::X), shape.bytes(Operand::Y));
         // Shader indices are 32-bit words.
-        for (what, bytes) in [("x", x_bytes), ("packed", n * k / 2), ("y", y_bytes)] {
+        for (what, bytes) in [("x", x_bytes), ("packed", shape.bytes(Operand::Packed)), ("y", y_bytes)] {
             if bytes >= u32::MAX as usize / 2 {
                 return Err(Error::LimitExceeded {
                     backend: "wgpu",
@@ -119,8 +105,8 @@ impl WgpuBackend {
             self.window(what, range.buffer.clone(), range.offset, len as u64)
         };
         let x = window("x", launch.x, x_bytes)?;
-        let packed = window("packed", launch.packed, n * k / 2)?;
-        let scales = window("scales", launch.scales, n * k / 16)?;
+        let packed = window("packed", launch.packed, shape.bytes(Operand::Packed))?;
+        let scales = window("scales", launch.scales, shape.bytes(Operand::Scales))?;
         let y = window("y", launch.y, y_bytes)?;
         let strides = (launch.x_row_stride, launch.y_row_stride);
         self.dispatch(encoder, spec, [&x, &packed, &scales, &y], (m, n, k), strides, launch.global_scale, None)

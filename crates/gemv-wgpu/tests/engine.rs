@@ -6,7 +6,7 @@
 
 use gemv_backend::conformance::skip::{Requirement, skip};
 use gemv_backend::{Error, GpuBackend, ResolvedTiers, conformance};
-use gemv_core::{KillSwitches, WIDEST_TIER, gemv_contract, host_threads};
+use gemv_core::{CoreError, KillSwitches, WIDEST_TIER, gemv_contract, host_threads};
 use gemv_wgpu::{EngineGemv, EngineRange, WgpuBackend};
 use wgpu::util::DeviceExt;
 
@@ -195,13 +195,21 @@ fn engine_launches_are_validated_before_anything_is_recorded() {
     backend.record_gemv(&mut encoder, kernel, &good).expect("a good launch records");
     type Expect = fn(&Error) -> bool;
     let cases: [(EngineGemv<'_>, Expect); 7] = [
-        (EngineGemv { m: 2, ..good }, |e| matches!(e, Error::MExceedsWidth { .. })),
+        (EngineGemv { m: 2, ..good }, |e| matches!(e, Error::Core(CoreError::MExceedsWidth { .. }))),
         (EngineGemv { x: range(&x, 40, 32), ..good }, |e| matches!(e, Error::RangeOutOfBounds { what: "x", .. })),
-        (EngineGemv { x: range(&x, 0, 30), ..good }, |e| matches!(e, Error::RangeTooSmall { what: "x", .. })),
-        (EngineGemv { y: range(&y, 1, 2), ..good }, |e| matches!(e, Error::Misaligned { what: "y", .. })),
+        (EngineGemv { x: range(&x, 0, 30), ..good }, |e| {
+            matches!(e, Error::Core(CoreError::RangeTooSmall { what: "x", .. }))
+        }),
+        (EngineGemv { y: range(&y, 1, 2), ..good }, |e| {
+            matches!(e, Error::Core(CoreError::Misaligned { what: "y", .. }))
+        }),
         (EngineGemv { y: range(&x, 34, 2), ..good }, |e| matches!(e, Error::OutputOverlaps { what: "x", .. })),
-        (EngineGemv { x_row_stride: 15, ..good }, |e| matches!(e, Error::RowStrideTooSmall { what: "x", .. })),
-        (EngineGemv { y_row_stride: 0, ..good }, |e| matches!(e, Error::RowStrideTooSmall { what: "y", .. })),
+        (EngineGemv { x_row_stride: 15, ..good }, |e| {
+            matches!(e, Error::Core(CoreError::RowStrideTooSmall { what: "x", .. }))
+        }),
+        (EngineGemv { y_row_stride: 0, ..good }, |e| {
+            matches!(e, Error::Core(CoreError::RowStrideTooSmall { what: "y", .. }))
+        }),
     ];
     for (index, (launch, expected)) in cases.iter().enumerate() {
         match backend.record_gemv(&mut encoder, kernel, launch) {

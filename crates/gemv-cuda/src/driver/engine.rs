@@ -18,8 +18,8 @@ use crate::ptx;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
 };
-use gemv_backend::{Error, KernelHandle, Result, check_row_strides, strided_span};
-use gemv_core::{GemvShape, KERNELS, KernelSpec, KillSwitches, TIERS, TierMask, dispatch_plan};
+use gemv_backend::{Error, KernelHandle, Result};
+use gemv_core::{GemvShape, KERNELS, KernelSpec, KillSwitches, LaunchShape, Operand, TIERS, TierMask, dispatch_plan};
 use std::sync::Arc;
 
 const NAME: &str = "cuda";
@@ -128,23 +128,14 @@ impl CudaKernels {
         y_row_stride: usize,
         m: usize,
     ) -> Result<()> {
-        let shape = GemvShape::new(m, weights.n, weights.k)?;
-        let (m, n, k) = (shape.m, shape.n, shape.k);
-        if m > kernel.max_m {
-            return Err(Error::MExceedsWidth { kernel: kernel.name, m, width: kernel.max_m });
+        let launch = LaunchShape::new(m, weights.n, weights.k, x_row_stride, y_row_stride)?;
+        launch.check_width(kernel)?;
+        // Lengths in bytes; views are element-aligned.
+        let lens = [2 * x.len(), weights.packed.len(), weights.scales.len(), 2 * y.len()];
+        for (operand, len) in Operand::ALL.into_iter().zip(lens) {
+            launch.check_operand(operand, 0, len)?;
         }
-        check_row_strides(k, n, x_row_stride, y_row_stride)?;
-        // Lengths in bytes, as the backends report them.
-        for (what, len, needed) in [
-            ("x", 2 * x.len(), strided_span(m, k, x_row_stride).saturating_mul(2)),
-            ("packed", weights.packed.len(), n * k / 2),
-            ("scales", weights.scales.len(), n * k / 16),
-            ("y", 2 * y.len(), strided_span(m, n, y_row_stride).saturating_mul(2)),
-        ] {
-            if len < needed {
-                return Err(Error::RangeTooSmall { what, len, needed, m, n, k });
-            }
-        }
+        let GemvShape { m, n, k } = launch.shape();
         // By name, not by address: KERNELS is a `const`, so each use may be its own copy (in an
         // optimised build the plan's specs and this table's did not compare equal).
         let handle = KernelHandle::for_name(kernel.name);
@@ -212,21 +203,15 @@ impl CudaKernels {
         width_cap: usize,
     ) -> Result<()> {
         let plan = dispatch_plan(m, width_cap, TierMask::ALL, self.switches.exact_m_tiers)?;
-        let (n, k) = (weights.n, weights.k);
-        check_row_strides(k, n, x_row_stride, y_row_stride)?;
-        for (what, stride, width, len) in [("x", x_row_stride, k, x.len()), ("y", y_row_stride, n, y.len())] {
-            let needed = strided_span(m, width, stride);
-            if len < needed {
-                return Err(Error::RangeTooSmall { what, len: 2 * len, needed: needed.saturating_mul(2), m, n, k });
-            }
-        }
+        let launch = LaunchShape::new(m, weights.n, weights.k, x_row_stride, y_row_stride)?;
+        launch.check_operand(Operand::X, 0, 2 * x.len())?;
+        launch.check_operand(Operand::Y, 0, 2 * y.len())?;
         for step in plan {
             let kernel = gemv_core::kernel_spec(TIERS[step.tier].kernel_name(self.switches))
                 .ok_or(Error::UnresolvedKernel { raw: 0, backend: NAME })?;
-            let x_start = step.row_offset * x_row_stride;
-            let y_start = step.row_offset * y_row_stride;
-            let x_rows = x.slice(x_start..x_start + strided_span(step.rows, k, x_row_stride));
-            let mut y_rows = y.slice_mut(y_start..y_start + strided_span(step.rows, n, y_row_stride));
+            let (part, x_start, y_start) = launch.part(&step)?;
+            let x_rows = x.slice(x_start..x_start + part.bytes(Operand::X) / 2);
+            let mut y_rows = y.slice_mut(y_start..y_start + part.bytes(Operand::Y) / 2);
             self.launch_strided(stream, kernel, weights, &x_rows, x_row_stride, &mut y_rows, y_row_stride, step.rows)?;
         }
         Ok(())

@@ -32,33 +32,35 @@ pub(super) fn bad_input(backend: &dyn GpuBackend, cases: &mut Cases) {
         ("N = 0", batch2, GemvArgs { n: 0, ..good }, |e| matches!(e, Error::Core(CoreError::ZeroN { .. }))),
         ("K = 24", batch2, GemvArgs { k: 24, ..good }, |e| matches!(e, Error::Core(CoreError::InvalidK { .. }))),
         ("K = 0", batch2, GemvArgs { k: 0, ..good }, |e| matches!(e, Error::Core(CoreError::InvalidK { .. }))),
-        ("M = 3 on batch2", batch2, GemvArgs { m: 3, ..good }, |e| matches!(e, Error::MExceedsWidth { .. })),
+        ("M = 3 on batch2", batch2, GemvArgs { m: 3, ..good }, |e| {
+            matches!(e, Error::Core(CoreError::MExceedsWidth { .. }))
+        }),
         ("zero handle", KernelHandle::NONE, good, |e| matches!(e, Error::UnresolvedKernel { .. })),
         ("x too small", batch2, GemvArgs { x: x.range(0, 2 * m * k - 2), ..good }, |e| {
-            matches!(e, Error::RangeTooSmall { what: "x", .. })
+            matches!(e, Error::Core(CoreError::RangeTooSmall { what: "x", .. }))
         }),
         ("x row stride below K", batch2, GemvArgs { x_row_stride: k - 1, ..good }, |e| {
-            matches!(e, Error::RowStrideTooSmall { what: "x", .. })
+            matches!(e, Error::Core(CoreError::RowStrideTooSmall { what: "x", .. }))
         }),
         ("y row stride below N", batch2, GemvArgs { y_row_stride: n - 1, ..good }, |e| {
-            matches!(e, Error::RowStrideTooSmall { what: "y", .. })
+            matches!(e, Error::Core(CoreError::RowStrideTooSmall { what: "y", .. }))
         }),
         // Two rows K + 1 apart span 2K + 1 elements: one more than the buffer holds.
         ("x too small for its row stride", batch2, GemvArgs { x_row_stride: k + 1, ..good }, |e| {
-            matches!(e, Error::RangeTooSmall { what: "x", .. })
+            matches!(e, Error::Core(CoreError::RangeTooSmall { what: "x", .. }))
         }),
         ("y too small for its row stride", batch2, GemvArgs { y_row_stride: n + 1, ..good }, |e| {
-            matches!(e, Error::RangeTooSmall { what: "y", .. })
+            matches!(e, Error::Core(CoreError::RangeTooSmall { what: "y", .. }))
         }),
         // Each range one element short of what the shape needs.
         ("packed too small", batch2, GemvArgs { packed: packed.range(0, n * k / 2 - 1), ..good }, |e| {
-            matches!(e, Error::RangeTooSmall { what: "packed", .. })
+            matches!(e, Error::Core(CoreError::RangeTooSmall { what: "packed", .. }))
         }),
         ("scales too small", batch2, GemvArgs { scales: scales.range(1, 9), ..good }, |e| {
-            matches!(e, Error::RangeTooSmall { what: "scales", .. })
+            matches!(e, Error::Core(CoreError::RangeTooSmall { what: "scales", .. }))
         }),
         ("y too small", batch2, GemvArgs { y: y.range(0, 2 * m * n - 2), ..good }, |e| {
-            matches!(e, Error::RangeTooSmall { what: "y", .. })
+            matches!(e, Error::Core(CoreError::RangeTooSmall { what: "y", .. }))
         }),
         ("range past the buffer", batch2, GemvArgs { y: y.range(2, 2 * m * n), ..good }, |e| {
             matches!(e, Error::RangeOutOfBounds { what: "y", .. })
@@ -67,10 +69,10 @@ pub(super) fn bad_input(backend: &dyn GpuBackend, cases: &mut Cases) {
             matches!(e, Error::RangeOutOfBounds { .. })
         }),
         ("shape larger than the buffers", batch2, GemvArgs { n: 6, y_row_stride: 6, ..good }, |e| {
-            matches!(e, Error::RangeTooSmall { .. })
+            matches!(e, Error::Core(CoreError::RangeTooSmall { .. }))
         }),
         ("misaligned y", batch2, GemvArgs { y: y.range(1, 2 * m * n - 1), ..good }, |e| {
-            matches!(e, Error::RangeTooSmall { .. } | Error::Misaligned { .. })
+            matches!(e, Error::Core(CoreError::RangeTooSmall { .. }) | Error::Core(CoreError::Misaligned { .. }))
         }),
         ("y overlaps x", batch2, GemvArgs { y: x.range(0, 2 * m * n), ..good }, |e| {
             matches!(e, Error::OutputOverlaps { what: "x", .. })

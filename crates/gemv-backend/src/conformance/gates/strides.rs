@@ -8,7 +8,8 @@
 
 use super::{Cases, diff, host, lookup};
 use crate::conformance::data::{activations, matrix};
-use crate::{GemvArgs, GpuBackend, KernelHandle, Result, strided_span};
+use crate::{GemvArgs, GpuBackend, KernelHandle, Result};
+use gemv_core::strided_span;
 use gemv_core::{Family, Nvfp4Matrix, family_kernels};
 
 /// Between X's rows: bf16 996.0, finite and far from the activations' range.
