@@ -37,5 +37,5 @@ pub use reference::{ReferenceOutput, f64_reference, fast_reference, fast_roundin
 pub use shape::{GROUP_SIZE, GemvShape, validate_weight_shape};
 pub use tiers::{
     BATCHM_FAMILY, FAST_MODULE_NAME, FAST_TIERS, KERNELS, KernelSpec, MODULE_NAME, TIERS, Tier, WIDEST_TIER,
-    batchm_family, family_kernels, kernel_in_module, kernel_index, kernel_spec, select_tier,
+    batchm_family, family_kernels, kernel_in_module, kernel_index, kernel_spec, narrowest_tier, select_tier,
 };

@@ -1,11 +1,11 @@
 //! A dispatch plan for ANY m >= 1: launches that cover every row exactly once, using only present,
 //! allowed tiers no wider than the caller's cap, so no caller needs its own fallback.
 //!
-//! Rule: if a tier covers the remaining rows, take the narrowest one and stop; otherwise fill the
-//! widest available tier completely and repeat. (m = 9 with cap 8 is batch8 + gemv; with cap 32
-//! it is one batch16 launch.)
+//! Rule: if a tier covers the remaining rows, take the narrowest one ([`narrowest_tier`], the one
+//! tier decision) and stop; otherwise fill the widest available tier completely and repeat.
+//! (m = 9 with cap 8 is batch8 + gemv; with cap 32 it is one batch16 launch.)
 
-use crate::tiers::{FAST_TIERS, TIERS, Tier};
+use crate::tiers::{FAST_TIERS, TIERS, Tier, narrowest_tier};
 use crate::{CoreError, Result};
 
 /// Which of [`TIERS`] are present, as a bit set (bit i = `TIERS[i]`).
@@ -73,18 +73,16 @@ fn plan_over(tiers: &[Tier], m: usize, width_cap: usize, present: TierMask, exac
     if width_cap == 0 {
         return Err(CoreError::InvalidWidthCap { cap: width_cap });
     }
-    let usable: Vec<usize> = (0..tiers.len())
-        .filter(|&i| present.contains(i) && tiers[i].width <= width_cap && tiers[i].allowed(exact_m))
-        .collect();
-    let Some(&widest) = usable.last() else {
+    let available = |i: usize| present.contains(i) && tiers[i].width <= width_cap;
+    let Some(widest) = (0..tiers.len()).rev().find(|&i| available(i) && tiers[i].allowed(exact_m)) else {
         return Err(CoreError::NoTierAvailable { m, cap: width_cap, present: present.describe(tiers) });
     };
     let mut launches = Vec::new();
     let mut row_offset = 0;
     while row_offset < m {
         let remaining = m - row_offset;
-        match usable.iter().find(|&&i| tiers[i].width >= remaining) {
-            Some(&tier) => {
+        match narrowest_tier(tiers, remaining, available, exact_m) {
+            Some(tier) => {
                 launches.push(Launch { tier, row_offset, rows: remaining });
                 row_offset = m;
             }

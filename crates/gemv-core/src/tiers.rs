@@ -137,18 +137,21 @@ pub fn batchm_family() -> &'static [Tier] {
     &TIERS[BATCHM_FAMILY]
 }
 
+/// The one tier decision: the narrowest of `tiers` (narrowest first) that covers `m`, is allowed
+/// (widths 5, 6, 7 only when `exact_m`) and is `available` (by index). `None` for `m == 0` and
+/// when no such tier exists. [`select_tier`] and the dispatch plan both decide through it.
+pub fn narrowest_tier(tiers: &[Tier], m: usize, available: impl Fn(usize) -> bool, exact_m: bool) -> Option<usize> {
+    if m == 0 {
+        return None;
+    }
+    tiers.iter().enumerate().position(|(index, tier)| tier.width >= m && tier.allowed(exact_m) && available(index))
+}
+
 /// Picks the narrowest batchm-family tier (index into [`batchm_family`]) that covers `m`, whose
 /// kernel is `present[index]`, and that is allowed (widths 5, 6, 7 only when `exact_m`).
 ///
 /// `None` for `m == 0`, for `m` beyond every present allowed width, and when nothing is present:
 /// the caller then falls back. A missing tier falls to the next wider one (bit-identical, slower).
 pub fn select_tier(m: usize, present: &[bool], exact_m: bool) -> Option<usize> {
-    if m == 0 {
-        return None;
-    }
-    batchm_family()
-        .iter()
-        .enumerate()
-        .find(|(index, tier)| tier.width >= m && tier.allowed(exact_m) && present.get(*index).copied().unwrap_or(false))
-        .map(|(index, _)| index)
+    narrowest_tier(batchm_family(), m, |index| present.get(index).copied().unwrap_or(false), exact_m)
 }
