@@ -67,6 +67,17 @@ impl WgpuBackend {
         kernel: KernelHandle,
         launch: &EngineGemv<'_>,
     ) -> Result<()> {
+        self.record_gemv_timed(encoder, kernel, launch, None)
+    }
+
+    /// [`Self::record_gemv`], with the pass's timestamp writes (the bench's timing).
+    pub(crate) fn record_gemv_timed(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        kernel: KernelHandle,
+        launch: &EngineGemv<'_>,
+        timestamp_writes: Option<wgpu::ComputePassTimestampWrites<'_>>,
+    ) -> Result<()> {
         let spec = resolved_spec("wgpu", kernel)?;
         let shape = LaunchShape::new(launch.m, launch.n, launch.k, launch.x_row_stride, launch.y_row_stride)?;
         shape.check_width(spec)?;
@@ -109,6 +120,14 @@ impl WgpuBackend {
         let scales = window("scales", launch.scales, shape.bytes(Operand::Scales))?;
         let y = window("y", launch.y, y_bytes)?;
         let strides = (launch.x_row_stride, launch.y_row_stride);
-        self.dispatch(encoder, spec, [&x, &packed, &scales, &y], (m, n, k), strides, launch.global_scale, None)
+        self.dispatch(
+            encoder,
+            spec,
+            [&x, &packed, &scales, &y],
+            (m, n, k),
+            strides,
+            launch.global_scale,
+            timestamp_writes,
+        )
     }
 }

@@ -2,10 +2,11 @@
 //! (immediate data where the device has it, else a small uniform buffer) and the dispatch.
 
 use super::{Binding, NAME, WgpuBackend};
+use crate::engine::{EngineGemv, EngineRange};
 use crate::error::WgpuError;
 use crate::shader::{rows_per_workgroup, shader_source};
 use gemv_backend::{GemvArgs, KernelHandle, Result, resolved_spec};
-use gemv_core::KernelSpec;
+use gemv_core::{KernelSpec, Operand};
 
 /// `Params` in the template: 12 u32 words.
 pub(super) const PARAMS_BYTES: u64 = 48;
@@ -36,7 +37,11 @@ impl WgpuBackend {
         Ok(pipeline)
     }
 
-    /// Validates `args` and records one dispatch into `encoder`.
+    /// Validates `args` against this backend's buffers (ids, bounds, Y overlapping no input) and
+    /// records one dispatch into `encoder` through the engine path ([`Self::record_gemv`]), so
+    /// every gate run through the trait exercises what an engine calls. An input that shares Y's
+    /// buffer (wgpu cannot bind one buffer read-only and read-write in one dispatch) is first
+    /// copied into a buffer of its own.
     pub(super) fn encode(
         &self,
         encoder: &mut wgpu::CommandEncoder,
@@ -46,33 +51,35 @@ impl WgpuBackend {
     ) -> Result<()> {
         let spec = resolved_spec(NAME, kernel)?;
         let shape = args.validate(spec)?;
-        let (m, n, k) = (shape.m, shape.n, shape.k);
-        let too_big = |what: &str, v: usize| WgpuError::Limit {
-            what: format!("{what} index range (shader indices are 32-bit)"),
-            requested: v as u64,
-            limit: u64::from(u32::MAX),
+        let launch = args.launch_shape()?;
+        let y = self.checked_range("y", args.y)?;
+        let mut inputs = Vec::with_capacity(3);
+        for (operand, range) in [(Operand::X, args.x), (Operand::Packed, args.packed), (Operand::Scales, args.scales)] {
+            let needed = launch.bytes(operand);
+            if range.buffer.id() == args.y.buffer.id() {
+                let copy =
+                    self.detached(self.binding(operand.name(), range.buffer.range(range.offset, needed))?, encoder);
+                inputs.push((copy.buffer, copy.inner, needed as u64));
+            } else {
+                inputs.push((self.checked_range(operand.name(), range)?, range.offset as u64, range.len as u64));
+            }
+        }
+        fn engine_range((buffer, offset, len): &(wgpu::Buffer, u64, u64)) -> EngineRange<'_> {
+            EngineRange { buffer, offset: *offset, len: *len }
+        }
+        let launch = EngineGemv {
+            x: engine_range(&inputs[0]),
+            packed: engine_range(&inputs[1]),
+            scales: engine_range(&inputs[2]),
+            y: EngineRange { buffer: &y, offset: args.y.offset as u64, len: args.y.len as u64 },
+            global_scale: args.global_scale,
+            m: shape.m,
+            n: shape.n,
+            k: shape.k,
+            x_row_stride: args.x_row_stride,
+            y_row_stride: args.y_row_stride,
         };
-        for (what, len) in [("x", args.x.len), ("packed", args.packed.len), ("y", args.y.len)] {
-            if len >= u32::MAX as usize / 2 {
-                return Err(too_big(what, len).into());
-            }
-        }
-        let y = self.binding("y", args.y_written())?;
-        let mut inputs = [
-            self.binding("x", args.x_read())?,
-            self.binding("packed", args.packed.buffer.range(args.packed.offset, n * k / 2))?,
-            self.binding("scales", args.scales.buffer.range(args.scales.offset, n * k / 16))?,
-        ];
-        let sources = [args.x.buffer.id(), args.packed.buffer.id(), args.scales.buffer.id()];
-        for (binding, source) in inputs.iter_mut().zip(sources) {
-            if source == args.y.buffer.id() {
-                let shared = Binding { buffer: binding.buffer.clone(), ..*binding };
-                *binding = self.detached(shared, encoder);
-            }
-        }
-        let [x, packed, scales] = &inputs;
-        let strides = (args.x_row_stride, args.y_row_stride);
-        self.dispatch(encoder, spec, [x, packed, scales, &y], (m, n, k), strides, args.global_scale, timestamp_writes)
+        self.record_gemv_timed(encoder, kernel, &launch, timestamp_writes)
     }
 
     /// Records one dispatch of `spec` over bound windows of X, the packed weights, the scales
