@@ -182,15 +182,15 @@ impl GpuBackend for CpuBackend {
         let spec = resolved_spec(NAME, kernel)?;
         let shape = args.validate(spec)?;
         let (m, n, k) = (shape.m, shape.n, shape.k);
-        let threads = self.team()?;
         let mut arrangements = self.arrangements();
         let source = Source { packed: args.packed_read(), scales: args.scales_read(), n, k };
         let (arranged, x) = self.memory.with_launch_inputs(args, |inputs| {
             let arranged = arrangements.get_or_make(source, || Arranged::new(inputs.packed, inputs.scales, n, k));
             (arranged, inputs.x)
         })?;
+        // The engine path, over the staged rows: every gate through the trait exercises it.
         let mut y = vec![0u16; m * n];
-        gemv(self.path, threads, &arranged, args.global_scale, (&x, k), (&mut y, n), m);
+        self.gemv(&CpuWeights::shared(arranged, args.global_scale), &x, k, &mut y, n, m)?;
         self.memory.write_y_rows(args, &y)?;
         arrangements.forget_overlapping(&args.y_written());
         tracing::trace!(kernel = spec.name, m, n, k, path = self.path.name(), "cpu launch");

@@ -2,6 +2,7 @@
 
 use crate::arrangements::Arranged;
 use gemv_core::{Nvfp4Matrix, Nvfp4View};
+use std::sync::Arc;
 
 /// An NVFP4 matrix arranged for the CPU kernels (16 rows to a tile, scales next to their
 /// weights, each tile one forward stream, docs/cpu.md): the checkpoint's bytes are read once,
@@ -9,7 +10,7 @@ use gemv_core::{Nvfp4Matrix, Nvfp4View};
 /// the matrix's bytes plus a little padding; weights of 2 MiB and more sit on huge pages where
 /// the system offers them.
 pub struct CpuWeights {
-    arranged: Arranged,
+    arranged: Arc<Arranged>,
     global_scale: f32,
 }
 
@@ -28,9 +29,15 @@ impl CpuWeights {
     /// Arranges a validated matrix.
     pub fn new(weights: &Nvfp4View<'_>) -> Self {
         Self {
-            arranged: Arranged::new(weights.packed(), weights.scales(), weights.n(), weights.k()),
+            arranged: Arc::new(Arranged::new(weights.packed(), weights.scales(), weights.n(), weights.k())),
             global_scale: weights.global_scale(),
         }
+    }
+
+    /// An arrangement the backend already holds (the trait path's, made at the first launch over
+    /// a weight range), with its global scale.
+    pub(crate) fn shared(arranged: Arc<Arranged>, global_scale: f32) -> Self {
+        Self { arranged, global_scale }
     }
 
     /// Weight rows.
