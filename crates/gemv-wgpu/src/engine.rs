@@ -9,8 +9,8 @@
 //! writes a 48-byte uniform buffer.)
 
 use crate::backend::WgpuBackend;
-use gemv_backend::{Error, KernelHandle, Result, resolved_spec};
-use gemv_core::{GemvShape, LaunchShape, Operand};
+use gemv_backend::{Error, KernelHandle, ResolvedTiers, Result, resolved_spec};
+use gemv_core::{Family, FamilyChoice, GemvShape, LaunchShape, Operand, WIDEST_TIER};
 
 /// `len` bytes at `offset` of an engine's buffer (which needs `STORAGE` usage).
 #[derive(Debug, Clone, Copy)]
@@ -68,6 +68,42 @@ impl WgpuBackend {
         launch: &EngineGemv<'_>,
     ) -> Result<()> {
         self.record_gemv_timed(encoder, kernel, launch, None)
+    }
+
+    /// Records every launch of the dispatch plan for any M (`launch.m`, rows of X and Y at their
+    /// strides) in the family `family` picks on this backend (the fast family is CUDA's only: here
+    /// `Fast` is refused and `Auto` is exact), each part validated and recorded by
+    /// [`Self::record_gemv`]. Nothing is submitted.
+    pub fn record_plan<'a>(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        tiers: &ResolvedTiers,
+        family: FamilyChoice,
+        launch: &EngineGemv<'a>,
+    ) -> Result<()> {
+        let shape = LaunchShape::new(launch.m, launch.n, launch.k, launch.x_row_stride, launch.y_row_stride)?;
+        shape.check_operand(Operand::X, launch.x.offset as usize, launch.x.len as usize)?;
+        shape.check_operand(Operand::Y, launch.y.offset as usize, launch.y.len as usize)?;
+        let (plan, handle): (_, fn(&ResolvedTiers, usize) -> KernelHandle) = match tiers.family(launch.m, family)? {
+            Family::Exact => (tiers.plan(launch.m, WIDEST_TIER)?, ResolvedTiers::handle),
+            Family::Fast => (tiers.fast_plan(launch.m)?, ResolvedTiers::fast_handle),
+        };
+        for step in &plan {
+            let (part, x_start, y_start) = shape.part(step)?;
+            let rows = |range: EngineRange<'a>, start: usize, operand| EngineRange {
+                offset: range.offset + 2 * start as u64,
+                len: part.bytes(operand) as u64,
+                ..range
+            };
+            let part_launch = EngineGemv {
+                x: rows(launch.x, x_start, Operand::X),
+                y: rows(launch.y, y_start, Operand::Y),
+                m: step.rows,
+                ..*launch
+            };
+            self.record_gemv(encoder, handle(tiers, step.tier), &part_launch)?;
+        }
+        Ok(())
     }
 
     /// [`Self::record_gemv`], with the pass's timestamp writes (the bench's timing).

@@ -168,6 +168,71 @@ fn engine_launches(features: wgpu::Features) {
     assert!(bytes[..y_at].iter().chain(&bytes[y_at + 2 * m * n..]).all(|&b| b == 0), "wrote outside Y");
 }
 
+/// One call records the whole plan for any M, X's and Y's rows at strides inside bigger
+/// buffers: bit-exact, the gaps between rows untouched; the fast family, which wgpu lacks, is
+/// refused before anything is recorded.
+#[test]
+fn a_plan_for_any_m_is_recorded_in_one_call_with_row_strides() {
+    let Some((device, queue, info)) = engine_device() else { return };
+    let backend = WgpuBackend::from_device(device.clone(), queue.clone(), info);
+    let tiers = ResolvedTiers::resolve(&backend, KillSwitches::default());
+    let (n, k, m, x_stride, y_stride) = (40, 96, 37, 99, 43);
+    let matrix = conformance::matrix(n, k, 11);
+    let view = matrix.view();
+    let x_host = conformance::activations(m, k, 12);
+    const GAP: u16 = 0x7E7E;
+    let mut x_rows = vec![GAP; (m - 1) * x_stride + k];
+    for t in 0..m {
+        x_rows[t * x_stride..t * x_stride + k].copy_from_slice(&x_host[t * k..(t + 1) * k]);
+    }
+    let (x_at, y_at) = (10u64, 2u64);
+    let mut arena = vec![0u8; x_at as usize];
+    arena.extend_from_slice(bytemuck::cast_slice(&x_rows));
+    arena.resize(arena.len() + 2, 0);
+    let y_len = 2 * ((m - 1) * y_stride + n);
+    let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
+    let make = |contents: &[u8]| {
+        device.create_buffer_init(&wgpu::util::BufferInitDescriptor { label: None, contents, usage: storage })
+    };
+    let (arena, packed, scales) = (make(&arena), make(view.packed()), make(view.scales()));
+    let y_gaps: Vec<u16> = vec![GAP; y_len / 2 + 2];
+    let y_buffer = make(bytemuck::cast_slice(&y_gaps));
+    let whole = |buffer, len: usize| EngineRange { buffer, offset: 0, len: len as u64 };
+    let launch = EngineGemv {
+        x: EngineRange { buffer: &arena, offset: x_at, len: 2 * x_rows.len() as u64 },
+        packed: whole(&packed, view.packed().len()),
+        scales: whole(&scales, view.scales().len()),
+        y: EngineRange { buffer: &y_buffer, offset: y_at, len: y_len as u64 },
+        global_scale: view.global_scale(),
+        m,
+        n,
+        k,
+        x_row_stride: x_stride,
+        y_row_stride: y_stride,
+    };
+    let mut encoder = device.create_command_encoder(&Default::default());
+    let fast = backend.record_plan(&mut encoder, &tiers, gemv_core::FamilyChoice::Fast, &launch);
+    assert!(fast.is_err(), "wgpu has no fast family: {fast:?}");
+    let short = EngineGemv { y: EngineRange { len: y_len as u64 - 2, ..launch.y }, ..launch };
+    let refused = backend.record_plan(&mut encoder, &tiers, gemv_core::FamilyChoice::Auto, &short);
+    assert!(matches!(refused, Err(Error::Core(CoreError::RangeTooSmall { what: "y", .. }))), "{refused:?}");
+    backend.record_plan(&mut encoder, &tiers, gemv_core::FamilyChoice::Auto, &launch).expect("recorded");
+    queue.submit([encoder.finish()]);
+
+    let bytes = read_back(&device, &queue, &y_buffer);
+    let words: Vec<u16> = bytes.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect();
+    let mut expected = vec![0u16; m * n];
+    gemv_contract(&view, &x_host, m, &mut expected, host_threads()).expect("contract");
+    let first = y_at as usize / 2;
+    for (i, &word) in words.iter().enumerate() {
+        let row_col = i.checked_sub(first).map(|e| (e / y_stride, e % y_stride));
+        match row_col {
+            Some((t, c)) if t < m && c < n => assert_eq!(word, expected[t * n + c], "Y[{t}][{c}]"),
+            _ => assert_eq!(word, GAP, "word {i} outside Y's rows was written"),
+        }
+    }
+}
+
 #[test]
 fn engine_launches_are_validated_before_anything_is_recorded() {
     let Some((device, queue, info)) = engine_device() else { return };
