@@ -12,17 +12,15 @@
 //! nor written).
 
 use super::driver_error;
+use super::enqueue::{Operands, enqueue};
 use crate::error::CudaError;
-use crate::launch::{THREADS_PER_BLOCK, grid_size, kernel_int};
 use crate::ptx;
-use cudarc::driver::{
-    CudaContext, CudaFunction, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaContext, CudaFunction, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use gemv_backend::{Error, KernelHandle, Result};
-use gemv_core::{GemvShape, KERNELS, KernelSpec, KillSwitches, LaunchShape, Operand, TIERS, TierMask, dispatch_plan};
+use gemv_core::{KERNELS, KernelSpec, KillSwitches, LaunchShape, Operand, TIERS, TierMask, dispatch_plan};
 use std::sync::Arc;
 
-const NAME: &str = "cuda";
+use super::NAME;
 
 /// An NVFP4 matrix in device memory the engine owns: `packed` `[n][k/2]` E2M1 codes, `scales`
 /// `[n][k/16]` E4M3 codes (views: a row range of a bigger matrix is used in place).
@@ -135,43 +133,21 @@ impl CudaKernels {
         for (operand, len) in Operand::ALL.into_iter().zip(lens) {
             launch.check_operand(operand, 0, len)?;
         }
-        let GemvShape { m, n, k } = launch.shape();
         // By name, not by address: KERNELS is a `const`, so each use may be its own copy (in an
         // optimised build the plan's specs and this table's did not compare equal).
         let handle = KernelHandle::for_name(kernel.name);
         let index = handle.registry_index().ok_or(Error::UnresolvedKernel { raw: 0, backend: NAME })?;
-        let (m32, n32, k32) = (kernel_int(NAME, "M", m)?, kernel_int(NAME, "N", n)?, kernel_int(NAME, "K", k)?);
-        let x_stride = kernel_int(NAME, "X row stride", x_row_stride)?;
-        let y_stride = kernel_int(NAME, "Y row stride", y_row_stride)?;
-        let config = LaunchConfig {
-            grid_dim: (grid_size(NAME, kernel, n)?, 1, 1),
-            block_dim: (THREADS_PER_BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let function =
+            self.functions[index].as_ref().ok_or(Error::UnresolvedKernel { raw: handle.raw(), backend: NAME })?;
         let (x_ptr, _x_sync) = x.device_ptr(stream);
         let (packed_ptr, _packed_sync) = weights.packed.device_ptr(stream);
         let (scales_ptr, _scales_sync) = weights.scales.device_ptr(stream);
         let (y_ptr, _y_sync) = y.device_ptr_mut(stream);
-        let function =
-            self.functions[index].as_ref().ok_or(Error::UnresolvedKernel { raw: handle.raw(), backend: NAME })?;
-        let mut launch = stream.launch_builder(function);
-        launch
-            .arg(&x_ptr)
-            .arg(&packed_ptr)
-            .arg(&scales_ptr)
-            .arg(&y_ptr)
-            .arg(&weights.global_scale)
-            .arg(&m32)
-            .arg(&n32)
-            .arg(&k32)
-            .arg(&x_stride)
-            .arg(&y_stride);
-        // SAFETY: the argument list matches the kernels' signature (four device pointers, f32,
-        // five i32). The views' lengths were checked against M, N, K and the strides above, the
-        // kernels read only those ranges and write only Y's m rows, and the borrows keep the
-        // memory alive and y unaliased while the launch is enqueued.
-        unsafe { launch.launch(config) }
-            .map_err(|source| CudaError::Driver { call: "launching a gemv kernel".into(), source })?;
+        let operands = Operands { x: x_ptr, packed: packed_ptr, scales: scales_ptr, y: y_ptr };
+        // SAFETY: the views' lengths were checked against the launch above and M against the
+        // kernel's width; the borrows keep the memory alive and y unaliased while the launch is
+        // enqueued, and the sync guards order it on `stream`.
+        unsafe { enqueue(stream, function, kernel, operands, weights.global_scale, &launch) }?;
         Ok(())
     }
 

@@ -6,6 +6,7 @@
 #[cfg(feature = "cublas-peer")]
 mod cublas_peer;
 mod engine;
+mod enqueue;
 
 #[cfg(feature = "cublas-peer")]
 pub use cublas_peer::cublas_present;
@@ -13,12 +14,10 @@ pub use cublas_peer::cublas_present;
 pub use engine::{CudaKernels, CudaWeights, engine_context};
 
 use crate::error::CudaError;
-use crate::launch::{THREADS_PER_BLOCK, grid_size, kernel_int};
 use crate::ptx;
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
-use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr};
+use enqueue::{Operands, enqueue};
 use gemv_backend::{
     BufferGuard, BufferRange, BufferTable, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend,
     KernelHandle, PeerTiming, Result, TimerKind, resolved_spec,
@@ -127,30 +126,19 @@ impl CudaBackend {
 
     fn launch_locked(&self, buffers: &Buffers<'_>, kernel: KernelHandle, args: &GemvArgs) -> Result<()> {
         let spec = resolved_spec(NAME, kernel)?;
-        let shape = args.validate(spec)?;
-        let (m, n, k) = (shape.m, shape.n, shape.k);
-        let (m32, n32, k32) = (kernel_int(NAME, "M", m)?, kernel_int(NAME, "N", n)?, kernel_int(NAME, "K", k)?);
-        let x_stride = kernel_int(NAME, "X row stride", args.x_row_stride)?;
-        let y_stride = kernel_int(NAME, "Y row stride", args.y_row_stride)?;
-        let x = self.address(buffers, "x", args.x)?;
-        let packed = self.address(buffers, "packed", args.packed)?;
-        let scales = self.address(buffers, "scales", args.scales)?;
-        let y = self.address(buffers, "y", args.y)?;
-        let function = self.function(spec)?;
-        let config = LaunchConfig {
-            grid_dim: (grid_size(NAME, spec, n)?, 1, 1),
-            block_dim: (THREADS_PER_BLOCK, 1, 1),
-            shared_mem_bytes: 0,
+        args.validate(spec)?;
+        let launch = args.launch_shape()?;
+        let operands = Operands {
+            x: self.address(buffers, "x", args.x)?,
+            packed: self.address(buffers, "packed", args.packed)?,
+            scales: self.address(buffers, "scales", args.scales)?,
+            y: self.address(buffers, "y", args.y)?,
         };
-        let mut launch = self.stream.launch_builder(&function);
-        launch.arg(&x).arg(&packed).arg(&scales).arg(&y).arg(&args.global_scale).arg(&m32).arg(&n32).arg(&k32);
-        launch.arg(&x_stride).arg(&y_stride);
-        // SAFETY: the argument list matches the kernels' signature (four device pointers, f32,
-        // five i32). `validate` proved every range lies inside a live buffer of this backend
-        // (held alive by the `buffers` lock for the enqueue) and is large enough for M, N, K and
-        // the row strides; the kernels read only those ranges and write only Y's m rows.
-        unsafe { launch.launch(config) }.map_err(driver_error(format!("launching {}", spec.name)))?;
-        Ok(())
+        let function = self.function(spec)?;
+        // SAFETY: `validate` proved every range lies inside a live buffer of this backend (held
+        // alive by the `buffers` lock for the enqueue), holds what the launch needs, fits the
+        // kernel's width, and Y overlaps no input.
+        unsafe { enqueue(&self.stream, &function, spec, operands, args.global_scale, &launch) }
     }
 }
 
