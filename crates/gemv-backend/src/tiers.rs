@@ -23,17 +23,22 @@ pub struct ResolvedTiers {
 impl ResolvedTiers {
     /// Looks every tier up on `backend` under `switches`.
     pub fn resolve(backend: &dyn GpuBackend, switches: KillSwitches) -> Self {
+        Self::resolve_with(backend.name(), |module, name| backend.lookup_kernel(module, name), switches)
+    }
+
+    /// Looks every tier up with `lookup` (module, kernel name -> handle) under `switches`: for an
+    /// engine path that holds its kernels without a [`GpuBackend`] (CUDA's `CudaKernels`).
+    pub fn resolve_with(backend: &str, lookup: impl Fn(&str, &str) -> KernelHandle, switches: KillSwitches) -> Self {
         let handles = std::array::from_fn(|index| {
             let tier = TIERS[index];
-            let preferred = backend.lookup_kernel(MODULE_NAME, tier.kernel_name(switches));
-            if preferred.is_resolved() { preferred } else { backend.lookup_kernel(MODULE_NAME, tier.kernel) }
+            let preferred = lookup(MODULE_NAME, tier.kernel_name(switches));
+            if preferred.is_resolved() { preferred } else { lookup(MODULE_NAME, tier.kernel) }
         });
         let fast = std::array::from_fn(|index| {
-            kernel_spec(FAST_TIERS[index].kernel)
-                .map_or(KernelHandle::NONE, |spec| backend.lookup_kernel(spec.module, spec.name))
+            kernel_spec(FAST_TIERS[index].kernel).map_or(KernelHandle::NONE, |spec| lookup(spec.module, spec.name))
         });
         let resolved = Self { handles, fast, switches };
-        tracing::debug!(backend = backend.name(), present = resolved.present().bits(), "tiers resolved");
+        tracing::debug!(backend, present = resolved.present().bits(), "tiers resolved");
         resolved
     }
 

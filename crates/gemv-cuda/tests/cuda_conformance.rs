@@ -178,5 +178,30 @@ fn an_engine_launches_on_its_own_stream_and_memory_and_replays_a_captured_graph(
             let wanted = if column < n { expected[t * n + column] } else { before };
             assert_eq!(value, wanted, "M = {m}: strided Y element {i} (row {t}, column {column})");
         }
+
+        // The plan in either family from the engine path: exact bit-exact, fast (sm_80+) within
+        // its bound of the f64 reference.
+        use gemv_core::FamilyChoice;
+        let mut y = stream.alloc_zeros::<u16>(m * n).expect("y");
+        kernels
+            .launch_plan(&stream, &weights, &x.slice(..), k, &mut y.slice_mut(..), n, m, FamilyChoice::Exact)
+            .expect("exact plan");
+        assert_eq!(stream.clone_dtoh(&y).expect("y back"), expected, "M = {m}: launch_plan, exact");
+        if kernels.tiers().family(m, FamilyChoice::Fast).is_ok() {
+            kernels
+                .launch_plan(&stream, &weights, &x.slice(..), k, &mut y.slice_mut(..), n, m, FamilyChoice::Fast)
+                .expect("fast plan");
+            let found = stream.clone_dtoh(&y).expect("y back");
+            let matrix = gemv_core::Nvfp4Matrix::from_parts(
+                shard.packed().to_vec(),
+                shard.scales().to_vec(),
+                shard.global_scale(),
+                n,
+                k,
+            )
+            .expect("shard matrix");
+            let failure = conformance::fast_bound_failure(&matrix, &x_host, m, &found);
+            assert!(failure.is_none(), "M = {m}: launch_plan, fast: {failure:?}");
+        }
     }
 }

@@ -6,7 +6,10 @@
 //! kernel up. Weights are whatever device memory the engine filled ([`CudaWeights`]: a whole
 //! matrix, or a row range of a bigger one, a tensor-parallel shard, as views). Each step,
 //! [`CudaKernels::launch`] validates the lengths once and enqueues one kernel;
-//! [`CudaKernels::launch_m`] enqueues the dispatch plan for any M. X is `[m][k]` and Y `[m][n]`,
+//! [`CudaKernels::launch_m`] enqueues the exact family's dispatch plan for any M, and
+//! [`CudaKernels::launch_plan`] the plan of the family the policy picks (the fast, tensor-core
+//! family where asked for and loaded). The tier table is resolved once at load, under the kill
+//! switches of the environment or given as a value ([`CudaKernels::load_with`]). X is `[m][k]` and Y `[m][n]`,
 //! contiguous; the `_strided` forms take row strides instead (X's and Y's rows as rows of wider
 //! buffers, e.g. one head's slice of a fused activation: elements between rows are neither read
 //! nor written).
@@ -16,8 +19,8 @@ use super::enqueue::{Operands, enqueue};
 use crate::error::CudaError;
 use crate::ptx;
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
-use gemv_backend::{Error, KernelHandle, Result};
-use gemv_core::{KERNELS, KernelSpec, KillSwitches, LaunchShape, Operand, TIERS, TierMask, dispatch_plan};
+use gemv_backend::{Error, KernelHandle, ResolvedTiers, Result};
+use gemv_core::{Family, FamilyChoice, KERNELS, KernelSpec, KillSwitches, Launch, LaunchShape, Operand, WIDEST_TIER};
 use std::sync::Arc;
 
 use super::NAME;
@@ -43,7 +46,8 @@ pub struct CudaKernels {
     /// One function per registry kernel, in [`KERNELS`] order; `None` for a family the device
     /// cannot run (the fast family below sm_80).
     functions: Vec<Option<CudaFunction>>,
-    switches: KillSwitches,
+    /// The tier table over those functions, resolved once under the kill switches.
+    tiers: ResolvedTiers,
 }
 
 impl std::fmt::Debug for CudaKernels {
@@ -68,8 +72,13 @@ pub fn engine_context(ordinal: usize) -> Result<Arc<CudaContext>> {
 impl CudaKernels {
     /// Loads the embedded PTX of every module the device can run into `context` (the driver
     /// compiles it for the context's device) and looks every kernel up, under the process's kill
-    /// switches. Once per context.
+    /// switches (the environment). Once per context.
     pub fn load(context: &Arc<CudaContext>) -> Result<Self> {
+        Self::load_with(context, KillSwitches::process())
+    }
+
+    /// [`Self::load`] under the kill switches `switches`, given as a value.
+    pub fn load_with(context: &Arc<CudaContext>, switches: KillSwitches) -> Result<Self> {
         let capability = context.compute_capability().map_err(driver_error("compute capability"))?;
         let mut modules = Vec::new();
         for name in ptx::MODULE_BUILDS.map(|build| build.module) {
@@ -93,7 +102,17 @@ impl CudaKernels {
                 None => Ok(None),
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(Self { functions, switches: KillSwitches::process() })
+        let present = |module: &str, name: &str| match gemv_core::kernel_in_module(module, name) {
+            Some(index) if functions[index].is_some() => KernelHandle::for_name(name),
+            _ => KernelHandle::NONE,
+        };
+        let tiers = ResolvedTiers::resolve_with(NAME, present, switches);
+        Ok(Self { functions, tiers })
+    }
+
+    /// The tier table these kernels resolve (which tiers and families the device has).
+    pub fn tiers(&self) -> &ResolvedTiers {
+        &self.tiers
     }
 
     /// Enqueues one launch of `kernel` on `stream`: `y[..m] = W x[..m]`. Validates the shape, the
@@ -178,14 +197,58 @@ impl CudaKernels {
         m: usize,
         width_cap: usize,
     ) -> Result<()> {
-        let plan = dispatch_plan(m, width_cap, TierMask::ALL, self.switches.exact_m_tiers)?;
+        let plan = self.tiers.plan(m, width_cap)?;
+        self.launch_parts(stream, weights, (x, x_row_stride), (y, y_row_stride), m, &plan, |tier| {
+            self.tiers.handle(tier)
+        })
+    }
+
+    /// Enqueues the dispatch plan for any `m` in the family `family` picks on this device (the
+    /// policy of `gemv_core::select_family`: `Fast` where every fast tier loaded, sm_80+), X's and
+    /// Y's rows at their strides.
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch_plan(
+        &self,
+        stream: &CudaStream,
+        weights: &CudaWeights<'_>,
+        x: &CudaView<'_, u16>,
+        x_row_stride: usize,
+        y: &mut CudaViewMut<'_, u16>,
+        y_row_stride: usize,
+        m: usize,
+        family: FamilyChoice,
+    ) -> Result<()> {
+        let rows = ((x, x_row_stride), (y, y_row_stride));
+        match self.tiers.family(m, family)? {
+            Family::Exact => {
+                let plan = self.tiers.plan(m, WIDEST_TIER)?;
+                self.launch_parts(stream, weights, rows.0, rows.1, m, &plan, |tier| self.tiers.handle(tier))
+            }
+            Family::Fast => {
+                let plan = self.tiers.fast_plan(m)?;
+                self.launch_parts(stream, weights, rows.0, rows.1, m, &plan, |tier| self.tiers.fast_handle(tier))
+            }
+        }
+    }
+
+    /// Enqueues each launch of `plan` (tier indices resolved by `handle`) over its rows of X and Y.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_parts(
+        &self,
+        stream: &CudaStream,
+        weights: &CudaWeights<'_>,
+        (x, x_row_stride): (&CudaView<'_, u16>, usize),
+        (y, y_row_stride): (&mut CudaViewMut<'_, u16>, usize),
+        m: usize,
+        plan: &[Launch],
+        handle: impl Fn(usize) -> KernelHandle,
+    ) -> Result<()> {
         let launch = LaunchShape::new(m, weights.n, weights.k, x_row_stride, y_row_stride)?;
         launch.check_operand(Operand::X, 0, 2 * x.len())?;
         launch.check_operand(Operand::Y, 0, 2 * y.len())?;
         for step in plan {
-            let kernel = gemv_core::kernel_spec(TIERS[step.tier].kernel_name(self.switches))
-                .ok_or(Error::UnresolvedKernel { raw: 0, backend: NAME })?;
-            let (part, x_start, y_start) = launch.part(&step)?;
+            let kernel = gemv_backend::resolved_spec(NAME, handle(step.tier))?;
+            let (part, x_start, y_start) = launch.part(step)?;
             let x_rows = x.slice(x_start..x_start + part.bytes(Operand::X) / 2);
             let mut y_rows = y.slice_mut(y_start..y_start + part.bytes(Operand::Y) / 2);
             self.launch_strided(stream, kernel, weights, &x_rows, x_row_stride, &mut y_rows, y_row_stride, step.rows)?;
