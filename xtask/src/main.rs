@@ -222,7 +222,7 @@ fn test() -> Result<(), String> {
     // Documentation builds without broken links or missing docs.
     // SAFETY: xtask is single-threaded here; no other thread reads the environment.
     unsafe { std::env::set_var("RUSTDOCFLAGS", "-D warnings") };
-    util::run("cargo", &["doc", "--no-deps", "--workspace", "--quiet"])?;
+    util::run("cargo", &["doc", "--no-deps", "--workspace", "--features", CLI_EMULATOR, "--quiet"])?;
     // Release-only tests: the real qkv/o shape under the emulator and on the wgpu adapter, and
     // weights past 2^31 bytes under the emulator.
     let release = [
