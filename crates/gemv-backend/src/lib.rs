@@ -1,7 +1,8 @@
 //! gemv-backend: what every gemv backend implements and proves.
 //!
 //! - [`GpuBackend`]: object-safe; kernels by (module, name) into [`KernelHandle`]s (0 = not
-//!   resolved), buffers, launches, synchronisation, timing, device info.
+//!   resolved), buffers, launches, synchronisation, device info; [`BenchTimers`]: what the
+//!   benchmark times beyond that (device events, the device's copy, a peer GEMM).
 //! - [`GemvArgs::validate`]: the one boundary check every launch goes through.
 //! - [`ResolvedTiers`]: the tier table bound to one backend; [`DeviceMatrix`]: weights uploaded
 //!   once, any M run through the dispatch plan.
@@ -12,6 +13,7 @@
 mod aligned_bytes;
 mod args;
 mod backend;
+mod bench_timers;
 mod buffer;
 mod buffer_table;
 #[cfg(feature = "conformance")]
@@ -25,7 +27,8 @@ mod tiers;
 
 pub use aligned_bytes::{AlignedBytes, DEVICE_ALIGNMENT};
 pub use args::GemvArgs;
-pub use backend::{GpuBackend, PeerTiming, resolved_spec, time_with_host_clock};
+pub use backend::{GpuBackend, resolved_spec};
+pub use bench_timers::{BenchTimers, PeerTiming, time_with_host_clock};
 pub use buffer::{BufferRange, DeviceBuffer};
 pub use buffer_table::{BufferGuard, BufferTable};
 pub use device::{DeviceInfo, DeviceKind, MultiplyAdd, TimerKind};

@@ -1,7 +1,7 @@
 //! Which backends this build has and how to open one by name. The one place the CLI knows them.
 
 use clap::ValueEnum;
-use gemv_backend::{DeviceKind, GpuBackend};
+use gemv_backend::{BenchTimers, DeviceKind};
 use std::sync::OnceLock;
 
 /// `--device N`, set once before any backend opens.
@@ -60,35 +60,35 @@ impl BackendChoice {
 }
 
 /// Opens a concrete backend, or says in one line why it cannot be opened here.
-pub fn open(choice: BackendChoice) -> Result<Box<dyn GpuBackend>, String> {
+pub fn open(choice: BackendChoice) -> Result<Box<dyn BenchTimers>, String> {
     match choice {
         BackendChoice::Auto => open_auto(),
         BackendChoice::Host => Ok(Box::new(gemv_mock::MockBackend::new())),
         BackendChoice::Cpu => gemv_cpu::CpuBackend::new()
-            .map(|backend| Box::new(backend) as Box<dyn GpuBackend>)
+            .map(|backend| Box::new(backend) as Box<dyn BenchTimers>)
             .map_err(|error| error.to_string()),
         BackendChoice::CudaEmu => open_emulator(),
         BackendChoice::Cuda => gemv_cuda::CudaBackend::new(DEVICE.get().copied().unwrap_or(0))
-            .map(|backend| Box::new(backend) as Box<dyn GpuBackend>)
+            .map(|backend| Box::new(backend) as Box<dyn BenchTimers>)
             .map_err(|error| error.to_string()),
         BackendChoice::Wgpu => gemv_wgpu::WgpuBackend::with_adapter(
             DEVICE.get().map_or(gemv_wgpu::AdapterChoice::FromEnvironment, |&i| gemv_wgpu::AdapterChoice::Index(i)),
         )
-        .map(|backend| Box::new(backend) as Box<dyn GpuBackend>)
+        .map(|backend| Box::new(backend) as Box<dyn BenchTimers>)
         .map_err(|error| error.to_string()),
     }
 }
 
 /// The CUDA kernels under the SIMT emulator, emulating `--emulate`'s capability.
 #[cfg(feature = "emulator")]
-fn open_emulator() -> Result<Box<dyn GpuBackend>, String> {
+fn open_emulator() -> Result<Box<dyn BenchTimers>, String> {
     let capability = EMULATED.get().copied().unwrap_or(gemv_cuda::DEFAULT_EMULATED_CAPABILITY);
     Ok(Box::new(gemv_cuda::CudaEmulator::new().with_capability(capability)))
 }
 
 /// This build has no emulator (it needs a C++ compiler to build).
 #[cfg(not(feature = "emulator"))]
-fn open_emulator() -> Result<Box<dyn GpuBackend>, String> {
+fn open_emulator() -> Result<Box<dyn BenchTimers>, String> {
     let _ = EMULATED.get();
     Err("cuda-emu: this gemv was built without the CUDA emulator (build it with `--features emulator`, which \
          needs a C++ compiler)"
@@ -97,7 +97,7 @@ fn open_emulator() -> Result<Box<dyn GpuBackend>, String> {
 
 /// CUDA first, then wgpu on a real GPU, then the CPU backend (the host reference if even that
 /// cannot open, which only a bad GEMV_CPU_SIMD causes).
-fn open_auto() -> Result<Box<dyn GpuBackend>, String> {
+fn open_auto() -> Result<Box<dyn BenchTimers>, String> {
     for choice in [BackendChoice::Cuda, BackendChoice::Wgpu] {
         match open(choice) {
             Ok(backend) if backend.device_info().kind == DeviceKind::Gpu => {

@@ -6,8 +6,8 @@ use crate::compute::{Threads, gemv};
 use crate::simd::{SIMD_VARIABLE, SimdPath, exact_float_mode};
 use crate::weights::CpuWeights;
 use gemv_backend::{
-    AlignedBytes, BufferRange, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, HostMemory,
-    KernelHandle, Result, TimerKind, resolved_spec,
+    AlignedBytes, BenchTimers, BufferRange, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend,
+    HostMemory, KernelHandle, Result, TimerKind, resolved_spec,
 };
 use gemv_core::{LaunchShape, MODULE_NAME, Operand, host_threads};
 use std::sync::{Mutex, OnceLock};
@@ -200,7 +200,9 @@ impl GpuBackend for CpuBackend {
     fn synchronize(&self) -> Result<()> {
         Ok(())
     }
+}
 
+impl BenchTimers for CpuBackend {
     /// A host memory copy on the backend's threads, through buffers of at least 128 MB so the
     /// copy streams memory rather than cache (the reference `gemv bench`'s "% copy" is read
     /// against); the median of at least five timed passes, scaled to `bytes * repeats`.

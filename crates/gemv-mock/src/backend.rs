@@ -101,6 +101,9 @@ impl MockBackend {
     }
 }
 
+/// The host clock times its launches; it has no device copy and no peer.
+impl gemv_backend::BenchTimers for MockBackend {}
+
 impl GpuBackend for MockBackend {
     fn name(&self) -> &'static str {
         NAME

@@ -14,8 +14,8 @@ use crate::error::{WgpuError, device_error, scope_error};
 use binding::{round_up4, word_window};
 use dispatch::PARAMS_BYTES;
 use gemv_backend::{
-    BufferRange, BufferTable, DeviceBuffer, DeviceInfo, DeviceKind, GemvArgs, GpuBackend, KernelHandle, Result,
-    TimerKind,
+    BenchTimers, BufferRange, BufferTable, DeviceBuffer, DeviceInfo, DeviceKind, GemvArgs, GpuBackend, KernelHandle,
+    Result, TimerKind,
 };
 use gemv_core::MODULE_NAME;
 use std::collections::HashMap;
@@ -292,7 +292,9 @@ impl GpuBackend for WgpuBackend {
             .map(|_| ())
             .map_err(|e| device_error("waiting for the device", e))
     }
+}
 
+impl BenchTimers for WgpuBackend {
     fn time_launches(&self, launches: &[(KernelHandle, GemvArgs)], repeats: usize) -> Result<Duration> {
         let total = launches.len() * repeats;
         if !self.timestamps || total == 0 {

@@ -6,7 +6,7 @@ use crate::checkpoint::{expert_count, locate_activations, locate_weights};
 use crate::error::CliError;
 use crate::mapped::MappedCheckpoint;
 use crate::safetensors::TensorLayout;
-use gemv_backend::{DeviceKind, DeviceMatrix, ResolvedTiers};
+use gemv_backend::{DeviceKind, DeviceMatrix, GpuBackend, ResolvedTiers};
 use gemv_core::{KillSwitches, WIDEST_TIER};
 use std::io::Write;
 use std::path::PathBuf;
@@ -125,7 +125,8 @@ pub fn run(options: &RunOptions) -> Result<String, CliError> {
         for expert in &experts {
             let weights = locate_weights(&weights_file, &options.name, *expert).and_then(|w| w.read(&weights_file));
             let weights = weights.map_err(fail)?;
-            let matrix = DeviceMatrix::upload(backend.as_ref(), &weights.view()).map_err(|e| fail(e.into()))?;
+            let matrix = DeviceMatrix::upload(backend.as_ref() as &dyn GpuBackend, &weights.view())
+                .map_err(|e| fail(e.into()))?;
             drop(weights);
             let mut row = 0;
             while row < m {

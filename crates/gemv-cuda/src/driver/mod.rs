@@ -19,8 +19,8 @@ use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr};
 use enqueue::{Operands, enqueue};
 use gemv_backend::{
-    BufferGuard, BufferRange, BufferTable, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend,
-    KernelHandle, PeerTiming, Result, TimerKind, resolved_spec,
+    BenchTimers, BufferGuard, BufferRange, BufferTable, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs,
+    GpuBackend, KernelHandle, PeerTiming, Result, TimerKind, resolved_spec,
 };
 use gemv_core::{GemvShape, KernelSpec};
 use std::collections::HashMap;
@@ -228,7 +228,9 @@ impl GpuBackend for CudaBackend {
     fn synchronize(&self) -> Result<()> {
         self.stream.synchronize().map_err(driver_error("synchronize"))
     }
+}
 
+impl BenchTimers for CudaBackend {
     fn time_launches(&self, launches: &[(KernelHandle, GemvArgs)], repeats: usize) -> Result<Duration> {
         let buffers = self.buffers.lock();
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);

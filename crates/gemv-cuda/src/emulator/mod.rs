@@ -278,6 +278,9 @@ impl CudaEmulator {
     }
 }
 
+/// The host clock times its launches; it has no device copy and no peer.
+impl gemv_backend::BenchTimers for CudaEmulator {}
+
 impl GpuBackend for CudaEmulator {
     fn name(&self) -> &'static str {
         NAME

@@ -10,7 +10,7 @@
 use super::peers::{self, RotationPeer};
 use super::{Arm, BenchOptions, Measurement};
 use crate::commands::progress::progress;
-use gemv_backend::{DeviceInfo, DeviceMatrix, GpuBackend, PeerTiming, TimerKind, conformance};
+use gemv_backend::{BenchTimers, DeviceInfo, DeviceMatrix, GpuBackend, PeerTiming, TimerKind, conformance};
 use gemv_core::{GemvShape, host_threads};
 use std::io::Write;
 
@@ -40,7 +40,7 @@ enum Step<'a> {
 /// Times every arm on one shape (and the backend's peer GEMM, see [`peer_rows`]).
 #[allow(clippy::too_many_arguments)]
 pub fn measure(
-    backend: &dyn GpuBackend,
+    backend: &dyn BenchTimers,
     arms: &[Arm],
     label: &str,
     n: usize,
@@ -58,7 +58,7 @@ pub fn measure(
     );
     let weights = conformance::matrix(n, k, 1);
     let matrices = (0..copies)
-        .map(|_| DeviceMatrix::upload(backend, &weights.view()))
+        .map(|_| DeviceMatrix::upload(backend as &dyn GpuBackend, &weights.view()))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("uploading {copies} weight copies: {e}"))?;
     let x = backend.alloc(2 * max_m * k).map_err(|e| e.to_string())?;
@@ -204,7 +204,7 @@ pub fn measure(
 /// with a note per kernel row giving its speed-up over the peer. A backend without a peer adds
 /// nothing; a peer that cannot run here (no libcublas) adds a note saying why, not a failure.
 fn peer_rows(
-    backend: &dyn GpuBackend,
+    backend: &dyn BenchTimers,
     ours: &[Measurement],
     options: &BenchOptions,
     peak: Option<f64>,
@@ -406,6 +406,9 @@ mod tests {
         fn synchronize(&self) -> gemv_backend::Result<()> {
             self.inner.synchronize()
         }
+    }
+
+    impl BenchTimers for WithPeer {
         fn time_device_copy(&self, _bytes: usize, _repeats: usize) -> gemv_backend::Result<Option<Duration>> {
             let call = self.copy_calls.fetch_add(1, Ordering::Relaxed) as u64 + 1;
             Ok(self.copy.then(|| Duration::from_millis(call)))
@@ -425,7 +428,7 @@ mod tests {
         }
     }
 
-    fn bench(backend: &dyn GpuBackend, ms: &[usize], peer: bool) -> (Vec<Measurement>, Vec<String>) {
+    fn bench(backend: &dyn BenchTimers, ms: &[usize], peer: bool) -> (Vec<Measurement>, Vec<String>) {
         let options = BenchOptions {
             backend: BackendChoice::Host,
             shapes: vec![],
