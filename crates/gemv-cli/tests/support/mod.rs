@@ -3,8 +3,10 @@
 
 #![allow(dead_code)]
 
+use gemv_core::codec::f32_to_bf16;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// The header of a file holding `tensors` (name, dtype, shape, bytes) in order, and where each
 /// one's data starts within the data section.
@@ -84,4 +86,61 @@ pub fn write_sparse(path: &Path, tensors: &[(&str, &str, Vec<u64>, u64)], writte
         file.seek(SeekFrom::Start(data_start + start_of(name))).expect("seek");
         file.write_all(bytes).expect("tensor bytes");
     }
+}
+
+/// `gemv ARGS`: the exit status and stderr.
+pub fn gemv(args: &[&str]) -> (i32, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_gemv")).args(args).output().expect("gemv runs");
+    (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+pub fn bf16_bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|&v| f32_to_bf16(v).to_le_bytes()).collect()
+}
+
+/// Reads Y back with the independent layout knowledge: header, then the one tensor.
+pub fn read_y(path: &Path) -> (String, Vec<u16>) {
+    let bytes = std::fs::read(path).expect("output exists");
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
+    let header = String::from_utf8(bytes[8..8 + header_len].to_vec()).expect("utf-8 header");
+    let data = &bytes[8 + header_len..];
+    (header, data.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect())
+}
+
+pub const N: usize = 24;
+pub const K: usize = 48;
+
+pub fn weights() -> Vec<f32> {
+    (0..N * K).map(|i| ((i * 37 % 101) as f32 - 50.0) / 17.0).collect()
+}
+
+pub fn activations(m: usize) -> Vec<f32> {
+    (0..m * K).map(|i| ((i * 13 % 29) as f32 - 14.0) / 8.0).collect()
+}
+
+/// `gemv run` on the host backend.
+pub fn run_args(weights: &Path, name: &str, x: &Path, out: &str) -> Vec<String> {
+    let (weights, x) = (weights.to_string_lossy(), x.to_string_lossy());
+    ["run", "--weights", &weights, "--name", name, "--input", &x, "--output", out, "--backend", "host"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// Runs `gemv run` on the host and returns Y's header and bits.
+pub fn run_ok(
+    weights: &Path,
+    name: &str,
+    x: &Path,
+    out: &Path,
+    input_name: Option<&str>,
+) -> (serde_json::Value, Vec<u16>) {
+    let mut args = run_args(weights, name, x, out.to_str().unwrap());
+    if let Some(input_name) = input_name {
+        args.extend(["--input-name".to_string(), input_name.to_string()]);
+    }
+    let (code, stderr) = gemv(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 0, "{args:?}: {stderr}");
+    let (header, bits) = read_y(out);
+    (serde_json::from_str(&header).expect("JSON header"), bits)
 }
