@@ -25,7 +25,7 @@ mkdir -p "$out"
 "#;
 
 const RUN_SH: &str = r#"# gemv device check. On the GPU machine: bash target/device-pack/run.sh
-# Logs go to $OUT (or target/device-check/): eight files at most (the device tool returns eight),
+# Logs go to $OUT (or target/device-check/): eight files at most (what the device machine hands back),
 # each written as its step runs, so a run stopped early still leaves what it did. The steps share
 # one time budget (GEMV_DEVICE_BUDGET_S, default 480 s), most valuable first: a step gets the
 # smaller of its own limit and what is left, and none starts with under 15 s left.

@@ -194,7 +194,7 @@ enum Command {
 }
 
 /// Mesa's Vulkan device-select layer asks the display server which GPU to prefer; without a
-/// session (no `XDG_RUNTIME_DIR`: CI, ssh, containers) its Wayland probe prints an error twice on
+/// desktop login (no `XDG_RUNTIME_DIR`: CI, ssh, containers) its Wayland probe prints an error twice on
 /// every wgpu probe, although nothing failed. The layer has no display to consult then, and this
 /// command chooses adapters itself, so the layer is switched off for this process.
 fn quiet_headless_vulkan() {
