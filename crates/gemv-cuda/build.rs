@@ -5,9 +5,10 @@
 //! emulator suites that way, so an access past a kernel's local array or any other undefined
 //! behaviour in a kernel fails CI even where the emulator's own checks cannot see it.
 //!
-//! `GEMV_KERNELS_DIR` compiles the kernels from another directory with the same layout as
-//! this crate's `kernels/` (the kernel mutation pass of `cargo xtask mutants` uses it for its
-//! mutants).
+//! The kernel sources come from gemv-kernels (`DEP_GEMV_KERNELS_CUDA_DIR`, its `cuda/`), the
+//! emulator's runtime from `src/emulator/runtime/`. `GEMV_KERNELS_DIR` compiles the kernels from
+//! another directory with the same files (the kernel mutation pass of `cargo xtask mutants` uses
+//! it for its mutants).
 
 fn main() {
     #[cfg(feature = "emulator")]
@@ -22,9 +23,13 @@ mod emulator {
         let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
         let kernels = match std::env::var_os("GEMV_KERNELS_DIR") {
             Some(dir) => PathBuf::from(dir),
-            None => manifest.join("kernels"),
+            None => {
+                PathBuf::from(std::env::var_os("DEP_GEMV_KERNELS_CUDA_DIR").expect("gemv-kernels exports its cuda_dir"))
+            }
         };
+        let runtime = manifest.join("src/emulator/runtime");
         println!("cargo:rerun-if-changed={}", kernels.display());
+        println!("cargo:rerun-if-changed={}", runtime.display());
         println!("cargo:rerun-if-env-changed=GEMV_EMU_SANITIZE");
         println!("cargo:rerun-if-env-changed=GEMV_KERNELS_DIR");
         let mut build = cc::Build::new();
@@ -34,11 +39,12 @@ mod emulator {
             .opt_level(2)
             .define("GEMV_EMULATOR", None)
             .include(&kernels)
+            .include(&runtime)
             .flag_if_supported("-Wno-unknown-pragmas")
             .flag_if_supported("-Wno-unused-parameter")
-            .file(kernels.join("emu/kernels.cpp"))
-            .file(kernels.join("emu/kernels_sm89.cpp"))
-            .file(kernels.join("emu/runtime.cpp"));
+            .file(runtime.join("kernels.cpp"))
+            .file(runtime.join("kernels_sm89.cpp"))
+            .files(["fibers.cpp", "launch.cpp", "warp.cpp", "memory_checks.cpp"].map(|file| runtime.join(file)));
         // Only explicit fused multiply-adds (`__fmaf_rn`) may fuse, as on the GPU where the PTX is
         // built with -fmad=false; with the host's FMA instruction they compile inline instead of
         // calling libm's fmaf (the emulator runs on the machine that builds it).

@@ -135,7 +135,7 @@ if [ $failed -eq 0 ]; then say "device check: all steps passed"; else say "devic
 exit $failed
 "#;
 
-/// The NaN bits a GPU produces, against what the emulator assumes (kernels/emu/cuda_emu.h): f32
+/// The NaN bits a GPU produces, against what the emulator assumes (gemv-cuda's src/emulator/runtime/cuda_emu.h): f32
 /// FMA, add and multiply give the one NaN 0x7FFFFFFF whatever the inputs' payloads, and the
 /// conversions to binary16 and bfloat16 give 0x7FFF. Compiled on the GPU machine by its nvcc.
 const NAN_PROBE_CU: &str = r#"// gemv device pack: the GPU's NaN bits. nvcc -arch=native nan_probe.cu && ./a.out

@@ -1,5 +1,5 @@
-//! `cargo xtask kernels [--check]`: crates/gemv-cuda/kernels/*.cu -> PTX committed under
-//! crates/gemv-cuda/ptx/ (embedded with include_str!, so building gemv-cuda needs no toolkit).
+//! `cargo xtask kernels [--check]`: kernels/cuda/*.cu -> PTX committed under kernels/ptx/
+//! (embedded by gemv-kernels with include_str!, so building gemv-cuda needs no toolkit).
 //!
 //! The PTX comes from NVRTC 12.2 (pinned, from PyPI): its PTX ISA 8.2 loads on every driver from
 //! the 535 branch (CUDA 12.2) on, where nvcc 13's ISA 9.0 needs a 580 driver. The rest of the
@@ -22,13 +22,12 @@ pub fn builds_of(source: &Path) -> Result<Vec<&'static ModuleBuild>, String> {
     Ok(builds)
 }
 
-/// The CUDA kernel sources (inside the crate that embeds and emulates them, so that the crate
-/// packages on its own).
-pub const KERNEL_DIR: &str = "crates/gemv-cuda/kernels";
+/// The CUDA kernel sources (in gemv-kernels, which ships them with their PTX).
+pub const KERNEL_DIR: &str = "kernels/cuda";
 /// Where the committed PTX lives.
-pub const PTX_DIR: &str = "crates/gemv-cuda/ptx";
+pub const PTX_DIR: &str = "kernels/ptx";
 
-/// Every kernel source: crates/gemv-cuda/kernels/*.cu.
+/// Every kernel source: kernels/cuda/*.cu.
 pub fn sources() -> Result<Vec<PathBuf>, String> {
     let dir = root().join(KERNEL_DIR);
     let mut sources: Vec<PathBuf> = std::fs::read_dir(&dir)

@@ -51,8 +51,8 @@ commands:
   fixtures --modelopt [--check]
                     regenerate crates/gemv-cli/tests/fixtures/modelopt/ with NVIDIA ModelOpt's
                     own export (pinned torch + nvidia-modelopt, several GB; not part of test)
-  kernels [--check] compile every build in gemv_core::MODULE_BUILDS (crates/gemv-cuda/kernels/*.cu)
-                    to PTX in crates/gemv-cuda/ptx/ with the pinned NVRTC 12.2 (a venv under target/)
+  kernels [--check] compile every build in gemv_core::MODULE_BUILDS (kernels/cuda/*.cu)
+                    to PTX in kernels/ptx/ with the pinned NVRTC 12.2 (a venv under target/)
   sass [--check]    assemble the PTX for sm_80..sm_121 with the pinned ptxas and write docs/sass.md
                     (registers, spills, SASS counts, pass loop per weight, per-token slope, issue
                     and bytes-in-flight models; all modelled); fails on spills
@@ -74,7 +74,7 @@ commands:
                     codecs and validation of gemv-core and gemv-backend (--all: every file),
                     judged by their tests and gemv-mock's; results in target/mutants-<crate>/
   mutants --kernels [--source STEM] [--list] [--from I] [--limit N] [--only I,J]
-                    operator and constant mutants of crates/gemv-cuda/kernels/*.cu (--source: one
+                    operator and constant mutants of kernels/cuda/*.cu (--source: one
                     file's, numbered within it; --list: print them, judge none), each judged by the
                     emulator gates once per build of its source and the emulator's tests; one
                     whose PTX is byte-identical to the committed PTX is equivalent (IdenticalPtx),

@@ -16,9 +16,9 @@ use crate::{FAST_MODULE_NAME, Family, KERNELS, MODULE_NAME};
 pub struct ModuleBuild {
     /// The registry module it serves ([`MODULE_NAME`], [`FAST_MODULE_NAME`]).
     pub module: &'static str,
-    /// The kernel source it is compiled from: `kernels/<source>.cu` in `gemv-cuda`.
+    /// The kernel source it is compiled from: `cuda/<source>.cu` in gemv-kernels.
     pub source: &'static str,
-    /// Its PTX: `ptx/<ptx>.ptx` in `gemv-cuda`.
+    /// Its PTX: `ptx/<ptx>.ptx` in gemv-kernels.
     pub ptx: &'static str,
     /// Its `.target`: the lowest compute capability that can load it.
     pub minimum: (i32, i32),

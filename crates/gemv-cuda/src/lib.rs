@@ -1,4 +1,4 @@
-//! gemv-cuda: the CUDA kernels of this crate's `kernels/`.
+//! gemv-cuda: the CUDA kernels of gemv-kernels on NVIDIA GPUs, and under a SIMT emulator.
 //!
 //! - [`CudaKernels`]: the engine-facing path: the kernels on the caller's CUDA stream over the
 //!   caller's device memory ([`CudaWeights`], cudarc views), nothing allocated or synchronised

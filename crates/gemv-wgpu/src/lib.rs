@@ -1,6 +1,6 @@
 //! gemv-wgpu: the gemv tiers in WGSL on wgpu (Vulkan, Metal, DX12; lavapipe in CI).
 //!
-//! Every tier is generated from one template (this crate's `kernels/w4a16_gemv.wgsl`) and
+//! Every tier is generated from one template (gemv-kernels' `wgsl/w4a16_gemv.wgsl`) and
 //! implements the exact numeric contract, so its output is bit-identical to the host reference on
 //! any driver.
 #![warn(missing_docs)]

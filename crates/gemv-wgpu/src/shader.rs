@@ -3,7 +3,7 @@
 
 use gemv_core::KernelSpec;
 
-const TEMPLATE: &str = include_str!("../kernels/w4a16_gemv.wgsl");
+const TEMPLATE: &str = gemv_kernels::wgsl::W4A16_GEMV;
 
 /// Partials per output, and the workgroup size.
 pub const WORKGROUP_SIZE: u32 = 64;

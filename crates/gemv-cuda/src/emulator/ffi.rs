@@ -1,4 +1,4 @@
-//! The C interface of crates/gemv-cuda/kernels/emu/emulator.h.
+//! The C interface of runtime/emulator.h.
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 

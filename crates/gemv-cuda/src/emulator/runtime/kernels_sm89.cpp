@@ -4,7 +4,7 @@
 #define GEMV_ENTRY_SUFFIX _sm89
 #include "emulator.h"
 
-#include "../w4a16_gemv.cu"
+#include "w4a16_gemv.cu"
 
 #define GEMV_EMU_SM89_ENTRY(name, ...) {#name "_sm89", &name##_sm89, emu_launch_bound_##name##_sm89},
 extern const EmuKernel kSm89Kernels[] = {GEMV_KERNELS(GEMV_EMU_SM89_ENTRY)};

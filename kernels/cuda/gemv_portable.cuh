@@ -59,7 +59,7 @@ struct gemv_identity {
 #endif
 
 #ifdef GEMV_EMULATOR
-#include "emu/cuda_emu.h"
+#include "cuda_emu.h"  // gemv-cuda's emulator, on the include path of its build
 #else
 #define GEMV_KERNEL(name, max_threads, min_blocks) \
     extern "C" __global__ void __launch_bounds__(max_threads, min_blocks) name

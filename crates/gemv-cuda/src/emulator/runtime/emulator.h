@@ -3,7 +3,7 @@
 
 #include <cstddef>
 
-#include "../gemv_portable.cuh"
+#include "gemv_portable.cuh"
 
 extern "C" {
 

@@ -1,7 +1,7 @@
 // Planted faults, each next to a control that must pass: the emulator's own tests
 // (crates/gemv-cuda/tests/emulator_faults.rs). Compiled only into the emulator. Every kernel has
 // the gemv signature; most ignore the arguments they do not need.
-#include "../gemv_portable.cuh"
+#include "gemv_portable.cuh"
 
 #define EMU_ARGS                                                                                                   \
     const gemv_u16 *x, const gemv_u8 *packed, const gemv_u8 *scales, gemv_u16 *y, float global_scale, int m, int n, \

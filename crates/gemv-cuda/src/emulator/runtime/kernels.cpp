@@ -3,8 +3,8 @@
 
 #include <cstring>
 
-#include "../w4a16_fast.cu"
-#include "../w4a16_gemv.cu"
+#include "w4a16_fast.cu"
+#include "w4a16_gemv.cu"
 #include "test_kernels.cu"
 
 namespace {

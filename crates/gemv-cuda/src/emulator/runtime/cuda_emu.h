@@ -1,5 +1,5 @@
 // The CUDA surface the kernels use, for g++: compile a .cu as C++ with -DGEMV_EMULATOR and
-// the kernels run on the CPU under the SIMT emulator in runtime.cpp (docs/emulator.md).
+// the kernels run on the CPU under the SIMT emulator of this folder (docs/emulator.md).
 //
 // Each CUDA thread is a fiber; a block's threads are scheduled round-robin in a fixed order
 // (forward or reversed thread index), deterministically. Shuffles and __syncthreads are the only

@@ -1,0 +1,169 @@
+// The emulator's state of a launch and of the block each worker runs, shared by the runtime's
+// files: fibers.cpp (stack switches, faults, one block's scheduling), launch.cpp (workers and the C
+// interface), warp.cpp (shuffles, mma, barriers) and memory_checks.cpp (global bounds, shared
+// races). Not seen by the kernels, which know only cuda_emu.h.
+#pragma once
+
+#include <setjmp.h>
+#include <ucontext.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "emulator.h"  // first: its gemv_portable.cuh defines the types cuda_emu.h uses
+
+#include "cuda_emu.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define EMU_ASAN_FIBERS 1
+#endif
+
+namespace emu {
+
+// A fiber switch saves and restores only what the jump needs: GCC's (and clang's)
+// __builtin_setjmp / __builtin_longjmp keep the frame, the stack pointer and the resume address,
+// the compiler spilling the callee-saved registers around the setjmp, where glibc's _longjmp
+// also demangles pointers and walks the thread's cancellation cleanups on every switch (gates 1,
+// 3, 5 and 6 on sm_89, 2-core machine: 6.2-7.0 s of CPU against 6.9-7.6 with glibc's pair). Under
+// AddressSanitizer the glibc pair stays: its interceptor unpoisons the frames a jump abandons;
+// so it does off x86-64, where not every compiler has the builtins.
+#if defined(__x86_64__) && !defined(EMU_ASAN_FIBERS)
+typedef void* JumpBuffer[5];
+#define EMU_SETJMP(buffer) __builtin_setjmp(buffer)
+#define EMU_LONGJMP(buffer) __builtin_longjmp(buffer, 1)
+#else
+typedef jmp_buf JumpBuffer;
+#define EMU_SETJMP(buffer) _setjmp(buffer)
+#define EMU_LONGJMP(buffer) _longjmp(buffer, 1)
+#endif
+
+constexpr size_t kStackBytes = 256 * 1024;
+constexpr unsigned kMaxThreadsPerBlock = 1024;
+// The most static shared memory a block may declare (CUDA's limit for __shared__ arrays).
+constexpr size_t kMaxSharedBytes = 48 * 1024;
+// Blocks of every launch whose shared memory is race- and initialisation-checked, byte by byte
+// (every block is bounds-checked). All blocks run the same code, so structural races show in the
+// first ones; checking every block of a large launch would cost minutes.
+constexpr unsigned kTrackedBlocks = 2;
+constexpr unsigned char kSharedPoison = 0xFF;  // NaN as f32 and as bf16 pairs: loud if read
+
+enum class FiberState { Ready, Done, Faulted };
+
+struct Fiber {
+    ucontext_t context;  // only to enter the fiber's stack the first time
+    JumpBuffer env;      // where the fiber is suspended
+    bool started = false;
+    std::unique_ptr<char[]> stack;
+    ThreadCoords coords;
+    FiberState state = FiberState::Ready;
+    unsigned shuffles_done = 0;  // shuffles this lane completed (its generation)
+    unsigned barriers_done = 0;  // __syncthreads this thread completed
+    void* asan_fake_stack = nullptr;
+};
+
+struct WarpState {
+    unsigned value[2][32];
+    unsigned mask[2][32];
+    ShuffleKind kind[2][32];
+    int width[2][32];
+    unsigned payload[2][32][kMmaWords];  // mma.sync operands, per slot and lane
+    unsigned arrived[32];  // generation + 1 of the last shuffle each lane arrived at
+    // Full-mask shuffles (the kernels' only kind) complete by counting instead of scanning the
+    // lanes on every resume: lanes arrived at the slot's generation, and whether the last lane to
+    // arrive found every lane in agreement.
+    unsigned slot_generation[2];
+    unsigned count[2];
+};
+
+// What the race checker knows of one shared element (kept at the element's first byte): the last
+// writer and up to two readers, each with the barrier epoch (completed __syncthreads + 1) of the
+// access; 0 = none.
+struct Shadow {
+    unsigned write_epoch = 0;
+    unsigned read_epoch = 0;
+    unsigned short writer = 0;
+    unsigned short reader = 0;
+    unsigned short second_reader = 0;
+    bool two_readers = false;
+};
+
+struct SharedDecl {
+    const void* tag;
+    const char* name;
+    size_t offset;
+    size_t bytes;
+    size_t count;
+};
+
+struct Launch;
+
+// One worker's block in flight.
+struct BlockRun {
+    Launch* launch = nullptr;
+    std::vector<Fiber> fibers;
+    std::vector<WarpState> warps;
+    std::vector<unsigned> barrier_arrived;  // per thread: generation + 1 of its last barrier
+    std::vector<unsigned char> barrier_or;  // per barrier generation: any __syncthreads_or predicate
+    std::vector<unsigned> barrier_count;    // per barrier generation: threads arrived
+    unsigned done = 0;                      // threads that exited
+    JumpBuffer scheduler;
+    Fiber* current = nullptr;
+    unsigned long long events = 0;  // progress counter for deadlock detection
+    std::string fault;
+    // Loads and stores of the worker's blocks so far, by region and width (see EmuCounts); added
+    // to the launch's when the worker ends, so the hot path touches no shared counter.
+    unsigned long long loads[EMU_COUNTED_REGIONS][EMU_ACCESS_WIDTHS] = {};
+    unsigned long long stores[EMU_COUNTED_REGIONS][EMU_ACCESS_WIDTHS] = {};
+    // Shared memory of the block: declarations in order, the arena and its shadow.
+    std::vector<SharedDecl> shared;
+    size_t shared_used = 0;
+    std::unique_ptr<unsigned char[]> arena{new unsigned char[kMaxSharedBytes]};
+    std::vector<Shadow> shadow = std::vector<Shadow>(kMaxSharedBytes);
+    bool tracking = false;  // this block's shared accesses are race-checked
+    const void* scheduler_stack = nullptr;
+    size_t scheduler_stack_size = 0;
+    void* scheduler_fake_stack = nullptr;
+};
+
+struct Launch {
+    const EmuKernel* kernel;
+    EmuArgs args;
+    const EmuRegion* regions;
+    int region_count;
+    dim3 grid, block;
+    bool reversed;
+    std::atomic<unsigned> next_block{0};
+    std::atomic<bool> failed{false};
+    std::atomic<unsigned long long> fallback_blocks{0};  // gemv_note_fallback calls
+    EmuCounts counts{};                                  // every worker's loads and stores, under error_lock
+    std::mutex error_lock;
+    std::string error;
+    // The lowest block whose fault is in `error`: blocks start in order and a started block runs
+    // to its end, so with several workers the report is still that of the first faulting block.
+    unsigned error_block = ~0u;
+};
+
+// The block the calling worker thread runs (a plain TLS pointer: no initialisation wrapper on the
+// hot path of every checked access).
+extern __thread BlockRun* t_block;
+
+// printf into a std::string (not on a path that may fault: see fault).
+std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+inline unsigned linear_tid(const ThreadCoords& c) {
+    return c.thread_idx.x + c.block_dim.x * (c.thread_idx.y + c.block_dim.y * c.thread_idx.z);
+}
+
+// Records the first fault of the block and leaves the calling fiber for good (fibers.cpp).
+[[noreturn]] __attribute__((format(printf, 1, 2))) void fault(const char* fmt, ...);
+
+// Gives the scheduler a turn; returns when the calling fiber is resumed.
+void yield();
+
+// Runs one block to completion; returns false (with run.fault set) on a fault or deadlock.
+bool run_block(BlockRun& run, dim3 block_idx);
+
+}  // namespace emu

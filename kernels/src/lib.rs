@@ -1,0 +1,13 @@
+//! gemv-kernels: the kernel sources every gemv backend loads, in one place.
+//!
+//! - `cuda/`: the CUDA kernels (`w4a16_gemv.cu`, the exact family; `w4a16_fast.cu`, the fast
+//!   tensor-core family; `gemv_portable.cuh`, the one platform header, which lets the same
+//!   sources compile for the host under gemv-cuda's SIMT emulator).
+//! - `ptx/`: their PTX, built by `cargo xtask kernels` with a pinned NVRTC and committed, so that
+//!   building a backend needs no CUDA toolkit ([`ptx`]).
+//! - `wgsl/`: the WGSL template every wgpu tier is generated from ([`wgsl`]).
+//!
+//! Dependents' build scripts find the CUDA sources in `DEP_GEMV_KERNELS_CUDA_DIR`.
+
+pub mod ptx;
+pub mod wgsl;

@@ -1,0 +1,189 @@
+//! `cargo xtask mutants --kernels`: the pass over the kernel sources, from a snapshot of HEAD,
+//! each mutant judged in turn and written to the report.
+
+use super::judge::{Outcome, Timeouts, gates_for, judge, second_chance, warm_test_builds};
+use super::mutations::mutants_of;
+use super::ptx_identity::{MissedPtx, PtxCheck, PtxIdentity};
+use crate::util::{self, root};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+pub(super) fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(to).map_err(|e| format!("cannot create {}: {e}", to.display()))?;
+    for entry in std::fs::read_dir(from).map_err(|e| e.to_string())?.flatten() {
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
+/// Which kernel mutants to judge.
+pub(super) struct Selection {
+    pub(super) from: usize,
+    pub(super) limit: usize,
+    pub(super) only: Option<Vec<usize>>,
+    /// One source's mutants (its file stem), numbered within it.
+    pub(super) source: Option<String>,
+    /// Print the mutants, judge none.
+    pub(super) list: bool,
+}
+
+impl Selection {
+    /// The mutants to judge, of `count`: `--only`'s in the order given (so a pass can judge the
+    /// lines that matter most first; each once), else from `--from` on; at most `--limit`.
+    pub(super) fn indices(&self, count: usize) -> Vec<usize> {
+        match &self.only {
+            Some(only) => {
+                let mut seen = std::collections::BTreeSet::new();
+                let wanted = only.iter().copied().filter(|&i| i >= self.from && i < count && seen.insert(i));
+                wanted.take(self.limit).collect()
+            }
+            None => (self.from..count).take(self.limit).collect(),
+        }
+    }
+}
+
+/// A checkout of HEAD under `work`, so the mutants are built from a fixed tree however the
+/// working tree changes meanwhile (the pass takes an hour or more).
+pub(super) fn snapshot(work: &Path) -> Result<PathBuf, String> {
+    let tree = work.join("tree");
+    let tree_arg = tree.to_string_lossy().into_owned();
+    let _ = Command::new("git").args(["worktree", "remove", "--force", &tree_arg]).current_dir(root()).status();
+    let _ = std::fs::remove_dir_all(&tree);
+    util::run("git", &["worktree", "prune"])?;
+    util::run("git", &["worktree", "add", "--detach", &tree_arg, "HEAD"])?;
+    Ok(tree)
+}
+
+pub(super) fn run(selection: Selection) -> Result<(), String> {
+    let work = root().join("target/kernel-mutants");
+    std::fs::create_dir_all(&work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
+    // `--list` reads the working tree's sources and leaves the snapshot alone, so it can run while
+    // a pass judges (recreating the snapshot would pull the tree from under it); the numbers are the
+    // same as a pass's from HEAD as long as the kernel sources have no uncommitted change.
+    let tree = if selection.list { root() } else { snapshot(&work)? };
+    let source_dir = tree.join(crate::kernels::KERNEL_DIR);
+    let scratch = work.join("src");
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(&source_dir)
+        .map_err(|e| e.to_string())?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cu"))
+        .filter(|p| selection.source.as_ref().is_none_or(|stem| p.file_stem().is_some_and(|s| s == stem.as_str())))
+        .collect();
+    sources.sort();
+    if sources.is_empty() {
+        return Err(format!("no kernel source {:?} in {}", selection.source, source_dir.display()));
+    }
+    let mut mutants = Vec::new();
+    for file in &sources {
+        mutants.extend(mutants_of(file)?);
+    }
+    eprintln!("xtask: {} kernel mutants in {} source(s)", mutants.len(), sources.len());
+    if selection.list {
+        for (index, mutant) in mutants.iter().enumerate() {
+            let relative = mutant.file.strip_prefix(&source_dir).map_err(|e| e.to_string())?;
+            println!(
+                "#{index} {}:{} `{}` -> `{}`",
+                relative.display(),
+                mutant.line,
+                mutant.original,
+                mutant.replacement
+            );
+        }
+        return Ok(());
+    }
+    // The unmutated sources must pass, or every mutant would look killed.
+    let _ = std::fs::remove_dir_all(&scratch);
+    copy_dir(&source_dir, &scratch)?;
+    let exact_gates = gates_for(Path::new("w4a16_gemv.cu"));
+    warm_test_builds(&tree, &scratch)?;
+    let identity = PtxIdentity::new(&tree, &work)?;
+    for source in &sources {
+        let copy = scratch.join(source.file_name().unwrap_or_default());
+        if !identity.identical(&copy)? {
+            return Err(format!(
+                "{} does not compile to its committed PTX: run `cargo xtask kernels`",
+                source.display()
+            ));
+        }
+    }
+    let baseline = judge(&tree, &scratch, Timeouts::BASELINE, &exact_gates, None)?;
+    let timeouts = match baseline.outcome {
+        Outcome::Missed => Timeouts::from_baseline(baseline.times),
+        other => return Err(format!("the unmutated kernels do not pass the gates ({other:?})")),
+    };
+    eprintln!(
+        "xtask: timeouts per mutant: {:.0} s for the quick gates, {:.0} s for the emulator's tests, {:.0} s for gate 7",
+        timeouts.quick.as_secs_f64(),
+        timeouts.emulator_tests.as_secs_f64(),
+        timeouts.large.as_secs_f64()
+    );
+    let second_chance_timeout = Duration::from_secs(600);
+    let mut report = String::new();
+    let mut missed = MissedPtx::default();
+    let mut counts = std::collections::BTreeMap::new();
+    let report_name = if selection.only.is_some() { "report-rejudged.txt" } else { "report.txt" };
+    for index in selection.indices(mutants.len()) {
+        let mutant = &mutants[index];
+        let relative = mutant.file.strip_prefix(&source_dir).map_err(|e| e.to_string())?;
+        let original = std::fs::read_to_string(&mutant.file).map_err(|e| e.to_string())?;
+        let mutated = format!("{}{}{}", &original[..mutant.start], mutant.replacement, &original[mutant.end..]);
+        let _ = std::fs::remove_dir_all(&scratch);
+        copy_dir(&source_dir, &scratch)?;
+        std::fs::write(scratch.join(relative), mutated).map_err(|e| e.to_string())?;
+        let started = Instant::now();
+        let source = scratch.join(relative);
+        let check = PtxCheck { identity: &identity, source: &source, missed: &missed };
+        let judgement = judge(&tree, &scratch, timeouts, &gates_for(&mutant.file), Some(check))?;
+        let mut outcome = judgement.outcome;
+        if outcome == Outcome::Missed {
+            outcome = second_chance(&tree, &scratch, second_chance_timeout)?;
+            if let (Outcome::Missed, Some(ptx)) = (outcome, judgement.ptx) {
+                missed.record(index, ptx);
+            }
+        }
+        let line = format!(
+            "#{index} {}:{} `{}` -> `{}`: {outcome:?} ({:.0} s)",
+            relative.display(),
+            mutant.line,
+            mutant.original,
+            mutant.replacement,
+            started.elapsed().as_secs_f64()
+        );
+        eprintln!("xtask: {line}");
+        report.push_str(&line);
+        report.push('\n');
+        let kind = match outcome {
+            Outcome::SamePtxAs(_) => "SamePtxAs".to_string(),
+            other => format!("{other:?}"),
+        };
+        *counts.entry(kind).or_insert(0usize) += 1;
+        std::fs::write(work.join(report_name), &report).map_err(|e| e.to_string())?;
+    }
+    let summary: Vec<String> = counts.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    report.push_str(&format!("summary: {}\n", summary.join(", ")));
+    std::fs::write(work.join(report_name), &report).map_err(|e| e.to_string())?;
+    eprintln!("xtask: {}; report in target/kernel-mutants/{report_name}", summary.join(", "));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_keeps_its_order_and_every_selection_stays_in_range() {
+        let selection =
+            |from, limit, only: Option<Vec<usize>>| Selection { from, limit, only, source: None, list: false };
+        assert_eq!(selection(0, usize::MAX, Some(vec![7, 2, 99, 5, 7])).indices(10), [7, 2, 5]);
+        assert_eq!(selection(3, 1, Some(vec![2, 7, 5])).indices(10), [7]);
+        assert_eq!(selection(8, usize::MAX, None).indices(10), [8, 9]);
+        assert_eq!(selection(2, 3, None).indices(10), [2, 3, 4]);
+    }
+}

@@ -1,0 +1,71 @@
+//! `cargo xtask mutants [--kernels [--source STEM] [--list]] [--limit N] [--from I]`: mutation
+//! testing (slow: not in CI).
+//!
+//! - Without `--kernels`: cargo-mutants (installed on first use) over gemv-core and gemv-backend:
+//!   the selector, the dispatch plan, the codecs and argument validation by default, every file
+//!   with `--all`; each mutant judged by the tests that cover it (gemv-core's own; gemv-backend's
+//!   and gemv-mock's, where the conformance suite and its planted faults run). Output in
+//!   `target/mutants-<crate>/`.
+//! - With `--kernels`: operator and constant mutants of the CUDA kernel sources
+//!   (kernels/cuda/*.cu), one at a time, each compiled into the emulator (`GEMV_KERNELS_DIR`)
+//!   and judged by `gemv check --backend cuda-emu --fail-fast`, fastest gates first, with a
+//!   timeout, once per build of its source, the builds side by side (`--emulate` at each build's
+//!   target: the exact family's sm_75 and sm_89 builds); after the quick gates, the emulator's
+//!   own tests (launch bounds; no ordinary data on the plain path); a mutant still standing whose
+//!   every build compiles (pinned NVRTC) to PTX byte-identical to the committed PTX is equivalent,
+//!   proven (`IdenticalPtx`: the GPU runs the same code), and one whose every build compiles to
+//!   the PTX of a mutant the pass missed earlier shares that verdict (`SamePtxAs`: the GPU runs
+//!   that mutant's code; within one pass); the others meet gate 7's large shapes
+//!   on the builds whose PTX changed, and survivors get a second chance: the gates with the
+//!   emulator under ASan and UBSan. Report in target/kernel-mutants/report.txt:
+//!   every mutant with its line, change and outcome. `--only 6,41` re-judges chosen mutants, in
+//!   the order given. `--source w4a16_fast` takes one source's mutants (numbered within it);
+//!   `--list` prints the mutants and judges none. The exact family's source is judged by gates
+//!   1-9, the fast family's by gates 10 and 11 (the gates that run its kernels).
+//!   Everything is built from a checkout of HEAD (target/kernel-mutants/tree), so the working
+//!   tree may change while the pass runs.
+
+mod crates;
+mod judge;
+mod kernel_pass;
+mod mutations;
+mod processes;
+mod ptx_identity;
+
+use kernel_pass::Selection;
+
+/// Entry point.
+pub fn run_command(args: &[String]) -> Result<(), String> {
+    let value = |flag: &str| -> Result<Option<usize>, String> {
+        match args.iter().position(|a| a == flag) {
+            None => Ok(None),
+            Some(i) => args.get(i + 1).and_then(|v| v.parse().ok()).map(Some).ok_or(format!("{flag} needs a number")),
+        }
+    };
+    if args.iter().any(|a| a == "--kernels") {
+        let only = match args.iter().position(|a| a == "--only") {
+            None => None,
+            Some(i) => Some(
+                args.get(i + 1)
+                    .ok_or("--only needs a list of mutant numbers")?
+                    .split(',')
+                    .map(|n| n.trim().parse::<usize>().map_err(|_| format!("--only: {n:?} is not a number")))
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+        };
+        let source = match args.iter().position(|a| a == "--source") {
+            None => None,
+            Some(i) => Some(args.get(i + 1).ok_or("--source needs a kernel source's stem, e.g. w4a16_gemv")?.clone()),
+        };
+        let selection = Selection {
+            from: value("--from")?.unwrap_or(0),
+            limit: value("--limit")?.unwrap_or(usize::MAX),
+            only,
+            source,
+            list: args.iter().any(|a| a == "--list"),
+        };
+        kernel_pass::run(selection)
+    } else {
+        crates::run(args.iter().any(|a| a == "--all"))
+    }
+}

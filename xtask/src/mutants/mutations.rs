@@ -1,0 +1,190 @@
+//! The kernel sources' mutants: a small C++ tokenizer (comments, literals and preprocessor lines
+//! skipped) and the operator and constant replacements applied one at a time.
+
+use std::path::{Path, PathBuf};
+
+/// One source change.
+#[derive(Debug, Clone)]
+pub(super) struct Mutant {
+    pub(super) file: PathBuf,
+    pub(super) line: usize,
+    pub(super) start: usize,
+    pub(super) end: usize,
+    pub(super) original: String,
+    pub(super) replacement: String,
+}
+
+/// The token-level mutations: operators swapped for a neighbour, integer literals moved by one,
+/// `continue` turned into `break`, `0.0f` into `1.0f`.
+pub(super) fn replacements(token: &str) -> Vec<String> {
+    let swap: &[(&str, &[&str])] = &[
+        ("+", &["-"]),
+        ("-", &["+"]),
+        ("*", &["/"]),
+        ("/", &["*"]),
+        ("%", &["/"]),
+        ("<", &["<="]),
+        ("<=", &["<"]),
+        (">", &[">="]),
+        (">=", &[">"]),
+        ("==", &["!="]),
+        ("!=", &["=="]),
+        ("&&", &["||"]),
+        ("||", &["&&"]),
+        ("&", &["|"]),
+        ("|", &["&"]),
+        ("^", &["|"]),
+        ("<<", &[">>"]),
+        (">>", &["<<"]),
+        ("+=", &["-="]),
+        ("-=", &["+="]),
+        ("++", &["--"]),
+        ("continue", &["break"]),
+        ("0.0f", &["1.0f"]),
+    ];
+    if let Some((_, to)) = swap.iter().find(|(from, _)| *from == token) {
+        return to.iter().map(|s| s.to_string()).collect();
+    }
+    integer_neighbours(token)
+}
+
+pub(super) fn integer_neighbours(token: &str) -> Vec<String> {
+    let digits = token.trim_end_matches(['u', 'U', 'l', 'L']);
+    let suffix = &token[digits.len()..];
+    let (value, hex) = if let Some(hex) = digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
+        match u64::from_str_radix(hex, 16) {
+            Ok(v) => (v, true),
+            Err(_) => return Vec::new(),
+        }
+    } else {
+        match digits.parse::<u64>() {
+            Ok(v) => (v, false),
+            Err(_) => return Vec::new(),
+        }
+    };
+    let render = |v: u64| if hex { format!("0x{v:X}{suffix}") } else { format!("{v}{suffix}") };
+    let mut out = vec![render(value + 1)];
+    if value > 0 {
+        out.push(render(value - 1));
+    }
+    out
+}
+
+/// The tokens of C++ source outside comments, literals and preprocessor lines, as
+/// (byte start, byte end, line).
+pub(super) fn tokens(source: &str) -> Vec<(usize, usize, usize)> {
+    let bytes = source.as_bytes();
+    let mut out = Vec::new();
+    let (mut i, mut line, mut line_start) = (0, 1, true);
+    const OPERATORS: [&str; 24] = [
+        "<<=", ">>=", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "++", "--", "+=", "-=", "*=", "/=", "&=", "|=",
+        "^=", "->", "::", "+", "-", "*",
+    ];
+    while i < bytes.len() {
+        let c = bytes[i];
+        if c == b'\n' {
+            line += 1;
+            line_start = true;
+            i += 1;
+            continue;
+        }
+        if c.is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        if line_start && c == b'#' {
+            // A preprocessor line and its continuations.
+            while i < bytes.len() && !(bytes[i] == b'\n' && bytes[i - 1] != b'\\') {
+                if bytes[i] == b'\n' {
+                    line += 1;
+                }
+                i += 1;
+            }
+            continue;
+        }
+        line_start = false;
+        if source[i..].starts_with("//") {
+            while i < bytes.len() && bytes[i] != b'\n' {
+                i += 1;
+            }
+            continue;
+        }
+        if source[i..].starts_with("/*") {
+            let end = source[i + 2..].find("*/").map_or(bytes.len(), |e| i + 2 + e + 2);
+            line += source[i..end].matches('\n').count();
+            i = end;
+            continue;
+        }
+        if c == b'"' || c == b'\'' {
+            let mut j = i + 1;
+            while j < bytes.len() && bytes[j] != c {
+                j += if bytes[j] == b'\\' { 2 } else { 1 };
+            }
+            i = j + 1;
+            continue;
+        }
+        let start = i;
+        if c.is_ascii_alphanumeric() || c == b'_' || (c == b'.' && bytes.get(i + 1).is_some_and(u8::is_ascii_digit)) {
+            // Identifiers and numbers (hex floats with p exponents and suffixes included).
+            while i < bytes.len()
+                && (bytes[i].is_ascii_alphanumeric()
+                    || bytes[i] == b'_'
+                    || bytes[i] == b'.'
+                    || ((bytes[i] == b'+' || bytes[i] == b'-')
+                        && matches!(bytes[i - 1], b'p' | b'P' | b'e' | b'E')
+                        && bytes[start].is_ascii_digit()))
+            {
+                i += 1;
+            }
+        } else if let Some(op) = OPERATORS.iter().find(|op| source[i..].starts_with(*op)) {
+            i += op.len();
+        } else {
+            i += 1;
+        }
+        out.push((start, i, line));
+    }
+    out
+}
+
+pub(super) fn mutants_of(file: &Path) -> Result<Vec<Mutant>, String> {
+    let source = std::fs::read_to_string(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    let mut mutants = Vec::new();
+    for (start, end, line) in tokens(&source) {
+        let original = &source[start..end];
+        for replacement in replacements(original) {
+            mutants.push(Mutant {
+                file: file.to_path_buf(),
+                line,
+                start,
+                end,
+                original: original.to_string(),
+                replacement,
+            });
+        }
+    }
+    Ok(mutants)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_skip_comments_literals_and_preprocessor_lines() {
+        let source = "#define A(x) \\\n  x + 1\n// a + b\nint f() { return a+b /* c - d */ + 0x1p126f; } \"x+y\"\n";
+        let found: Vec<&str> = tokens(source).iter().map(|&(s, e, _)| &source[s..e]).collect();
+        assert_eq!(found, ["int", "f", "(", ")", "{", "return", "a", "+", "b", "+", "0x1p126f", ";", "}"]);
+        assert_eq!(tokens(source)[7].2, 4, "line numbers count the skipped lines");
+    }
+
+    #[test]
+    fn integers_move_by_one_and_operators_swap() {
+        assert_eq!(replacements("64"), ["65", "63"]);
+        assert_eq!(replacements("0"), ["1"]);
+        assert_eq!(replacements("0x7Fu"), ["0x80u", "0x7Eu"]);
+        assert_eq!(replacements("0x7F"), ["0x80", "0x7E"]);
+        assert_eq!(replacements("<"), ["<="]);
+        assert_eq!(replacements("0x1p126f"), Vec::<String>::new());
+        assert_eq!(replacements("continue"), ["break"]);
+    }
+}
