@@ -10,7 +10,7 @@ pub(super) type BuildsPtx = Vec<Option<Vec<u8>>>;
 /// Each build of a source with whether it compiles to its committed PTX.
 pub(super) type BuildsIdentical = Vec<(&'static gemv_core::ModuleBuild, bool)>;
 
-/// What [`judge`] needs to compare a mutant's PTX: with the committed PTX, and with the mutants
+/// What [`judge`](super::judge::judge) needs to compare a mutant's PTX: with the committed PTX, and with the mutants
 /// this pass missed.
 pub(super) struct PtxCheck<'a> {
     pub(super) identity: &'a PtxIdentity,
@@ -84,7 +84,7 @@ impl PtxIdentity {
 
 /// The capabilities gate 7 must judge a mutant on: those of the builds whose PTX changed. A build
 /// that compiles to its committed PTX runs the code the unmutated kernels ran through gate 7
-/// already (the argument of [`Outcome::IdenticalPtx`], build by build), so a mutant in code only
+/// already (the argument of [`Outcome::IdenticalPtx`](super::judge::Outcome::IdenticalPtx), build by build), so a mutant in code only
 /// one build compiles (the sm_75 build's scale table, the sm_89 build's conversions) meets gate 7
 /// on that build alone, with both cores.
 pub(super) fn builds_that_changed(builds: &[(&gemv_core::ModuleBuild, bool)]) -> Vec<String> {
