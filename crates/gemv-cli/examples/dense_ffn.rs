@@ -97,7 +97,7 @@ mod tests {
     use super::{D_MODEL, layer, open};
     use gemv_backend::conformance::skip::{Requirement, skip};
 
-    /// The README's claim for this example: the same layer code on any backend, the same bits.
+    /// docs/cli.md's claim for this example: the same layer code on any backend, the same bits.
     /// The host reference is the oracle; M = 1 and 5 take one launch, 9 and 37 are split by the
     /// plan (37 = 32 + 5 with every tier present).
     #[test]

@@ -1,6 +1,6 @@
 //! Properties of the committed PTX that the emulator cannot see: every registry kernel is in its
 //! module's PTX, each declares the launcher's block size as its bound, each module targets the
-//! architecture and PTX ISA the README promises, and nothing flushes subnormals (the E2M1 and
+//! architecture and PTX ISA docs/api.md promises, and nothing flushes subnormals (the E2M1 and
 //! E4M3 decodes pass through subnormal intermediates, and the contracts keep subnormal products
 //! and sums).
 
@@ -59,7 +59,7 @@ fn only_the_sm89_build_converts_scales_with_the_sm89_instruction() {
     }
 }
 
-/// The README promises drivers from the 535 branch (CUDA 12.2): a driver JIT-compiles PTX only up
+/// docs/api.md promises drivers from the 535 branch (CUDA 12.2): a driver JIT-compiles PTX only up
 /// to the ISA its CUDA version knows (12.2: ISA 8.2; 13.0: ISA 9.0). The exact family runs from
 /// Turing (sm_75), the fast family from Ampere (sm_80: bf16 mma), and the backend loads each
 /// module only where the device's compute capability reaches its target.
@@ -68,7 +68,7 @@ fn each_module_targets_its_architecture_and_loads_on_drivers_from_the_535_branch
     for build @ ModuleBuild { module: name, minimum: (major, minor), .. } in &MODULE_BUILDS {
         let ptx = embedded(build);
         let version = ptx.lines().find_map(|line| line.trim().strip_prefix(".version ")).map(str::trim);
-        assert_eq!(version, Some("8.2"), "{name}: PTX ISA 8.2 (CUDA 12.2, driver 535) is what the README promises");
+        assert_eq!(version, Some("8.2"), "{name}: PTX ISA 8.2 (CUDA 12.2, driver 535) is what docs/api.md promises");
         let target = ptx.lines().find_map(|line| line.trim().strip_prefix(".target ")).map(str::trim);
         assert_eq!(
             target,

@@ -12,7 +12,12 @@ mod backend;
 pub use backend::{LaunchHook, LaunchRecord, MockBackend, UnknownKernel};
 pub use gemv_core::{ReferenceOutput, f64_reference};
 
-/// The README's usage example, compiled and run as a doctest.
+/// The README's code, compiled as a doctest (its engine call is marked `ignore`: it needs a GPU).
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 struct ReadmeExample;
+
+/// docs/api.md's convenience-path example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/api.md")]
+struct ApiExample;
