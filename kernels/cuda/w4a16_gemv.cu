@@ -669,10 +669,8 @@ __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* pac
 // activation load and staging (`batch8` keeps the classic two; `batch16` and `batch32`, whose
 // accumulators fill the registers, one). At 1 token they fit 128 registers (two blocks of 8
 // warps per SM) on every architecture without spills; from 2 tokens the tiers trade one block
-// per SM for registers (255 per thread): they are issue-bound on fast memories anyway, and 4 rows
-// took M = 3 from 7.92 to 7.05 and M = 4 from 9.27 to 8.23 modelled instructions per weight on
-// sm_90 (2 rows at two blocks per SM before), the bytes in flight per SM unchanged. (`batch2`
-// kept two blocks until the sm_89 build spilled a register there on sm_89, sm_120 and sm_121.)
+// per SM for registers (255 per thread) to keep 4 rows (at two blocks `batch2`'s sm_89 build
+// spills). docs/kernels.md has the modelled figures.
 #define GEMV_KERNELS(X)                 \
     X(w4a16_gemv, 1, 4, 2)              \
     X(w4a16_gemv_batch2, 2, 4, 1)       \

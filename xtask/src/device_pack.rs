@@ -1,5 +1,5 @@
-//! `cargo xtask device-pack`: everything the GPU check needs, built here (the GPU machine has
-//! no network and no Rust toolchain) into target/device-pack/ (at most 60 MiB): the release
+//! `cargo xtask device-pack`: everything the GPU check needs, built on a development machine so
+//! that the GPU machine needs only a driver, into target/device-pack/ (at most 60 MiB): the release
 //! `gemv` binary, the release CUDA conformance test binary, compute-sanitizer (pinned, from
 //! PyPI: the GPU machine may have only a driver), `nan_probe.cu` (the GPU's NaN bits, built there
 //! by its nvcc), and `run.sh`, which runs them there inside one time budget (8 minutes by default)
@@ -15,195 +15,22 @@ const PACK: &str = "target/device-pack";
 const SANITIZER_PACKAGE: &str = "nvidia-cuda-sanitizer-api==13.0.85";
 const LIMIT_BYTES: u64 = 60 << 20;
 
-/// The start of every script in the pack: where it lies, and where its logs go ($OUT on the device
-/// tool's machine, else target/device-check/).
-const SCRIPT_PRELUDE: &str = r#"#!/usr/bin/env bash
-set -u
-here=$(cd "$(dirname "$0")" && pwd)
-out=${OUT:-$here/../device-check}
-mkdir -p "$out"
-"#;
+/// The start of every script in the pack: where it lies, and where its logs go ($OUT when set,
+/// else target/device-check/).
+const SCRIPT_PRELUDE: &str = include_str!("../scripts/device_prelude.sh");
 
-const RUN_SH: &str = r#"# gemv device check. On the GPU machine: bash target/device-pack/run.sh
-# Logs go to $OUT (or target/device-check/): eight files at most (what the device machine hands back),
-# each written as its step runs, so a run stopped early still leaves what it did. The steps share
-# one time budget (GEMV_DEVICE_BUDGET_S, default 480 s), most valuable first: a step gets the
-# smaller of its own limit and what is left, and none starts with under 15 s left.
-summary="$out/summary.txt"
-: > "$summary"
-failed=0
-began=$(date +%s)
-budget=${GEMV_DEVICE_BUDGET_S:-480}
-say() { echo "$*" | tee -a "$summary"; }
-# step NAME LOG LIMIT COMMAND...: runs COMMAND, appending to $out/LOG.
-step() {
-  local name=$1 log=$2 limit=$3; shift 3
-  local left=$(( budget - ($(date +%s) - began) ))
-  if [ $left -lt 15 ]; then say "== $name: skipped, ${left} s of the budget left"; failed=1; return; fi
-  [ $limit -le $left ] || limit=$left
-  say "== $name (limit $limit s): $*"
-  echo "== $name: $*" >> "$out/$log"
-  local lines=$(wc -l < "$out/$log")
-  local started=$(date +%s)
-  timeout "$limit" "$@" >> "$out/$log" 2>&1
-  local rc=$?
-  say "   exit $rc after $(( $(date +%s) - started )) s"
-  tail -n +$((lines + 1)) "$out/$log" | tail -n 30
-  [ $rc -eq 0 ] || failed=1
-}
-
-say "gemv device check, $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), budget $budget s"
-if command -v nvidia-smi > /dev/null; then
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv | tee -a "$summary"
-else
-  say "nvidia-smi not found: no NVIDIA driver on this machine"
-fi
-# libcublas for the bench's peer row: the loader's path, else a CUDA toolkit's or a Python
-# package's copy (the NVIDIA wheels keep theirs under site-packages/nvidia).
-if ! ldconfig -p 2> /dev/null | grep -q 'libcublas\.so'; then
-  cublas=$(find /usr/local/cuda*/lib64 /usr/local/lib/python3* /usr/lib/python3* /opt -name 'libcublas.so*' 2> /dev/null | head -n 1)
-  if [ -n "$cublas" ]; then
-    export LD_LIBRARY_PATH="$(dirname "$cublas")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    say "libcublas from $(dirname "$cublas")"
-  else
-    say "libcublas not found: no cuBLAS peer row"
-  fi
-fi
-"$here/gemv" info --backend cuda 2>&1 | head -n 12 | tee -a "$summary"
-
-# 1. The conformance suite on the GPU; a missing GPU is a failure here. Gates 10 and 11 prove the
-#    fast (tensor-core) family on real tensor cores: its bound, and batch invariance bit for bit.
-GEMV_REQUIRE_CUDA=1 step conformance conformance.log 200 "$here/cuda_conformance" --test-threads 1
-
-# 2. The benchmark sweep (the protocol of docs/benchmarks.md): the three 27B shapes, M = 1..8, plus
-#    the 8-wide batch8 kernel, and cuBLAS's BF16 GEMM as the peer row where libcublas loads.
-step bench bench.log 120 "$here/gemv" bench --backend cuda --shape qkv --shape ffn-up --shape ffn-down --m 1..8 \
-  --tier plan --tier w4a16_gemv_batch8 --peak-gbps 4800 --plot "$out/bench.svg"
-# 3. The two families side by side on the three shapes, M = 1..16 (the fast family's target:
-#    t(16) / t(1) <= 1.10).
-step families families.log 120 "$here/gemv" bench --backend cuda --shape qkv --shape ffn-up --shape ffn-down --m 1..16 \
-  --family exact --family fast --peak-gbps 4800 --plot "$out/families.svg"
-left=$(( budget - ($(date +%s) - began) ))
-if [ $left -ge 15 ]; then
-  timeout 30 "$here/gemv" bench --backend cuda --shape qkv --m 1..8 --json --peak-gbps 4800 > "$out/bench.json" 2>/dev/null || failed=1
-fi
-
-# 4. The GPU's NaN bits against the emulator's assumptions (nan_probe.cu, built here by the
-#    machine's nvcc where it has one; its output goes to the summary).
-nvcc=$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -n 1)
-if [ -n "$nvcc" ] && [ -f "$here/nan_probe.cu" ]; then
-  probe_dir=$(mktemp -d "${TMPDIR:-/tmp}/gemv-nan.XXXXXX")
-  if timeout 60 "$nvcc" -arch=native -o "$probe_dir/nan_probe" "$here/nan_probe.cu" >> "$summary" 2>&1; then
-    say "== nan-probe"
-    timeout 20 "$probe_dir/nan_probe" 2>&1 | tee -a "$summary"
-    [ "${PIPESTATUS[0]}" -eq 0 ] || failed=1
-  else
-    say "nan-probe: nvcc failed"; failed=1
-  fi
-  rm -rf "$probe_dir"
-else
-  say "nan-probe: no nvcc on this machine, skipped"
-fi
-
-# 5. compute-sanitizer's four tools on small cases, into one log: memcheck (guards, bad input,
-#    special values, the fast family's invariance cases), racecheck and synccheck (shared memory
-#    and barriers: tier agreement, register-tiled), initcheck (reads of uninitialised device
-#    memory: guards). The pack's copy travels compressed (the carry limit).
-sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
-if [ -z "$sanitizer" ] && [ -f "$here/sanitizer.tar.gz" ]; then
-  unpacked=$(mktemp -d "${TMPDIR:-/tmp}/gemv-sanitizer.XXXXXX")
-  trap 'rm -rf "$unpacked"' EXIT
-  if tar -xzf "$here/sanitizer.tar.gz" -C "$unpacked"; then
-    sanitizer="$unpacked/sanitizer/bin/compute-sanitizer"
-  else
-    say "cannot unpack $here/sanitizer.tar.gz"
-  fi
-fi
-if [ -n "$sanitizer" ]; then
-  say "compute-sanitizer: $sanitizer"
-  step memcheck sanitizer.log 100 "$sanitizer" --tool memcheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 5 --gate 8 --gate 9 --gate 11
-  step racecheck sanitizer.log 60 "$sanitizer" --tool racecheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 2
-  step synccheck sanitizer.log 60 "$sanitizer" --tool synccheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 2
-  step initcheck sanitizer.log 60 "$sanitizer" --tool initcheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 5
-else
-  say "compute-sanitizer not found: memcheck, racecheck, synccheck and initcheck skipped"
-  failed=1
-fi
-
-say "total $(( $(date +%s) - began )) s"
-if [ $failed -eq 0 ]; then say "device check: all steps passed"; else say "device check: FAILED (see the logs above)"; fi
-exit $failed
-"#;
+/// The check: conformance, bench sweep, families, NaN probe, sanitizers, in one time budget.
+const RUN_SH: &str = include_str!("../scripts/device_run.sh");
 
 /// The NaN bits a GPU produces, against what the emulator assumes (gemv-cuda's src/emulator/runtime/cuda_emu.h): f32
 /// FMA, add and multiply give the one NaN 0x7FFFFFFF whatever the inputs' payloads, and the
 /// conversions to binary16 and bfloat16 give 0x7FFF. Compiled on the GPU machine by its nvcc.
-const NAN_PROBE_CU: &str = r#"// gemv device pack: the GPU's NaN bits. nvcc -arch=native nan_probe.cu && ./a.out
-#include <cstdio>
-#include <cstring>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-__global__ void probe(const float* in, unsigned* out) {
-  const float inf = in[0], one = in[1], zero = in[2], payload = in[3];
-  out[0] = __float_as_uint(__fmaf_rn(inf, one, -inf));
-  out[1] = __float_as_uint(__fmaf_rn(payload, one, zero));
-  out[2] = __float_as_uint(__fadd_rn(inf, -inf));
-  out[3] = __float_as_uint(__fadd_rn(payload, one));
-  out[4] = __float_as_uint(__fmul_rn(inf, zero));
-  out[5] = __float_as_uint(__fmul_rn(payload, one));
-  out[6] = __half_as_ushort(__float2half_rn(payload));
-  out[7] = __bfloat16_as_ushort(__float2bfloat16_rn(payload));
-}
-
-int main() {
-  const unsigned payload_bits = 0xFFC00001u;  // negative, quiet, payload bit 0 set
-  float in[4] = {__builtin_huge_valf(), 1.0f, 0.0f, 0.0f};
-  std::memcpy(&in[3], &payload_bits, 4);
-  float* din;
-  unsigned* dout;
-  unsigned out[8] = {0};
-  if (cudaMalloc(&din, sizeof in) || cudaMalloc(&dout, sizeof out)) { std::puts("cudaMalloc failed"); return 2; }
-  cudaMemcpy(din, in, sizeof in, cudaMemcpyHostToDevice);
-  probe<<<1, 1>>>(din, dout);
-  if (cudaMemcpy(out, dout, sizeof out, cudaMemcpyDeviceToHost)) { std::puts("kernel failed"); return 2; }
-  const char* what[8] = {"fma(inf, 1, -inf)", "fma(NaN 0xFFC00001, 1, 0)", "add(inf, -inf)", "add(NaN 0xFFC00001, 1)",
-                         "mul(inf, 0)", "mul(NaN 0xFFC00001, 1)", "f32 NaN 0xFFC00001 to f16", "f32 NaN 0xFFC00001 to bf16"};
-  const unsigned expected[8] = {0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFu, 0x7FFFu};
-  int differ = 0;
-  for (int i = 0; i < 8; ++i) {
-    std::printf("%-28s 0x%08X (expected 0x%08X)%s\n", what[i], out[i], expected[i], out[i] == expected[i] ? "" : "  DIFFERS");
-    differ += out[i] != expected[i];
-  }
-  return differ ? 1 : 0;
-}
-"#;
+const NAN_PROBE_CU: &str = include_str!("../scripts/nan_probe.cu");
 
 /// Optional second script: Nsight Compute on one timed launch of a few representative kernels
 /// (the exact family at M = 1 and 8, the fast family at M = 1 and 16), for the kernel work that
 /// follows the first measurements: where the time goes when a kernel is not at the memory limit.
-const PROFILE_SH: &str = r#"# gemv kernel profile. On the GPU machine: bash target/device-pack/profile.sh
-# One file, $OUT/profile.txt (or target/device-check/profile.txt): ncu's speed-of-light, memory,
-# occupancy, launch and warp-state sections for one cold-weight launch of each kernel below.
-log="$out/profile.txt"
-: > "$log"
-ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda*/bin/ncu 2> /dev/null | head -n 1)
-if [ -z "$ncu" ]; then echo "ncu not found: no profile" | tee -a "$log"; exit 1; fi
-failed=0
-# shape, M, family, tier
-for case in "ffn-up 1 exact w4a16_gemv" "ffn-up 8 exact w4a16_gemv_batch8_rt2" "ffn-up 1 fast plan" \
-  "ffn-up 16 fast plan" "qkv 1 exact w4a16_gemv"; do
-  set -- $case
-  echo "=== $1, M = $2, family $3, tier $4" | tee -a "$log"
-  # The bench's proving launches come first (a small shape); skip past them into the timed ones.
-  timeout 120 "$ncu" --clock-control none -k regex:w4a16 --launch-skip 12 --launch-count 1 \
-    --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
-    --section WarpStateStats --section SchedulerStats \
-    "$here/gemv" bench --backend cuda --shape "$1" --m "$2" --family "$3" --tier "$4" --rounds 1 \
-    --launches 20 --no-peer >> "$log" 2>&1 || { echo "exit $? for $case" | tee -a "$log"; failed=1; }
-done
-exit $failed
-"#;
+const PROFILE_SH: &str = include_str!("../scripts/device_profile.sh");
 
 fn cargo_json_executable(args: &[&str], target_name: &str) -> Result<String, String> {
     let output =

@@ -2,11 +2,8 @@
 //!
 //! The kernels load and store whole 64-byte vectors of activations and partial sums. A `Vec<f32>`
 //! is only as aligned as the allocator makes it (16 bytes from glibc's `malloc`, so 64-byte
-//! vectors in it straddle two cache lines): every activation load of the M > 2 loop and every
-//! partial-sum load and store was a split access. On cache lines, paired rounds on the 2-core Xeon
-//! (AVX-512) took 0.83 of the time for cold qkv/o at M = 8 on two threads (two sets of 8 and 10
-//! rounds, quartiles 0.69-0.89), 0.93-0.97 for a hot 512 x 5120 at M = 8 on one, 0.92 for qkv/o
-//! at M = 4 and 0.95 at M = 1.
+//! vectors in it straddle two cache lines, and every activation load of the M > 2 loop and every
+//! partial-sum load and store would be a split access). docs/cpu.md has the measured effect.
 
 use bytemuck::{Pod, Zeroable};
 

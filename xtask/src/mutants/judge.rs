@@ -214,9 +214,8 @@ pub(super) fn second_chance(tree: &Path, dir: &Path, timeout: Duration) -> Resul
     })
 }
 
-/// cargo for the kernel pass's builds: without Rust debug info, which halves the CPU time of a
-/// mutant's rebuild (kernels recompiled, gemv relinked: 8.9 s of CPU against 18.3 s, measured on
-/// the 2-core machine), most of the time a killed mutant costs. Its target directories are the
+/// cargo for the kernel pass's builds: without Rust debug info, which about halves the CPU time of
+/// a mutant's rebuild (kernels recompiled, gemv relinked), most of the time a killed mutant costs. Its target directories are the
 /// pass's own, so nothing else is rebuilt.
 pub(super) fn kernel_cargo() -> Command {
     let mut cargo = Command::new("cargo");

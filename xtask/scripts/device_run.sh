@@ -1,0 +1,110 @@
+# gemv device check (run.sh of `cargo xtask device-pack`, after device_prelude.sh). On the GPU
+# machine: bash target/device-pack/run.sh
+# Logs go to $OUT (or target/device-check/): eight files at most (a small set to carry back),
+# each written as its step runs, so a run stopped early still leaves what it did. The steps share
+# one time budget (GEMV_DEVICE_BUDGET_S, default 480 s), most valuable first: a step gets the
+# smaller of its own limit and what is left, and none starts with under 15 s left.
+summary="$out/summary.txt"
+: > "$summary"
+failed=0
+began=$(date +%s)
+budget=${GEMV_DEVICE_BUDGET_S:-480}
+say() { echo "$*" | tee -a "$summary"; }
+# step NAME LOG LIMIT COMMAND...: runs COMMAND, appending to $out/LOG.
+step() {
+  local name=$1 log=$2 limit=$3; shift 3
+  local left=$(( budget - ($(date +%s) - began) ))
+  if [ $left -lt 15 ]; then say "== $name: skipped, ${left} s of the budget left"; failed=1; return; fi
+  [ $limit -le $left ] || limit=$left
+  say "== $name (limit $limit s): $*"
+  echo "== $name: $*" >> "$out/$log"
+  local lines=$(wc -l < "$out/$log")
+  local started=$(date +%s)
+  timeout "$limit" "$@" >> "$out/$log" 2>&1
+  local rc=$?
+  say "   exit $rc after $(( $(date +%s) - started )) s"
+  tail -n +$((lines + 1)) "$out/$log" | tail -n 30
+  [ $rc -eq 0 ] || failed=1
+}
+
+say "gemv device check, $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), budget $budget s"
+if command -v nvidia-smi > /dev/null; then
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv | tee -a "$summary"
+else
+  say "nvidia-smi not found: no NVIDIA driver on this machine"
+fi
+# libcublas for the bench's peer row: the loader's path, else a CUDA toolkit's or a Python
+# package's copy (the NVIDIA wheels keep theirs under site-packages/nvidia).
+if ! ldconfig -p 2> /dev/null | grep -q 'libcublas\.so'; then
+  cublas=$(find /usr/local/cuda*/lib64 /usr/local/lib/python3* /usr/lib/python3* /opt -name 'libcublas.so*' 2> /dev/null | head -n 1)
+  if [ -n "$cublas" ]; then
+    export LD_LIBRARY_PATH="$(dirname "$cublas")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    say "libcublas from $(dirname "$cublas")"
+  else
+    say "libcublas not found: no cuBLAS peer row"
+  fi
+fi
+"$here/gemv" info --backend cuda 2>&1 | head -n 12 | tee -a "$summary"
+
+# 1. The conformance suite on the GPU; a missing GPU is a failure here. Gates 10 and 11 prove the
+#    fast (tensor-core) family on real tensor cores: its bound, and batch invariance bit for bit.
+GEMV_REQUIRE_CUDA=1 step conformance conformance.log 200 "$here/cuda_conformance" --test-threads 1
+
+# 2. The benchmark sweep (the protocol of docs/benchmarks.md): the three 27B shapes, M = 1..8, plus
+#    the 8-wide batch8 kernel, and cuBLAS's BF16 GEMM as the peer row where libcublas loads.
+step bench bench.log 120 "$here/gemv" bench --backend cuda --shape qkv --shape ffn-up --shape ffn-down --m 1..8 \
+  --tier plan --tier w4a16_gemv_batch8 --peak-gbps 4800 --plot "$out/bench.svg"
+# 3. The two families side by side on the three shapes, M = 1..16 (the fast family's target:
+#    t(16) / t(1) <= 1.10).
+step families families.log 120 "$here/gemv" bench --backend cuda --shape qkv --shape ffn-up --shape ffn-down --m 1..16 \
+  --family exact --family fast --peak-gbps 4800 --plot "$out/families.svg"
+left=$(( budget - ($(date +%s) - began) ))
+if [ $left -ge 15 ]; then
+  timeout 30 "$here/gemv" bench --backend cuda --shape qkv --m 1..8 --json --peak-gbps 4800 > "$out/bench.json" 2>/dev/null || failed=1
+fi
+
+# 4. The GPU's NaN bits against the emulator's assumptions (nan_probe.cu, built here by the
+#    machine's nvcc where it has one; its output goes to the summary).
+nvcc=$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -n 1)
+if [ -n "$nvcc" ] && [ -f "$here/nan_probe.cu" ]; then
+  probe_dir=$(mktemp -d "${TMPDIR:-/tmp}/gemv-nan.XXXXXX")
+  if timeout 60 "$nvcc" -arch=native -o "$probe_dir/nan_probe" "$here/nan_probe.cu" >> "$summary" 2>&1; then
+    say "== nan-probe"
+    timeout 20 "$probe_dir/nan_probe" 2>&1 | tee -a "$summary"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || failed=1
+  else
+    say "nan-probe: nvcc failed"; failed=1
+  fi
+  rm -rf "$probe_dir"
+else
+  say "nan-probe: no nvcc on this machine, skipped"
+fi
+
+# 5. compute-sanitizer's four tools on small cases, into one log: memcheck (guards, bad input,
+#    special values, the fast family's invariance cases), racecheck and synccheck (shared memory
+#    and barriers: tier agreement, register-tiled), initcheck (reads of uninitialised device
+#    memory: guards). The pack's copy travels compressed (the carry limit).
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
+if [ -z "$sanitizer" ] && [ -f "$here/sanitizer.tar.gz" ]; then
+  unpacked=$(mktemp -d "${TMPDIR:-/tmp}/gemv-sanitizer.XXXXXX")
+  trap 'rm -rf "$unpacked"' EXIT
+  if tar -xzf "$here/sanitizer.tar.gz" -C "$unpacked"; then
+    sanitizer="$unpacked/sanitizer/bin/compute-sanitizer"
+  else
+    say "cannot unpack $here/sanitizer.tar.gz"
+  fi
+fi
+if [ -n "$sanitizer" ]; then
+  say "compute-sanitizer: $sanitizer"
+  step memcheck sanitizer.log 100 "$sanitizer" --tool memcheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 5 --gate 8 --gate 9 --gate 11
+  step racecheck sanitizer.log 60 "$sanitizer" --tool racecheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 2
+  step synccheck sanitizer.log 60 "$sanitizer" --tool synccheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 2
+  step initcheck sanitizer.log 60 "$sanitizer" --tool initcheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 5
+else
+  say "compute-sanitizer not found: memcheck, racecheck, synccheck and initcheck skipped"
+  failed=1
+fi
+
+say "total $(( $(date +%s) - began )) s"
+if [ $failed -eq 0 ]; then say "device check: all steps passed"; else say "device check: FAILED (see the logs above)"; fi
+exit $failed
