@@ -31,7 +31,6 @@ mod kernels;
 mod mutants;
 mod provision;
 mod sass;
-mod sass_fast;
 mod skips;
 mod util;
 

@@ -153,7 +153,7 @@ fn bench_takes_no_peer_and_the_host_prints_no_peer_row() {
 }
 
 #[test]
-fn bench_forced_tier_reproduces_the_seed_rows_and_plots() {
+fn a_forced_tier_runs_where_it_covers_m_beside_the_plan_and_plots() {
     let plot = std::env::temp_dir().join(format!("gemv-bench-{}.svg", std::process::id()));
     let plot_arg = plot.to_string_lossy().into_owned();
     let mut args = vec!["bench", "--m", "4..9", "--tier", "w4a16_gemv_batch8", "--tier", "plan", "--plot", &plot_arg];

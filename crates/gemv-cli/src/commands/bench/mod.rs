@@ -5,11 +5,15 @@
 #[cfg(feature = "ggml-peer")]
 mod ggml;
 mod memory;
+mod options;
 mod peers;
 mod plot;
 mod protocol;
+mod report;
 
-use crate::backends::{BackendChoice, open};
+pub use options::{BenchOptions, parse_cold_mb, parse_family, parse_ms, parse_peak_gbps, parse_repeats, parse_shape};
+
+use crate::backends::open;
 use crate::error::CliError;
 use gemv_backend::{DeviceKind, DeviceMatrix, GpuBackend, KernelHandle, ResolvedTiers, conformance};
 use gemv_core::{
@@ -17,36 +21,6 @@ use gemv_core::{
     kernel_spec,
 };
 use std::io::Write;
-use std::path::PathBuf;
-
-/// What to run.
-#[derive(Debug, Clone)]
-pub struct BenchOptions {
-    /// Backend.
-    pub backend: BackendChoice,
-    /// (label, N, K).
-    pub shapes: Vec<(String, usize, usize)>,
-    /// Rows per launch to sweep.
-    pub ms: Vec<usize>,
-    /// Forced kernels ("plan" or empty = the dispatch plan).
-    pub tiers: Vec<String>,
-    /// The families the plan runs in, side by side (empty = auto).
-    pub families: Vec<FamilyChoice>,
-    /// Nominal peak in GB/s, overriding the device's.
-    pub peak_gbps: Option<f64>,
-    /// JSON instead of a table.
-    pub json: bool,
-    /// Write an SVG plot here.
-    pub plot: Option<PathBuf>,
-    /// Interleaved rounds (median over them).
-    pub rounds: usize,
-    /// Back-to-back launches per timing.
-    pub launches: usize,
-    /// Bytes of weight copies to rotate through (cold weights).
-    pub cold_bytes: usize,
-    /// Also time the backend's peer GEMM (cuBLAS BF16 on CUDA) at each M.
-    pub peer: bool,
-}
 
 /// One timed configuration: a tier choice at one M.
 #[derive(Debug, Clone)]
@@ -86,101 +60,6 @@ pub struct Measurement {
     pub percent_peak: Option<f64>,
     /// % of a device-to-device copy measured in the same run.
     pub percent_copy: Option<f64>,
-}
-
-/// Parses `NxK` or a named shape of the 27B-class model.
-pub fn parse_shape(text: &str) -> Result<(String, usize, usize), String> {
-    match text {
-        "qkv" | "o" | "qkv/o" => return Ok(("qkv/o".into(), 5120, 5120)),
-        "ffn-up" | "up" => return Ok(("ffn-up".into(), 17408, 5120)),
-        "ffn-down" | "down" => return Ok(("ffn-down".into(), 5120, 17408)),
-        _ => {}
-    }
-    let (n, k) = text.split_once(['x', 'X']).ok_or(format!("shape {text:?}: expected NxK or qkv, ffn-up, ffn-down"))?;
-    let parse =
-        |s: &str, what: &str| s.trim().parse::<usize>().map_err(|_| format!("shape {text:?}: {what} is not a number"));
-    let (n, k) = (parse(n, "N")?, parse(k, "K")?);
-    gemv_core::validate_weight_shape(n, k).map_err(|e| format!("shape {text:?}: {e}"))?;
-    Ok((format!("{n}x{k}"), n, k))
-}
-
-/// The largest M `gemv bench` times (the plan splits it into launches of at most 32 rows).
-pub const MAX_BENCH_M: usize = 4096;
-
-/// The most M values one `--m` list may hold.
-pub const MAX_BENCH_MS: usize = 1024;
-
-/// Parses `1..8,16,32`. Every M lies in 1..=[`MAX_BENCH_M`] and the list holds at most
-/// [`MAX_BENCH_MS`] values; both are checked before the list is built.
-pub fn parse_ms(text: &str) -> Result<Vec<usize>, String> {
-    let mut ms = Vec::new();
-    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let number = |s: &str| {
-            let m = s.trim().parse::<usize>().map_err(|_| format!("--m {text:?}: {s:?} is not a number"))?;
-            if m > MAX_BENCH_M {
-                return Err(format!("--m {text:?}: M = {m} is above the largest M the bench times ({MAX_BENCH_M})"));
-            }
-            Ok(m)
-        };
-        let (a, b) = match part.split_once("..") {
-            Some((a, b)) => (number(a)?, number(b.trim_start_matches('='))?),
-            None => (number(part)?, number(part)?),
-        };
-        if a > b {
-            return Err(format!("--m {text:?}: empty range {part}"));
-        }
-        if ms.len() + (b - a + 1) > MAX_BENCH_MS {
-            return Err(format!("--m {text:?}: more than {MAX_BENCH_MS} values of M"));
-        }
-        ms.extend(a..=b);
-    }
-    if ms.is_empty() || ms.contains(&0) {
-        return Err(format!("--m {text:?}: need M >= 1"));
-    }
-    Ok(ms)
-}
-
-/// The most rounds or launches per timing `gemv bench` accepts.
-pub const MAX_REPEATS: usize = 100_000;
-
-/// Parses `--rounds` and `--launches`: 1..=[`MAX_REPEATS`].
-pub fn parse_repeats(text: &str) -> Result<usize, String> {
-    match text.trim().parse::<usize>() {
-        Ok(n) if (1..=MAX_REPEATS).contains(&n) => Ok(n),
-        Ok(n) => Err(format!("{n} is outside 1..={MAX_REPEATS}")),
-        Err(_) => Err(format!("{text:?} is not a whole number")),
-    }
-}
-
-/// The largest `--cold-mb` (1 TiB).
-pub const MAX_COLD_MB: usize = 1 << 20;
-
-/// Parses `--cold-mb`: 0..=[`MAX_COLD_MB`] megabytes.
-pub fn parse_cold_mb(text: &str) -> Result<usize, String> {
-    match text.trim().parse::<usize>() {
-        Ok(mb) if mb <= MAX_COLD_MB => Ok(mb),
-        Ok(mb) => Err(format!("{mb} MB is more than {MAX_COLD_MB} MB")),
-        Err(_) => Err(format!("{text:?} is not a whole number of megabytes")),
-    }
-}
-
-/// Parses `--peak-gbps`: a finite bandwidth above zero.
-pub fn parse_peak_gbps(text: &str) -> Result<f64, String> {
-    match text.trim().parse::<f64>() {
-        Ok(gbps) if gbps.is_finite() && gbps > 0.0 => Ok(gbps),
-        Ok(_) => Err(format!("{text:?}: the peak must be a finite number of GB/s above 0")),
-        Err(_) => Err(format!("{text:?} is not a number")),
-    }
-}
-
-/// `auto`, `exact` or `fast`, for `--family`.
-pub fn parse_family(text: &str) -> Result<FamilyChoice, String> {
-    match text {
-        "auto" => Ok(FamilyChoice::Auto),
-        "exact" => Ok(FamilyChoice::Exact),
-        "fast" => Ok(FamilyChoice::Fast),
-        other => Err(format!("{other:?}: the family is auto, exact or fast")),
-    }
 }
 
 fn arms(
@@ -354,9 +233,9 @@ pub fn run(options: &BenchOptions, out: &mut dyn Write) -> Result<bool, CliError
         );
     }
     if options.json {
-        writeln!(out, "{}", protocol::to_json(&info, options, peak, &results, &notes)).map_err(stdout_error)?;
+        writeln!(out, "{}", report::to_json(&info, options, peak, &results, &notes)).map_err(stdout_error)?;
     } else {
-        protocol::print_table(out, &info, options, peak, &results, &notes).map_err(stdout_error)?;
+        report::print_table(out, &info, options, peak, &results, &notes).map_err(stdout_error)?;
     }
     if let Some(path) = &options.plot {
         plot::write(path, &results, peak)
@@ -369,6 +248,7 @@ pub fn run(options: &BenchOptions, out: &mut dyn Write) -> Result<bool, CliError
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backends::BackendChoice;
     use gemv_mock::MockBackend;
 
     /// The host backend with one output bit flipped after every launch of `batch3`.
@@ -455,51 +335,5 @@ mod tests {
         let (tiers, arms) = arms_for(&backend, &[1, 3]);
         let failure = gates(&backend, &tiers, &arms, &mut Vec::new()).expect_err("batch3 is off by one bit");
         assert!(failure.contains("w4a16_gemv_batch3") && failure.contains("not bit-exact"), "{failure}");
-    }
-
-    #[test]
-    fn shapes_and_m_lists_parse() {
-        assert_eq!(parse_shape("ffn-up"), Ok(("ffn-up".into(), 17408, 5120)));
-        assert_eq!(parse_shape("7x48"), Ok(("7x48".into(), 7, 48)));
-        assert!(parse_shape("7x40").is_err());
-        assert_eq!(parse_ms("1..3,8,16"), Ok(vec![1, 2, 3, 8, 16]));
-        assert_eq!(parse_ms("2..=4"), Ok(vec![2, 3, 4]));
-    }
-
-    /// Random option values: every parser returns, never panics, and what it accepts is inside
-    /// its documented limits.
-    #[test]
-    fn option_parsers_never_panic_and_keep_their_limits() {
-        const ALPHABET: &[u8] = b"0123456789..,=xX-+eE qkvNaNinf";
-        let mut state = 0x1234_5678u64;
-        let mut next = || {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (state >> 33) as usize
-        };
-        for _ in 0..20_000 {
-            let len = next() % 24;
-            let text: String = (0..len).map(|_| ALPHABET[next() % ALPHABET.len()] as char).collect();
-            if let Ok(ms) = parse_ms(&text) {
-                assert!(!ms.is_empty() && ms.len() <= MAX_BENCH_MS, "{text:?}");
-                assert!(ms.iter().all(|&m| (1..=MAX_BENCH_M).contains(&m)), "{text:?}");
-            }
-            if let Ok((_, n, k)) = parse_shape(&text) {
-                assert!(n >= 1 && k >= 16 && k % 16 == 0, "{text:?}");
-            }
-            if let Ok(r) = parse_repeats(&text) {
-                assert!((1..=MAX_REPEATS).contains(&r), "{text:?}");
-            }
-            if let Ok(mb) = parse_cold_mb(&text) {
-                assert!(mb <= MAX_COLD_MB, "{text:?}");
-            }
-            if let Ok(gbps) = parse_peak_gbps(&text) {
-                assert!(gbps.is_finite() && gbps > 0.0, "{text:?}");
-            }
-        }
-        // Values at and past each limit.
-        assert!(parse_ms(&format!("{MAX_BENCH_M}")).is_ok() && parse_ms(&format!("{}", MAX_BENCH_M + 1)).is_err());
-        assert!(parse_repeats("100000").is_ok() && parse_repeats("100001").is_err() && parse_repeats("0").is_err());
-        assert!(parse_cold_mb("1048576").is_ok() && parse_cold_mb("1048577").is_err());
-        assert!(parse_peak_gbps("inf").is_err() && parse_peak_gbps("-0").is_err() && parse_peak_gbps("4800").is_ok());
     }
 }

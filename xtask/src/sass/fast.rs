@@ -7,7 +7,8 @@
 //! tells. Its instructions per chunk over 64 are warp-instructions per 32 weights, the same
 //! figure as the exact family's instructions per weight per lane.
 
-use crate::sass::{ARCHS, BYTES_PER_WEIGHT, DEVICES, KernelStats, MODEL_N, PerArch, loops, occupancy};
+use super::devices::{ARCHS, BYTES_PER_WEIGHT, DEVICES, MODEL_N, occupancy};
+use super::listing::{KernelStats, PerArch, loops};
 use gemv_core::{FAST_TIERS, kernel_spec};
 use std::fmt::Write;
 
