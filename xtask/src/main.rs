@@ -19,7 +19,8 @@
 //!   of `test`).
 //! - `ggml-bench [OPTIONS]`: the CPU bench with llama.cpp's kernels as peer rows.
 //! - `mutants [--kernels]`: mutation testing of gemv-core and gemv-backend (cargo-mutants), or of
-//!   the CUDA kernels under the emulator. Slow; not part of `test`.
+//!   the CUDA kernels under the emulator. Slow; not part of `test`. `mutants --summary [--check]`:
+//!   docs/testing.md's table from the recorded verdicts (docs/mutants/; the check is in `test`).
 
 mod candle;
 mod cross;
@@ -40,7 +41,7 @@ const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
   test              provision tools, then fmt --check, clippy -D warnings, artifact freshness
-                    (fixtures, kernels, sass --check), cargo test --workspace, the emulator
+                    (fixtures, kernels, sass, mutants --summary --check), cargo test --workspace, the emulator
                     suites under ASan+UBSan, cargo doc, the release real-shape tests and
                     cargo package of the library crates;
                     ends with the count of skipped tests (GEMV_EXPECTED_SKIPS=cuda,wgpu lists
@@ -79,7 +80,11 @@ commands:
                     whose PTX is byte-identical to the committed PTX is equivalent (IdenticalPtx),
                     one whose PTX equals a mutant's the pass missed shares its verdict
                     (SamePtxAs), the rest meet gate 7, then ASan+UBSan if they survive; report in
-                    target/kernel-mutants/report.txt. Slow: hours, not part of `test`
+                    target/kernel-mutants/report.txt, each verdict recorded in docs/mutants/STEM.tsv.
+                    Slow: hours, not part of `test`
+  mutants --summary [--check]
+                    the mutation summary table of docs/testing.md from docs/mutants/*.tsv (--check:
+                    fail if it is stale or a missed mutant has no argument; part of `test`)
 
 `--help` anywhere prints this and runs nothing.";
 
@@ -186,6 +191,7 @@ fn test() -> Result<(), String> {
     fixtures::regenerate(true)?;
     kernels::run(true)?;
     sass::run(true)?;
+    mutants::check_summary()?;
     skips::start()?;
     util::run("cargo", &["test", "--workspace", "--features", CLI_EMULATOR])?;
     // The emulator suites again, kernels and emulator built under AddressSanitizer and

@@ -4,6 +4,7 @@
 use super::judge::{Outcome, Timeouts, gates_for, judge, second_chance, warm_test_builds};
 use super::mutations::mutants_of;
 use super::ptx_identity::{MissedPtx, PtxCheck, PtxIdentity};
+use super::verdicts::{self, Verdict};
 use crate::util::{self, root};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -81,8 +82,13 @@ pub(super) fn run(selection: Selection) -> Result<(), String> {
         return Err(format!("no kernel source {:?} in {}", selection.source, source_dir.display()));
     }
     let mut mutants = Vec::new();
+    // Each mutant's source stem and number within it: how docs/mutants/ records it.
+    let mut numbered: Vec<(String, usize)> = Vec::new();
     for file in &sources {
-        mutants.extend(mutants_of(file)?);
+        let stem = file.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+        let of_file = mutants_of(file)?;
+        numbered.extend((0..of_file.len()).map(|number| (stem.clone(), number)));
+        mutants.extend(of_file);
     }
     eprintln!("xtask: {} kernel mutants in {} source(s)", mutants.len(), sources.len());
     if selection.list {
@@ -129,6 +135,11 @@ pub(super) fn run(selection: Selection) -> Result<(), String> {
     let mut missed = MissedPtx::default();
     let mut counts = std::collections::BTreeMap::new();
     let report_name = if selection.only.is_some() { "report-rejudged.txt" } else { "report.txt" };
+    let judged = format!(
+        "{} {}",
+        command_output(&tree, "date", &["-u", "+%Y-%m-%d"])?,
+        command_output(&tree, "git", &["rev-parse", "--short", "HEAD"])?
+    );
     for index in selection.indices(mutants.len()) {
         let mutant = &mutants[index];
         let relative = mutant.file.strip_prefix(&source_dir).map_err(|e| e.to_string())?;
@@ -165,12 +176,39 @@ pub(super) fn run(selection: Selection) -> Result<(), String> {
         };
         *counts.entry(kind).or_insert(0usize) += 1;
         std::fs::write(work.join(report_name), &report).map_err(|e| e.to_string())?;
+        let (stem, number) = &numbered[index];
+        let verdict = match outcome {
+            Outcome::SamePtxAs(earlier) => format!("SamePtxAs(#{})", numbered[earlier].1),
+            other => format!("{other:?}"),
+        };
+        verdicts::record(
+            stem,
+            Verdict {
+                mutant: *number,
+                line: mutant.line,
+                original: mutant.original.clone(),
+                replacement: mutant.replacement.clone(),
+                verdict,
+                judged: judged.clone(),
+                argument: String::new(),
+            },
+        )?;
     }
     let summary: Vec<String> = counts.iter().map(|(k, v)| format!("{k}: {v}")).collect();
     report.push_str(&format!("summary: {}\n", summary.join(", ")));
     std::fs::write(work.join(report_name), &report).map_err(|e| e.to_string())?;
     eprintln!("xtask: {}; report in target/kernel-mutants/{report_name}", summary.join(", "));
+    eprintln!(
+        "xtask: verdicts recorded in docs/mutants/; argue each `Missed` one there, then `cargo xtask mutants --summary`"
+    );
     Ok(())
+}
+
+/// What `program args` prints in `dir`, trimmed (today's date, the snapshot's commit).
+fn command_output(dir: &Path, program: &str, args: &[&str]) -> Result<String, String> {
+    let output =
+        Command::new(program).args(args).current_dir(dir).output().map_err(|e| format!("cannot run {program}: {e}"))?;
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
 }
 
 #[cfg(test)]

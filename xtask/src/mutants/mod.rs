@@ -1,5 +1,5 @@
 //! `cargo xtask mutants [--kernels [--source STEM] [--list]] [--limit N] [--from I]`: mutation
-//! testing (slow: not in CI).
+//! testing (slow: not in CI); `cargo xtask mutants --summary [--check]`: its results as a table.
 //!
 //! - Without `--kernels`: cargo-mutants (installed on first use) over gemv-core and gemv-backend:
 //!   the selector, the dispatch plan, the codecs and argument validation by default, every file
@@ -23,7 +23,10 @@
 //!   `--list` prints the mutants and judges none. The exact family's source is judged by gates
 //!   1-9, the fast family's by gates 10 and 11 (the gates that run its kernels).
 //!   Everything is built from a checkout of HEAD (target/kernel-mutants/tree), so the working
-//!   tree may change while the pass runs.
+//!   tree may change while the pass runs. Each verdict is also recorded in docs/mutants/STEM.tsv
+//!   (numbered within its source), where each `Missed` one is then argued by hand.
+//! - `--summary [--check]`: the summary table of docs/testing.md from docs/mutants/*.tsv (with
+//!   `--check`, part of `cargo xtask test`: fails when it is stale or a missed mutant is unargued).
 
 mod crates;
 mod judge;
@@ -31,8 +34,14 @@ mod kernel_pass;
 mod mutations;
 mod processes;
 mod ptx_identity;
+mod verdicts;
 
 use kernel_pass::Selection;
+
+/// Checks that docs/testing.md's mutation summary is fresh and every missed kernel mutant argued.
+pub fn check_summary() -> Result<(), String> {
+    verdicts::summary(true)
+}
 
 /// Entry point.
 pub fn run_command(args: &[String]) -> Result<(), String> {
@@ -42,6 +51,9 @@ pub fn run_command(args: &[String]) -> Result<(), String> {
             Some(i) => args.get(i + 1).and_then(|v| v.parse().ok()).map(Some).ok_or(format!("{flag} needs a number")),
         }
     };
+    if args.iter().any(|a| a == "--summary") {
+        return verdicts::summary(args.iter().any(|a| a == "--check"));
+    }
     if args.iter().any(|a| a == "--kernels") {
         let only = match args.iter().position(|a| a == "--only") {
             None => None,
