@@ -8,7 +8,7 @@
 
 use crate::{GpuBackend, KernelHandle};
 use gemv_core::{
-    BATCHM_FAMILY, FAST_TIERS, Family, FamilyChoice, KillSwitches, Launch, MODULE_NAME, TIERS, TierMask, dispatch_plan,
+    BATCH4_TO_8, FAST_TIERS, Family, FamilyChoice, KillSwitches, Launch, MODULE_NAME, TIERS, TierMask, dispatch_plan,
     fast_dispatch_plan, kernel_spec, select_family, select_tier,
 };
 
@@ -57,26 +57,26 @@ impl ResolvedTiers {
         (0..TIERS.len()).filter(|&i| self.handles[i].is_resolved()).fold(TierMask::NONE, TierMask::with)
     }
 
-    fn family_choice(&self, m: usize) -> Option<usize> {
-        let present: Vec<bool> = self.handles[BATCHM_FAMILY].iter().map(|h| h.is_resolved()).collect();
-        select_tier(m, &present, self.switches.exact_m_tiers).map(|i| BATCHM_FAMILY.start + i)
+    fn batch_tier_index(&self, m: usize) -> Option<usize> {
+        let present: Vec<bool> = self.handles[BATCH4_TO_8].iter().map(|h| h.is_resolved()).collect();
+        select_tier(m, &present, self.switches.exact_m_tiers).map(|i| BATCH4_TO_8.start + i)
     }
 
-    /// The batchm-family kernel for `m` (zero handle when nothing covers m).
+    /// The batch kernel (widths 4 to 8) for `m` (zero handle when nothing covers m).
     pub fn kernel(&self, m: usize) -> KernelHandle {
-        self.family_choice(m).map_or(KernelHandle::NONE, |index| self.handles[index])
+        self.batch_tier_index(m).map_or(KernelHandle::NONE, |index| self.handles[index])
     }
 
-    /// The width the batchm family dispatches `m` on.
+    /// The width (4 to 8) the batch tiers dispatch `m` on.
     pub fn width(&self, m: usize) -> Option<usize> {
-        let width = self.family_choice(m).map(|index| TIERS[index].width);
+        let width = self.batch_tier_index(m).map(|index| TIERS[index].width);
         tracing::trace!(m, ?width, "tier chosen");
         width
     }
 
     /// Whether batch4 resolved: can this build do NVFP4 batched decode at all.
-    pub fn has_base(&self) -> bool {
-        self.handles[BATCHM_FAMILY.start].is_resolved()
+    pub fn has_batch4(&self) -> bool {
+        self.handles[BATCH4_TO_8.start].is_resolved()
     }
 
     /// A dispatch plan for any `m` within `width_cap` over the present tiers.

@@ -36,7 +36,7 @@ fn projection(rows: usize, cols: usize, seed: usize) -> Vec<f32> {
 fn layer(backend: &dyn GpuBackend, m: usize) -> Result<(Vec<u16>, Vec<String>), String> {
     // Once per model load: the tier table and the weights.
     let tiers = ResolvedTiers::resolve(backend, KillSwitches::process());
-    if !tiers.has_base() {
+    if !tiers.has_batch4() {
         return Err(format!("backend {} cannot do NVFP4 batched decode (no batch4)", backend.name()));
     }
     let quantize =

@@ -53,7 +53,7 @@ fn info_shows_switches_kernels_and_tiers() {
     assert_eq!(code, 0);
     assert!(stdout.contains("GEMV_NO_EXACT_M_TIERS"));
     assert!(stdout.contains("w4a16_gemv_batch8_rt2"));
-    assert!(stdout.contains("has_base (batch4 resolved): true"));
+    assert!(stdout.contains("batch4 resolved: true"));
     let m5 = stdout.lines().find(|l| l.trim_start().starts_with("5 ")).expect("M = 5 row");
     assert!(m5.contains("batch5"), "{m5}");
 }

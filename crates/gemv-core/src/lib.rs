@@ -36,6 +36,6 @@ pub use quantize::{global_scale_for_amax, quantize_bf16, quantize_f32, quantize_
 pub use reference::{ReferenceOutput, f64_reference, fast_reference, fast_rounding_depth, rounding_depth};
 pub use shape::{GROUP_SIZE, GemvShape, validate_weight_shape};
 pub use tiers::{
-    BATCHM_FAMILY, FAST_MODULE_NAME, FAST_TIERS, KERNELS, KernelSpec, MODULE_NAME, TIERS, Tier, WIDEST_TIER,
-    batchm_family, family_kernels, kernel_in_module, kernel_index, kernel_spec, narrowest_tier, select_tier,
+    BATCH4_TO_8, FAST_MODULE_NAME, FAST_TIERS, KERNELS, KernelSpec, MODULE_NAME, TIERS, Tier, WIDEST_TIER, batch4_to_8,
+    family_kernels, kernel_in_module, kernel_index, kernel_spec, narrowest_tier, select_tier,
 };

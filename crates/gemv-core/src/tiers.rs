@@ -128,13 +128,13 @@ pub const FAST_TIERS: [Tier; 2] = [tier(8, "w4a16_fast_m8", None, false), tier(1
 /// any width pass it rather than a literal.
 pub const WIDEST_TIER: usize = TIERS[TIERS.len() - 1].width;
 
-/// The batchm family (widths 4, 5, 6, 7, 8) as a range of [`TIERS`]. The wide tiers 16 and 32 are
+/// The batch tiers of widths 4 to 8 as a range of [`TIERS`]. The wide tiers 16 and 32 are
 /// deliberately outside it, so call sites capped at 8 are never widened silently.
-pub const BATCHM_FAMILY: std::ops::Range<usize> = 3..8;
+pub const BATCH4_TO_8: std::ops::Range<usize> = 3..8;
 
-/// The batchm family's tiers, narrowest first.
-pub fn batchm_family() -> &'static [Tier] {
-    &TIERS[BATCHM_FAMILY]
+/// The batch tiers of widths 4 to 8, narrowest first.
+pub fn batch4_to_8() -> &'static [Tier] {
+    &TIERS[BATCH4_TO_8]
 }
 
 /// The one tier decision: the narrowest of `tiers` (narrowest first) that covers `m`, is allowed
@@ -147,11 +147,11 @@ pub fn narrowest_tier(tiers: &[Tier], m: usize, available: impl Fn(usize) -> boo
     tiers.iter().enumerate().position(|(index, tier)| tier.width >= m && tier.allowed(exact_m) && available(index))
 }
 
-/// Picks the narrowest batchm-family tier (index into [`batchm_family`]) that covers `m`, whose
+/// Picks the narrowest batch tier of widths 4 to 8 (index into [`batch4_to_8`]) that covers `m`, whose
 /// kernel is `present[index]`, and that is allowed (widths 5, 6, 7 only when `exact_m`).
 ///
 /// `None` for `m == 0`, for `m` beyond every present allowed width, and when nothing is present:
 /// the caller then falls back. A missing tier falls to the next wider one (bit-identical, slower).
 pub fn select_tier(m: usize, present: &[bool], exact_m: bool) -> Option<usize> {
-    narrowest_tier(batchm_family(), m, |index| present.get(index).copied().unwrap_or(false), exact_m)
+    narrowest_tier(batch4_to_8(), m, |index| present.get(index).copied().unwrap_or(false), exact_m)
 }

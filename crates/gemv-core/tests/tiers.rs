@@ -1,19 +1,22 @@
-//! Every claim of docs/tiers.md about the batchm family table and the selector.
+//! Every claim of docs/tiers.md about the batch tier table and the selector.
 
-use gemv_core::{BATCHM_FAMILY, KERNELS, KillSwitches, TIERS, batchm_family, kernel_spec, select_tier};
+use gemv_core::{BATCH4_TO_8, KERNELS, KillSwitches, TIERS, batch4_to_8, kernel_spec, select_tier};
 use rstest::rstest;
 
 const ALL: [bool; 5] = [true; 5];
 
 fn width(index: Option<usize>) -> Option<usize> {
-    index.map(|i| batchm_family()[i].width)
+    index.map(|i| batch4_to_8()[i].width)
 }
 
 #[test]
 fn family_is_4_to_8_narrowest_first() {
-    let widths: Vec<usize> = batchm_family().iter().map(|t| t.width).collect();
+    let widths: Vec<usize> = batch4_to_8().iter().map(|t| t.width).collect();
     assert_eq!(widths, [4, 5, 6, 7, 8]);
-    assert!(TIERS[BATCHM_FAMILY].iter().all(|t| t.width <= 8), "wide tiers must stay out of the family");
+    assert!(
+        TIERS[BATCH4_TO_8].iter().all(|t| t.width <= 8),
+        "wide tiers must stay out of the batch tiers of widths 4 to 8"
+    );
 }
 
 #[rstest]

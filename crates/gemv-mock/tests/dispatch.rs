@@ -35,18 +35,18 @@ fn missing_tier_falls_to_next_wider_and_zero_handles_on_miss() {
     assert_eq!(tiers.width(8), Some(8));
     assert_eq!(tiers.kernel(9), KernelHandle::NONE);
     assert_eq!(tiers.kernel(0), KernelHandle::NONE);
-    assert!(tiers.has_base());
+    assert!(tiers.has_batch4());
     // rt2 is absent: width 8 falls back to the classic kernel even though rt2 is preferred.
     assert_eq!(tiers.kernel(8), KernelHandle::for_name("w4a16_gemv_batch8"));
 }
 
 #[test]
-fn has_base_means_batch4() {
+fn has_batch4_means_the_batch4_kernel_resolved() {
     let without = MockBackend::with_present(&["w4a16_gemv_batch8", "w4a16_gemv"]).expect("names");
-    assert!(!ResolvedTiers::resolve(&without, ON).has_base());
+    assert!(!ResolvedTiers::resolve(&without, ON).has_batch4());
     let nothing = MockBackend::with_present(&[]).expect("names");
     let tiers = ResolvedTiers::resolve(&nothing, ON);
-    assert!(!tiers.has_base());
+    assert!(!tiers.has_batch4());
     assert!((0..=8).all(|m| tiers.kernel(m) == KernelHandle::NONE));
 }
 

@@ -86,15 +86,15 @@ fn backend_report(out: &mut String, backend: &dyn GpuBackend, switches: KillSwit
         );
     }
     let tiers = ResolvedTiers::resolve(backend, switches);
-    let _ = writeln!(out, "  has_base (batch4 resolved): {}", tiers.has_base());
+    let _ = writeln!(out, "  batch4 resolved: {}", tiers.has_batch4());
     let _ = writeln!(
         out,
-        "\n{}: tier per M (family = batchm table, capped at 8; plan = any M, cap {WIDEST_TIER})",
+        "\n{}: tier per M (batch = the batch tiers of widths 4 to 8; plan = any M, cap {WIDEST_TIER})",
         backend.name()
     );
-    let _ = writeln!(out, "  {:>2}  {:<8} plan", "M", "family");
+    let _ = writeln!(out, "  {:>2}  {:<8} plan", "M", "batch");
     for m in 1..=32 {
-        let family = tiers.width(m).map_or("-".to_string(), |w| format!("batch{w}"));
+        let batch = tiers.width(m).map_or("-".to_string(), |w| format!("batch{w}"));
         let plan = match tiers.plan(m, WIDEST_TIER) {
             Ok(plan) => plan
                 .iter()
@@ -103,7 +103,7 @@ fn backend_report(out: &mut String, backend: &dyn GpuBackend, switches: KillSwit
                 .join(" + "),
             Err(error) => format!("none ({error})"),
         };
-        let _ = writeln!(out, "  {m:>2}  {family:<8} {plan}");
+        let _ = writeln!(out, "  {m:>2}  {batch:<8} {plan}");
     }
     if tiers.fast_present() == TierMask::NONE {
         let _ = writeln!(out, "\n{}: no fast (tensor-core) family here", backend.name());
