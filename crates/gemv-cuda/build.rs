@@ -42,9 +42,10 @@ mod emulator {
             .include(&runtime)
             .flag_if_supported("-Wno-unknown-pragmas")
             .flag_if_supported("-Wno-unused-parameter")
-            .file(runtime.join("kernels.cpp"))
-            .file(runtime.join("kernels_sm89.cpp"))
-            .files(["fibers.cpp", "launch.cpp", "warp.cpp", "memory_checks.cpp"].map(|file| runtime.join(file)));
+            .files(
+                ["kernels.cpp", "kernels_sm89.cpp", "fibers.cpp", "launch.cpp", "warp.cpp", "memory_checks.cpp"]
+                    .map(|file| runtime.join(file)),
+            );
         // Only explicit fused multiply-adds (`__fmaf_rn`) may fuse, as on the GPU where the PTX is
         // built with -fmad=false; with the host's FMA instruction they compile inline instead of
         // calling libm's fmaf (the emulator runs on the machine that builds it).

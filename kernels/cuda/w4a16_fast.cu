@@ -317,11 +317,9 @@ __device__ __forceinline__ void fast_entry(const gemv_u16* x, const gemv_u8* pac
 
 }  // namespace gemv_fast
 
-// name, tiles of 8 tokens, rows per warp (the tile's 16 rows over 8 warps), blocks per SM the
-// registers must allow. The registry order of gemv_core::KERNELS (fast family).
-#define GEMV_FAST_KERNELS(X)     \
-    X(w4a16_fast_m8, 1, 2, 2)    \
-    X(w4a16_fast_m16, 2, 2, 2)
+// The entry list, generated from gemv_core::KERNELS: name, tiles of 8 tokens, rows per warp,
+// blocks per SM the registers must allow.
+#include "kernel_table.h"
 
 #define GEMV_DEFINE_FAST_ENTRY(name, tiles, rows, min_blocks)                                                    \
     GEMV_KERNEL(name, gemv_fast::kThreadsPerBlock, min_blocks)                                                   \

@@ -664,25 +664,9 @@ __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* pac
 #endif
 }  // namespace gemv
 
-// name, MAX_M, rows per warp, blocks per SM the registers must allow. The registry order of
-// gemv_core::KERNELS (whose `rows` must agree). Up to 8 tokens four rows per warp share each
-// activation load and staging (`batch8` keeps the classic two; `batch16` and `batch32`, whose
-// accumulators fill the registers, one). At 1 token they fit 128 registers (two blocks of 8
-// warps per SM) on every architecture without spills; from 2 tokens the tiers trade one block
-// per SM for registers (255 per thread) to keep 4 rows (at two blocks `batch2`'s sm_89 build
-// spills). docs/kernels.md has the modelled figures.
-#define GEMV_KERNELS(X)                 \
-    X(w4a16_gemv, 1, 4, 2)              \
-    X(w4a16_gemv_batch2, 2, 4, 1)       \
-    X(w4a16_gemv_batch3, 3, 4, 1)       \
-    X(w4a16_gemv_batch4, 4, 4, 1)       \
-    X(w4a16_gemv_batch5, 5, 4, 1)       \
-    X(w4a16_gemv_batch6, 6, 4, 1)       \
-    X(w4a16_gemv_batch7, 7, 4, 1)       \
-    X(w4a16_gemv_batch8, 8, 2, 1)       \
-    X(w4a16_gemv_batch8_rt2, 8, 4, 1)   \
-    X(w4a16_gemv_batch16, 16, 1, 2)     \
-    X(w4a16_gemv_batch32, 32, 1, 1)
+// The entry list, generated from gemv_core::KERNELS: name, MAX_M, rows per warp, blocks per SM
+// the registers must allow.
+#include "kernel_table.h"
 
 #define GEMV_DEFINE_ENTRY(name, max_m, rows, min_blocks)                                                         \
     GEMV_KERNEL(GEMV_ENTRY_NAME(name), gemv::kThreadsPerBlock, min_blocks)                                      \

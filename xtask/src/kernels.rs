@@ -1,5 +1,6 @@
 //! `cargo xtask kernels [--check]`: kernels/cuda/*.cu -> PTX committed under kernels/ptx/
-//! (embedded by gemv-kernels with include_str!, so building gemv-cuda needs no toolkit).
+//! (embedded by gemv-kernels with include_str!, so building gemv-cuda needs no toolkit), after
+//! generating their entry list (kernels/cuda/kernel_table.h) from the kernel registry.
 //!
 //! The PTX comes from NVRTC 12.2 (pinned, from PyPI): its PTX ISA 8.2 loads on every driver from
 //! the 535 branch (CUDA 12.2) on, where nvcc 13's ISA 9.0 needs a 580 driver. The rest of the
@@ -89,6 +90,7 @@ pub fn compile(nvrtc: &Nvrtc, source: &Path, build: &ModuleBuild, out: &Path, de
 
 /// Builds every PTX; with `check`, builds into target/ and fails if the committed files differ.
 pub fn run(check: bool) -> Result<(), String> {
+    crate::kernel_table::run(check)?;
     let nvrtc = Nvrtc::find_or_install()?;
     let out_dir = if check { root().join("target/kernels-check") } else { root().join(PTX_DIR) };
     std::fs::create_dir_all(&out_dir).map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;

@@ -28,6 +28,7 @@ mod cuda_toolchain;
 mod device_pack;
 mod fixtures;
 mod ggml_bench;
+mod kernel_table;
 mod kernels;
 mod mutants;
 mod provision;

@@ -27,29 +27,38 @@ pub struct KernelSpec {
     /// register-tiled `batch8_rt2` carries 4 rows where the classic `batch8` carries 2. A fast
     /// kernel's block computes 16 rows with its 8 warps splitting K: 2 rows per warp's share.
     pub rows: usize,
+    /// Resident 256-thread blocks per SM the CUDA kernel's registers must allow (the second
+    /// argument of its `__launch_bounds__`): 2 caps a thread at 128 registers, 1 at 255.
+    pub cuda_min_blocks: usize,
 }
 
-const fn exact(name: &'static str, max_m: usize, rows: usize) -> KernelSpec {
-    KernelSpec { name, module: MODULE_NAME, family: Family::Exact, max_m, rows }
+const fn exact(name: &'static str, max_m: usize, rows: usize, cuda_min_blocks: usize) -> KernelSpec {
+    KernelSpec { name, module: MODULE_NAME, family: Family::Exact, max_m, rows, cuda_min_blocks }
 }
 
 const fn fast(name: &'static str, max_m: usize) -> KernelSpec {
-    KernelSpec { name, module: FAST_MODULE_NAME, family: Family::Fast, max_m, rows: 2 }
+    KernelSpec { name, module: FAST_MODULE_NAME, family: Family::Fast, max_m, rows: 2, cuda_min_blocks: 2 }
 }
 
-/// Every kernel, the same names on every backend that has its family.
+/// Every kernel, the same names on every backend that has its family. The CUDA sources' entry
+/// list (kernels/cuda/kernel_table.h) is generated from it by `cargo xtask kernels`.
+///
+/// Up to 8 tokens four rows per warp share each activation load and staging (`batch8` keeps two;
+/// `batch16` and `batch32`, whose accumulators fill the registers, one). At 1 token four rows fit
+/// 128 registers (two blocks per SM); from 2 tokens the tiers take one block per SM (255
+/// registers) to keep four rows (docs/kernels.md).
 pub const KERNELS: [KernelSpec; 13] = [
-    exact("w4a16_gemv", 1, 4),
-    exact("w4a16_gemv_batch2", 2, 4),
-    exact("w4a16_gemv_batch3", 3, 4),
-    exact("w4a16_gemv_batch4", 4, 4),
-    exact("w4a16_gemv_batch5", 5, 4),
-    exact("w4a16_gemv_batch6", 6, 4),
-    exact("w4a16_gemv_batch7", 7, 4),
-    exact("w4a16_gemv_batch8", 8, 2),
-    exact("w4a16_gemv_batch8_rt2", 8, 4),
-    exact("w4a16_gemv_batch16", 16, 1),
-    exact("w4a16_gemv_batch32", 32, 1),
+    exact("w4a16_gemv", 1, 4, 2),
+    exact("w4a16_gemv_batch2", 2, 4, 1),
+    exact("w4a16_gemv_batch3", 3, 4, 1),
+    exact("w4a16_gemv_batch4", 4, 4, 1),
+    exact("w4a16_gemv_batch5", 5, 4, 1),
+    exact("w4a16_gemv_batch6", 6, 4, 1),
+    exact("w4a16_gemv_batch7", 7, 4, 1),
+    exact("w4a16_gemv_batch8", 8, 2, 1),
+    exact("w4a16_gemv_batch8_rt2", 8, 4, 1),
+    exact("w4a16_gemv_batch16", 16, 1, 2),
+    exact("w4a16_gemv_batch32", 32, 1, 1),
     fast("w4a16_fast_m8", 8),
     fast("w4a16_fast_m16", 16),
 ];

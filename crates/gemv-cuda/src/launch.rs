@@ -1,7 +1,6 @@
 //! Launch geometry, shared by the real driver and the emulator: 256 threads (8 warps) per block,
-//! `KernelSpec::rows` weight rows per warp (1 to 4, by tier). The rows
-//! column of `GEMV_KERNELS` in kernels/w4a16_gemv.cu must agree with the registry; the
-//! conformance suite would miss rows otherwise. The block size must equal the kernels' declared
+//! `KernelSpec::rows` weight rows per warp (1 to 4, by tier), which the kernels read from the
+//! same registry (kernels/cuda/kernel_table.h is generated from it). The block size must equal the kernels' declared
 //! launch bound (`.maxntid` in the PTX); tests compare the two.
 
 use gemv_core::KernelSpec;
