@@ -14,7 +14,7 @@ use gemv_core::{Family, FamilyChoice, GemvShape, LaunchShape, Operand, WIDEST_TI
 
 /// `len` bytes at `offset` of an engine's buffer (which needs `STORAGE` usage).
 #[derive(Debug, Clone, Copy)]
-pub struct EngineRange<'a> {
+pub struct WgpuRange<'a> {
     /// The buffer.
     pub buffer: &'a wgpu::Buffer,
     /// First byte.
@@ -26,17 +26,17 @@ pub struct EngineRange<'a> {
 /// One launch over an engine's buffers: `y[m][n] = W x[m][k]` with W the `packed`/`scales`
 /// ranges (a whole matrix, or a row range of a bigger one: the rows are contiguous).
 #[derive(Debug, Clone, Copy)]
-pub struct EngineGemv<'a> {
+pub struct WgpuGemv<'a> {
     /// m rows of k bf16, `x_row_stride` elements apart, 2-byte aligned.
-    pub x: EngineRange<'a>,
+    pub x: WgpuRange<'a>,
     /// `[n][k/2]` packed E2M1 codes.
-    pub packed: EngineRange<'a>,
+    pub packed: WgpuRange<'a>,
     /// `[n][k/16]` E4M3 scale codes.
-    pub scales: EngineRange<'a>,
+    pub scales: WgpuRange<'a>,
     /// m rows of n bf16, `y_row_stride` elements apart, 2-byte aligned, in a different buffer
     /// from the inputs (wgpu cannot bind one buffer read-only and read-write in the same
     /// dispatch); elements between rows are not written.
-    pub y: EngineRange<'a>,
+    pub y: WgpuRange<'a>,
     /// The matrix's global scale.
     pub global_scale: f32,
     /// Tokens (at most the kernel's width).
@@ -65,7 +65,7 @@ impl WgpuBackend {
         &self,
         encoder: &mut wgpu::CommandEncoder,
         kernel: KernelHandle,
-        launch: &EngineGemv<'_>,
+        launch: &WgpuGemv<'_>,
     ) -> Result<()> {
         self.record_gemv_timed(encoder, kernel, launch, None)
     }
@@ -79,7 +79,7 @@ impl WgpuBackend {
         encoder: &mut wgpu::CommandEncoder,
         tiers: &ResolvedTiers,
         family: FamilyChoice,
-        launch: &EngineGemv<'a>,
+        launch: &WgpuGemv<'a>,
     ) -> Result<()> {
         let shape = LaunchShape::new(launch.m, launch.n, launch.k, launch.x_row_stride, launch.y_row_stride)?;
         shape.check_operand(Operand::X, launch.x.offset as usize, launch.x.len as usize)?;
@@ -90,12 +90,12 @@ impl WgpuBackend {
         };
         for step in &plan {
             let (part, x_start, y_start) = shape.part(step)?;
-            let rows = |range: EngineRange<'a>, start: usize, operand| EngineRange {
+            let rows = |range: WgpuRange<'a>, start: usize, operand| WgpuRange {
                 offset: range.offset + 2 * start as u64,
                 len: part.bytes(operand) as u64,
                 ..range
             };
-            let part_launch = EngineGemv {
+            let part_launch = WgpuGemv {
                 x: rows(launch.x, x_start, Operand::X),
                 y: rows(launch.y, y_start, Operand::Y),
                 m: step.rows,
@@ -111,7 +111,7 @@ impl WgpuBackend {
         &self,
         encoder: &mut wgpu::CommandEncoder,
         kernel: KernelHandle,
-        launch: &EngineGemv<'_>,
+        launch: &WgpuGemv<'_>,
         timestamp_writes: Option<wgpu::ComputePassTimestampWrites<'_>>,
     ) -> Result<()> {
         let spec = resolved_spec("wgpu", kernel)?;
@@ -148,9 +148,8 @@ impl WgpuBackend {
                 return Err(Error::OutputOverlaps { what, buffer: 0 });
             }
         }
-        let window = |what, range: EngineRange<'_>, len: usize| {
-            self.window(what, range.buffer.clone(), range.offset, len as u64)
-        };
+        let window =
+            |what, range: WgpuRange<'_>, len: usize| self.window(what, range.buffer.clone(), range.offset, len as u64);
         let x = window("x", launch.x, x_bytes)?;
         let packed = window("packed", launch.packed, shape.bytes(Operand::Packed))?;
         let scales = window("scales", launch.scales, shape.bytes(Operand::Scales))?;

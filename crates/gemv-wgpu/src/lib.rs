@@ -13,6 +13,6 @@ mod shader;
 
 pub use adapter::{ADAPTER_ENV, AdapterChoice};
 pub use backend::WgpuBackend;
-pub use engine::{EngineGemv, EngineRange};
+pub use engine::{WgpuGemv, WgpuRange};
 pub use error::WgpuError;
 pub use shader::{rows_per_workgroup, shader_source};

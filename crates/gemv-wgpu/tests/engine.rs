@@ -7,7 +7,7 @@
 use gemv_backend::conformance::skip::{Requirement, skip};
 use gemv_backend::{Error, GpuBackend, ResolvedTiers, conformance};
 use gemv_core::{CoreError, KillSwitches, WIDEST_TIER, gemv_contract, host_threads};
-use gemv_wgpu::{EngineGemv, EngineRange, WgpuBackend};
+use gemv_wgpu::{WgpuBackend, WgpuGemv, WgpuRange};
 use wgpu::util::DeviceExt;
 
 /// What an engine would do: its own instance, adapter, device and queue.
@@ -96,29 +96,25 @@ fn engine_launches(features: wgpu::Features) {
     let y_buffer = make("engine outputs", &vec![0u8; y_at + 2 * m * n + 2]);
 
     let plan = tiers.plan(m, WIDEST_TIER).expect("plan");
-    let shard = || -> (EngineRange<'_>, EngineRange<'_>) {
+    let shard = || -> (WgpuRange<'_>, WgpuRange<'_>) {
         (
-            EngineRange { buffer: &weights, offset: (row0 * packed_row) as u64, len: (n * packed_row) as u64 },
-            EngineRange {
-                buffer: &weights,
-                offset: (scales_at + row0 * scale_row) as u64,
-                len: (n * scale_row) as u64,
-            },
+            WgpuRange { buffer: &weights, offset: (row0 * packed_row) as u64, len: (n * packed_row) as u64 },
+            WgpuRange { buffer: &weights, offset: (scales_at + row0 * scale_row) as u64, len: (n * scale_row) as u64 },
         )
     };
     let record_all = |encoder: &mut wgpu::CommandEncoder| {
         for launch in &plan {
             let (packed, scales) = shard();
             let rows = launch.rows;
-            let args = EngineGemv {
-                x: EngineRange {
+            let args = WgpuGemv {
+                x: WgpuRange {
                     buffer: &arena,
                     offset: (x_at + 2 * launch.row_offset * k) as u64,
                     len: (2 * rows * k) as u64,
                 },
                 packed,
                 scales,
-                y: EngineRange {
+                y: WgpuRange {
                     buffer: &y_buffer,
                     offset: (y_at + 2 * launch.row_offset * n) as u64,
                     len: (2 * rows * n) as u64,
@@ -197,12 +193,12 @@ fn a_plan_for_any_m_is_recorded_in_one_call_with_row_strides() {
     let (arena, packed, scales) = (make(&arena), make(view.packed()), make(view.scales()));
     let y_gaps: Vec<u16> = vec![GAP; y_len / 2 + 2];
     let y_buffer = make(bytemuck::cast_slice(&y_gaps));
-    let whole = |buffer, len: usize| EngineRange { buffer, offset: 0, len: len as u64 };
-    let launch = EngineGemv {
-        x: EngineRange { buffer: &arena, offset: x_at, len: 2 * x_rows.len() as u64 },
+    let whole = |buffer, len: usize| WgpuRange { buffer, offset: 0, len: len as u64 };
+    let launch = WgpuGemv {
+        x: WgpuRange { buffer: &arena, offset: x_at, len: 2 * x_rows.len() as u64 },
         packed: whole(&packed, view.packed().len()),
         scales: whole(&scales, view.scales().len()),
-        y: EngineRange { buffer: &y_buffer, offset: y_at, len: y_len as u64 },
+        y: WgpuRange { buffer: &y_buffer, offset: y_at, len: y_len as u64 },
         global_scale: view.global_scale(),
         m,
         n,
@@ -213,7 +209,7 @@ fn a_plan_for_any_m_is_recorded_in_one_call_with_row_strides() {
     let mut encoder = device.create_command_encoder(&Default::default());
     let fast = backend.record_plan(&mut encoder, &tiers, gemv_core::FamilyChoice::Fast, &launch);
     assert!(fast.is_err(), "wgpu has no fast family: {fast:?}");
-    let short = EngineGemv { y: EngineRange { len: y_len as u64 - 2, ..launch.y }, ..launch };
+    let short = WgpuGemv { y: WgpuRange { len: y_len as u64 - 2, ..launch.y }, ..launch };
     let refused = backend.record_plan(&mut encoder, &tiers, gemv_core::FamilyChoice::Auto, &short);
     assert!(matches!(refused, Err(Error::Core(CoreError::RangeTooSmall { what: "y", .. }))), "{refused:?}");
     backend.record_plan(&mut encoder, &tiers, gemv_core::FamilyChoice::Auto, &launch).expect("recorded");
@@ -243,8 +239,8 @@ fn engine_launches_are_validated_before_anything_is_recorded() {
         device.create_buffer(&wgpu::BufferDescriptor { label: None, size, usage: storage, mapped_at_creation: false })
     };
     let (x, w, y) = (buffer(64), buffer(64), buffer(64));
-    let range = |buffer, offset, len| EngineRange { buffer, offset, len };
-    let good = EngineGemv {
+    let range = |buffer, offset, len| WgpuRange { buffer, offset, len };
+    let good = WgpuGemv {
         x: range(&x, 0, 32),
         packed: range(&w, 0, 8),
         scales: range(&w, 8, 1),
@@ -259,20 +255,20 @@ fn engine_launches_are_validated_before_anything_is_recorded() {
     let mut encoder = device.create_command_encoder(&Default::default());
     backend.record_gemv(&mut encoder, kernel, &good).expect("a good launch records");
     type Expect = fn(&Error) -> bool;
-    let cases: [(EngineGemv<'_>, Expect); 7] = [
-        (EngineGemv { m: 2, ..good }, |e| matches!(e, Error::Core(CoreError::MExceedsWidth { .. }))),
-        (EngineGemv { x: range(&x, 40, 32), ..good }, |e| matches!(e, Error::RangeOutOfBounds { what: "x", .. })),
-        (EngineGemv { x: range(&x, 0, 30), ..good }, |e| {
+    let cases: [(WgpuGemv<'_>, Expect); 7] = [
+        (WgpuGemv { m: 2, ..good }, |e| matches!(e, Error::Core(CoreError::MExceedsWidth { .. }))),
+        (WgpuGemv { x: range(&x, 40, 32), ..good }, |e| matches!(e, Error::RangeOutOfBounds { what: "x", .. })),
+        (WgpuGemv { x: range(&x, 0, 30), ..good }, |e| {
             matches!(e, Error::Core(CoreError::RangeTooSmall { what: "x", .. }))
         }),
-        (EngineGemv { y: range(&y, 1, 2), ..good }, |e| {
+        (WgpuGemv { y: range(&y, 1, 2), ..good }, |e| {
             matches!(e, Error::Core(CoreError::Misaligned { what: "y", .. }))
         }),
-        (EngineGemv { y: range(&x, 34, 2), ..good }, |e| matches!(e, Error::OutputOverlaps { what: "x", .. })),
-        (EngineGemv { x_row_stride: 15, ..good }, |e| {
+        (WgpuGemv { y: range(&x, 34, 2), ..good }, |e| matches!(e, Error::OutputOverlaps { what: "x", .. })),
+        (WgpuGemv { x_row_stride: 15, ..good }, |e| {
             matches!(e, Error::Core(CoreError::RowStrideTooSmall { what: "x", .. }))
         }),
-        (EngineGemv { y_row_stride: 0, ..good }, |e| {
+        (WgpuGemv { y_row_stride: 0, ..good }, |e| {
             matches!(e, Error::Core(CoreError::RowStrideTooSmall { what: "y", .. }))
         }),
     ];

@@ -2,7 +2,7 @@
 //! (immediate data where the device has it, else a small uniform buffer) and the dispatch.
 
 use super::{Binding, NAME, WgpuBackend};
-use crate::engine::{EngineGemv, EngineRange};
+use crate::engine::{WgpuGemv, WgpuRange};
 use crate::error::WgpuError;
 use crate::shader::{rows_per_workgroup, shader_source};
 use gemv_backend::{GemvArgs, KernelHandle, Result, resolved_spec};
@@ -64,14 +64,14 @@ impl WgpuBackend {
                 inputs.push((self.checked_range(operand.name(), range)?, range.offset as u64, range.len as u64));
             }
         }
-        fn engine_range((buffer, offset, len): &(wgpu::Buffer, u64, u64)) -> EngineRange<'_> {
-            EngineRange { buffer, offset: *offset, len: *len }
+        fn engine_range((buffer, offset, len): &(wgpu::Buffer, u64, u64)) -> WgpuRange<'_> {
+            WgpuRange { buffer, offset: *offset, len: *len }
         }
-        let launch = EngineGemv {
+        let launch = WgpuGemv {
             x: engine_range(&inputs[0]),
             packed: engine_range(&inputs[1]),
             scales: engine_range(&inputs[2]),
-            y: EngineRange { buffer: &y, offset: args.y.offset as u64, len: args.y.len as u64 },
+            y: WgpuRange { buffer: &y, offset: args.y.offset as u64, len: args.y.len as u64 },
             global_scale: args.global_scale,
             m: shape.m,
             n: shape.n,
