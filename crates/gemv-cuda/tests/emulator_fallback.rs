@@ -30,9 +30,9 @@ const CAPABILITIES: [(i32, i32); 2] = [(8, 0), (9, 0)];
 const SHAPES: [(usize, usize); 3] = [(37, 800), (21, 2576), (1, 800)];
 
 /// Weights whose scale codes are drawn from all 254 finite E4M3 codes: both signs, zero and
-/// subnormals are ordinary data too. (With only the suite's positive codes, mutant #103 of the
-/// kernel pass, the sign of the sm_75 build's scale table shifted into its exponent, survived
-/// everything: every negative scale became infinite, and the plain path recomputed those blocks.)
+/// subnormals are ordinary data too. (With positive codes only, a sign shifted into the sm_75
+/// build's scale table's exponent, which makes every negative scale infinite and sends those
+/// blocks to the plain path, would pass: mutant #103 in docs/mutants/w4a16_gemv.tsv.)
 fn every_finite_scale_code(n: usize, k: usize) -> Nvfp4Matrix {
     conformance::matrix_with_scales(n, k, 11, conformance::GLOBAL_SCALE, |_, _, rng| {
         let code = rng.next_u32() as u8;

@@ -67,9 +67,9 @@ fn the_reference_rounding_is_itself_right_on_known_values() {
 
 /// `fma.rn.f32`: one rounding, and a NaN result is the GPU's one f32 NaN, 0x7FFFFFFF, whatever
 /// made it (0 x infinity, infinity - infinity, an input NaN of either sign and any payload). With
-/// x86's NaNs (0xFFC00000, or the input's payload) bit 0 of a NaN was always clear here, so
-/// the exact kernel's finiteness test with its mask mutated to 0x7F800001 (mutant #1072) would
-/// have passed on the emulator and failed on a GPU.
+/// x86's NaNs (0xFFC00000, or the input's payload) bit 0 of a NaN would always be clear, so the
+/// exact kernel's finiteness test with its mask mutated to 0x7F800001 (mutant #1072) would pass
+/// on the emulator and fail on a GPU.
 #[test]
 fn fma_is_fused_and_its_nan_is_the_gpus_one_nan() {
     let one_plus = 1.0 + 2f32.powi(-12);

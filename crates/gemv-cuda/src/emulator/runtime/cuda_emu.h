@@ -89,7 +89,7 @@ struct SharedHandle {
 SharedHandle shared_alloc(const void* tag, const char* name, size_t bytes, size_t count);
 // Faults on an access out of bounds and, in a tracked block, on a race or an uninitialised read.
 // GemvShared calls it only where it has something to find: an index out of bounds, or any
-// access of a tracked block (a call per access of every block was an eighth of the samples of a gate 7 profile).
+// access of a tracked block, so the common access stays inline (docs/emulator.md).
 void shared_check(unsigned decl, long long element, size_t element_size, size_t count, size_t vector_size,
                   bool write);
 
@@ -237,8 +237,8 @@ inline gemv_u32 e4m3_to_half(gemv_u32 code) {
     if (magnitude == 0x7Fu) return 0x7FFFu;
     const gemv_u32 exponent = magnitude >> 3;
     const gemv_u32 mantissa = magnitude & 7u;
-    // Normal codes: (1 + m/8) * 2^(e - 7), built as f32 bits (std::ldexp, a library call per row
-    // and pass, was 1.5-2% of the samples of a profile of gate 7).
+    // Normal codes: (1 + m/8) * 2^(e - 7), built as f32 bits rather than by std::ldexp, a library
+    // call per row and pass.
     const float value =
         exponent == 0 ? (float)mantissa * 0x1p-9f : __uint_as_float(((exponent + 120u) << 23) | (mantissa << 20));
     return ((code & 0x80u) << 8) | emu::float_to_half(value);
