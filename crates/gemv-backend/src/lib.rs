@@ -8,8 +8,11 @@
 //!   once, any M run through the dispatch plan.
 //! - [`conformance`] (feature `conformance`): the verification gates, written once, run for every
 //!   backend.
+//! - `HostMemory` and `AlignedBytes` (feature `host-memory`): device-aligned buffers for the
+//!   backends that execute on the CPU, handing kernels raw addresses; not for engines.
 #![warn(missing_docs)]
 
+#[cfg(feature = "host-memory")]
 mod aligned_bytes;
 mod args;
 mod backend;
@@ -22,9 +25,11 @@ mod device;
 mod device_matrix;
 mod error;
 mod handle;
+#[cfg(feature = "host-memory")]
 mod host_memory;
 mod tiers;
 
+#[cfg(feature = "host-memory")]
 pub use aligned_bytes::{AlignedBytes, DEVICE_ALIGNMENT};
 pub use args::GemvArgs;
 pub use backend::{GpuBackend, resolved_spec};
@@ -35,5 +40,6 @@ pub use device::{DeviceInfo, DeviceKind, MultiplyAdd, TimerKind};
 pub use device_matrix::{BackendRef, DeviceMatrix};
 pub use error::{Error, Result};
 pub use handle::KernelHandle;
+#[cfg(feature = "host-memory")]
 pub use host_memory::{HostLaunchAddresses, HostLaunchInputs, HostMemory};
 pub use tiers::ResolvedTiers;
