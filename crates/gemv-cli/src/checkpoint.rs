@@ -1,12 +1,6 @@
-//! NVFP4 weights from checkpoint tensors, in either layout, detected from the names present:
-//!
-//! - NVIDIA ModelOpt: `PREFIX.weight` (U8 [N, K/2]), `PREFIX.weight_scale` (F8_E4M3 [N, K/16]),
-//!   `PREFIX.weight_scale_2` (F32 scalar, a multiplier);
-//! - compressed-tensors: `PREFIX.weight_packed`, `PREFIX.weight_scale`,
-//!   `PREFIX.weight_global_scale` (F32 scalar, a DIVISOR: inverted here).
-//!
-//! `--name` is the prefix; the weight tensor's own name (`PREFIX.weight`, `PREFIX.weight_packed`)
-//! is accepted too.
+//! NVFP4 weights from checkpoint tensors, in either layout (ModelOpt or compressed-tensors),
+//! detected from the names present (`gemv_core::Nvfp4TensorNames`). `--name` is the prefix; the
+//! weight tensor's own name (`PREFIX.weight`, `PREFIX.weight_packed`) is accepted too.
 //!
 //! And activations: a BF16, F16 or F32 tensor `[K]`, `[M, K]` or `[..., K]` (leading dimensions
 //! flattened into M; rounded to bf16, RNE).
@@ -14,18 +8,9 @@
 use crate::error::CliError;
 use crate::mapped::MappedCheckpoint;
 use crate::safetensors::Dtype;
-use gemv_core::Nvfp4Matrix;
 use gemv_core::codec::f32_to_bf16;
+use gemv_core::{Nvfp4Layout, Nvfp4Matrix, Nvfp4TensorNames};
 use std::path::Path;
-
-/// Which layout a prefix was read in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Layout {
-    /// NVIDIA ModelOpt names.
-    ModelOpt,
-    /// compressed-tensors names (global scale inverted).
-    CompressedTensors,
-}
 
 fn present(file: &MappedCheckpoint) -> String {
     let names: Vec<&str> = file.names().take(8).collect();
@@ -102,26 +87,10 @@ fn global_f32(file: &MappedCheckpoint, name: &str, expert: Option<(usize, usize)
     Ok(f32::from_le_bytes(bytes))
 }
 
-/// The prefix `name` stands for: itself, or with the weight tensor's suffix taken off.
-fn weight_prefix<'a>(file: &MappedCheckpoint, name: &'a str) -> &'a str {
-    let has =
-        |prefix: &str| file.contains(&format!("{prefix}.weight")) || file.contains(&format!("{prefix}.weight_packed"));
-    if has(name) {
-        return name;
-    }
-    [".weight", ".weight_packed"].iter().filter_map(|suffix| name.strip_suffix(suffix)).find(|p| has(p)).unwrap_or(name)
-}
-
 /// The tensor names of the layer `name` stands for, and its layout.
-fn layer_names(file: &MappedCheckpoint, name: &str) -> (Layout, String, String, String) {
-    let prefix = weight_prefix(file, name);
-    let scale_name = format!("{prefix}.weight_scale");
-    if file.contains(&format!("{prefix}.weight_packed")) {
-        let (packed, global) = (format!("{prefix}.weight_packed"), format!("{prefix}.weight_global_scale"));
-        (Layout::CompressedTensors, packed, scale_name, global)
-    } else {
-        (Layout::ModelOpt, format!("{prefix}.weight"), scale_name, format!("{prefix}.weight_scale_2"))
-    }
+fn layer_names(file: &MappedCheckpoint, name: &str) -> (Nvfp4Layout, String, String, String) {
+    let names = Nvfp4TensorNames::resolve(name, |tensor| file.contains(tensor));
+    (names.layout, names.packed, names.scales, names.global_scale)
 }
 
 /// How many experts the layer holds: None for a 2-D `[N, K/2]` weight, Some(E) for a 3-D
@@ -140,7 +109,7 @@ pub fn expert_count(file: &MappedCheckpoint, name: &str) -> Result<Option<usize>
 #[derive(Debug, Clone)]
 pub struct WeightsLocation {
     /// The layout the names were found in.
-    pub layout: Layout,
+    pub layout: Nvfp4Layout,
     packed_name: String,
     scale_name: String,
     /// Output features.
@@ -225,10 +194,7 @@ pub fn locate_weights(file: &MappedCheckpoint, name: &str, expert: Option<usize>
         Some(&scale_shape),
         &format!("F8_E4M3 {scale_shape:?} (K/16 for K = {k})"),
     )?;
-    let mut global_scale = global_f32(file, &global_name, experts)?;
-    if layout == Layout::CompressedTensors {
-        global_scale = 1.0 / global_scale;
-    }
+    let global_scale = layout.global_scale(global_f32(file, &global_name, experts)?);
     Ok(WeightsLocation { layout, packed_name, scale_name, n, k, expert: experts.map_or(0, |(e, _)| e), global_scale })
 }
 

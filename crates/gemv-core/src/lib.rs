@@ -2,15 +2,20 @@
 //!
 //! - [`codec`]: E2M1, E4M3 and bf16, bit-exact against ml_dtypes.
 //! - [`Nvfp4Matrix`] / [`Nvfp4View`]: the ModelOpt NVFP4 layout, validated at construction.
-//! - [`quantize_f32`]: ModelOpt's recipe.
+//! - [`quantize_f32`]: ModelOpt's recipe; [`Nvfp4TensorNames`]: where a checkpoint keeps a layer.
 //! - [`gemv_contract`]: the exact numeric contract every backend reproduces bit for bit, and
 //!   [`f64_reference`], the independent reference with its derived error bound.
-//! - [`LaunchShape`]: one launch described once (shape, strides, what each operand needs).
+//! - [`LaunchShape`]: one launch described once (shape, strides, what each operand needs);
+//!   [`Bf16Element`]: X and Y as `u16` bits or `half::bf16`.
 //! - [`select_tier`], [`dispatch_plan`], [`KillSwitches`]: the one place tiers are decided;
 //!   [`select_family`]: the one place the kernel family (exact or fast) is decided.
 #![warn(missing_docs)]
 
+pub use half;
+
+mod bf16_element;
 mod builds;
+mod checkpoint_names;
 pub mod codec;
 mod contract;
 mod error;
@@ -24,7 +29,9 @@ mod reference;
 mod shape;
 mod tiers;
 
+pub use bf16_element::{Bf16Element, bf16_bits, bf16_bits_mut};
 pub use builds::{MODULE_BUILDS, ModuleBuild, module_build, module_builds};
+pub use checkpoint_names::{Nvfp4Layout, Nvfp4TensorNames};
 pub use contract::{PARTIALS, fused_multiply_add, gemv_contract, host_threads, widen_bf16};
 pub use error::{CoreError, Result};
 pub use family::{FAST_FAMILY_BY_DEFAULT, FAST_FAMILY_FROM_M, Family, FamilyChoice, select_family, select_family_with};

@@ -9,7 +9,7 @@ use gemv_backend::{
     AlignedBytes, BenchTimers, BufferRange, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend,
     HostMemory, KernelHandle, Result, TimerKind, resolved_spec,
 };
-use gemv_core::{LaunchShape, MODULE_NAME, Operand, host_threads};
+use gemv_core::{Bf16Element, LaunchShape, MODULE_NAME, Operand, bf16_bits, bf16_bits_mut, host_threads};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -103,19 +103,20 @@ impl CpuBackend {
         self.path
     }
 
-    /// `Y = W X` for `m` tokens over caller-owned slices: `x` row t at element `t * x_row_stride`
-    /// (K bf16 bits each), `y` row t at `t * y_row_stride` (N each; nothing else is written).
-    /// Validated first: a stride below its row's width or a slice too short is an error, and
-    /// nothing is written.
-    pub fn gemv(
+    /// `Y = W X` for `m` tokens over caller-owned slices of bf16 (`half::bf16` or `u16` bits):
+    /// `x` row t at element `t * x_row_stride` (K each), `y` row t at `t * y_row_stride` (N each;
+    /// nothing else is written). Validated first: a stride below its row's width or a slice too
+    /// short is an error, and nothing is written.
+    pub fn gemv<T: Bf16Element>(
         &self,
         weights: &CpuWeights,
-        x: &[u16],
+        x: &[T],
         x_row_stride: usize,
-        y: &mut [u16],
+        y: &mut [T],
         y_row_stride: usize,
         m: usize,
     ) -> Result<()> {
+        let (x, y) = (bf16_bits(x), bf16_bits_mut(y));
         let launch = LaunchShape::new(m, weights.n(), weights.k(), x_row_stride, y_row_stride)?;
         launch.check_operand(Operand::X, 0, 2 * x.len())?;
         launch.check_operand(Operand::Y, 0, 2 * y.len())?;

@@ -93,3 +93,21 @@ fn bad_slices_and_strides_are_errors_and_write_nothing() {
         assert!(y.iter().all(|&v| v == 7), "case {i}: Y was written");
     }
 }
+
+/// An engine's `half::bf16` tensors go in and come out as they are: the same bits as `u16`.
+#[test]
+fn half_bf16_slices_give_the_same_bits_as_raw_bits() {
+    use gemv_core::half::bf16;
+    let (n, k, m) = (37, 272, 3);
+    let w = matrix(n, k, 5);
+    let weights = CpuWeights::new(&w.view());
+    let x = activations(m, k, 6);
+    let x_half: Vec<bf16> = x.iter().map(|&bits| bf16::from_bits(bits)).collect();
+    for backend in backends() {
+        let mut y_bits = vec![0u16; m * n];
+        backend.gemv(&weights, &x, k, &mut y_bits, n, m).expect("launch");
+        let mut y_half = vec![bf16::ZERO; m * n];
+        backend.gemv(&weights, &x_half, k, &mut y_half, n, m).expect("launch");
+        assert!(y_half.iter().zip(&y_bits).all(|(h, &b)| h.to_bits() == b), "{}", backend.path().name());
+    }
+}

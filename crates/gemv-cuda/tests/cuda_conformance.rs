@@ -179,6 +179,17 @@ fn an_engine_launches_on_its_own_stream_and_memory_and_replays_a_captured_graph(
             assert_eq!(value, wanted, "M = {m}: strided Y element {i} (row {t}, column {column})");
         }
 
+        // The engine's own `half::bf16` tensors, no cast: the same bits.
+        use gemv_core::half::bf16;
+        let x_half: Vec<bf16> = x_host.iter().map(|&bits| bf16::from_bits(bits)).collect();
+        let x_half = stream.clone_htod(&x_half).expect("bf16 x");
+        let mut y_half = stream.alloc_zeros::<bf16>(m * n).expect("bf16 y");
+        kernels
+            .launch_m(&stream, &weights, &x_half.slice(..), &mut y_half.slice_mut(..), m, WIDEST_TIER)
+            .expect("bf16 launches");
+        let found: Vec<u16> = stream.clone_dtoh(&y_half).expect("bf16 y back").iter().map(|v| v.to_bits()).collect();
+        assert_eq!(found, expected, "M = {m}: half::bf16 views");
+
         // The plan in either family from the engine path: exact bit-exact, fast (sm_80+) within
         // its bound of the f64 reference.
         use gemv_core::FamilyChoice;

@@ -20,7 +20,9 @@ use crate::error::CudaError;
 use crate::ptx;
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use gemv_backend::{Error, KernelHandle, ResolvedTiers, Result};
-use gemv_core::{Family, FamilyChoice, KERNELS, KernelSpec, KillSwitches, Launch, LaunchShape, Operand, WIDEST_TIER};
+use gemv_core::{
+    Bf16Element, Family, FamilyChoice, KERNELS, KernelSpec, KillSwitches, Launch, LaunchShape, Operand, WIDEST_TIER,
+};
 use std::sync::Arc;
 
 use super::NAME;
@@ -118,13 +120,13 @@ impl CudaKernels {
     /// Enqueues one launch of `kernel` on `stream`: `y[..m] = W x[..m]`. Validates the shape, the
     /// kernel's width and every view's length; then one driver call, nothing else (no
     /// allocation, copy or synchronisation), so a graph capture of the stream records it.
-    pub fn launch(
+    pub fn launch<T: Bf16Element>(
         &self,
         stream: &CudaStream,
         kernel: &'static KernelSpec,
         weights: &CudaWeights<'_>,
-        x: &CudaView<'_, u16>,
-        y: &mut CudaViewMut<'_, u16>,
+        x: &CudaView<'_, T>,
+        y: &mut CudaViewMut<'_, T>,
         m: usize,
     ) -> Result<()> {
         self.launch_strided(stream, kernel, weights, x, weights.k, y, weights.n, m)
@@ -134,14 +136,14 @@ impl CudaKernels {
     /// `y_row_stride` (at least N); the views start at row 0 and span
     /// `(m - 1) * stride + width` elements.
     #[allow(clippy::too_many_arguments)]
-    pub fn launch_strided(
+    pub fn launch_strided<T: Bf16Element>(
         &self,
         stream: &CudaStream,
         kernel: &'static KernelSpec,
         weights: &CudaWeights<'_>,
-        x: &CudaView<'_, u16>,
+        x: &CudaView<'_, T>,
         x_row_stride: usize,
-        y: &mut CudaViewMut<'_, u16>,
+        y: &mut CudaViewMut<'_, T>,
         y_row_stride: usize,
         m: usize,
     ) -> Result<()> {
@@ -172,12 +174,12 @@ impl CudaKernels {
 
     /// Enqueues the dispatch plan for any `m` (the narrowest tiers that cover it, at most
     /// `width_cap` rows per launch): X and Y views of `m` rows.
-    pub fn launch_m(
+    pub fn launch_m<T: Bf16Element>(
         &self,
         stream: &CudaStream,
         weights: &CudaWeights<'_>,
-        x: &CudaView<'_, u16>,
-        y: &mut CudaViewMut<'_, u16>,
+        x: &CudaView<'_, T>,
+        y: &mut CudaViewMut<'_, T>,
         m: usize,
         width_cap: usize,
     ) -> Result<()> {
@@ -186,13 +188,13 @@ impl CudaKernels {
 
     /// [`launch_m`](Self::launch_m) with row strides (see [`launch_strided`](Self::launch_strided)).
     #[allow(clippy::too_many_arguments)]
-    pub fn launch_m_strided(
+    pub fn launch_m_strided<T: Bf16Element>(
         &self,
         stream: &CudaStream,
         weights: &CudaWeights<'_>,
-        x: &CudaView<'_, u16>,
+        x: &CudaView<'_, T>,
         x_row_stride: usize,
-        y: &mut CudaViewMut<'_, u16>,
+        y: &mut CudaViewMut<'_, T>,
         y_row_stride: usize,
         m: usize,
         width_cap: usize,
@@ -207,13 +209,13 @@ impl CudaKernels {
     /// policy of `gemv_core::select_family`: `Fast` where every fast tier loaded, sm_80+), X's and
     /// Y's rows at their strides.
     #[allow(clippy::too_many_arguments)]
-    pub fn launch_plan(
+    pub fn launch_plan<T: Bf16Element>(
         &self,
         stream: &CudaStream,
         weights: &CudaWeights<'_>,
-        x: &CudaView<'_, u16>,
+        x: &CudaView<'_, T>,
         x_row_stride: usize,
-        y: &mut CudaViewMut<'_, u16>,
+        y: &mut CudaViewMut<'_, T>,
         y_row_stride: usize,
         m: usize,
         family: FamilyChoice,
@@ -233,12 +235,12 @@ impl CudaKernels {
 
     /// Enqueues each launch of `plan` (tier indices resolved by `handle`) over its rows of X and Y.
     #[allow(clippy::too_many_arguments)]
-    fn launch_parts(
+    fn launch_parts<T: Bf16Element>(
         &self,
         stream: &CudaStream,
         weights: &CudaWeights<'_>,
-        (x, x_row_stride): (&CudaView<'_, u16>, usize),
-        (y, y_row_stride): (&mut CudaViewMut<'_, u16>, usize),
+        (x, x_row_stride): (&CudaView<'_, T>, usize),
+        (y, y_row_stride): (&mut CudaViewMut<'_, T>, usize),
         m: usize,
         plan: &[Launch],
         handle: impl Fn(usize) -> KernelHandle,
