@@ -1,5 +1,5 @@
 #!/bin/sh
-# A stand-in for nvcc that lets `cargo check` of the candle example finish in seconds: candle's
+# A stand-in for nvcc that lets `cargo clippy` of gemv-candle's `cuda` feature finish in seconds: candle's
 # build scripts compile about 35 CUDA files with nvcc (about 20 minutes on the 2-core CI machine)
 # only to embed PTX and link a static library, and neither affects type-checking Rust code.
 # Questions about the toolkit (--version, --list-gpu-code, ...) go to the real, pinned nvcc named

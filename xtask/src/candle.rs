@@ -1,6 +1,7 @@
-//! `cargo xtask candle [--full]`: format-checks and lints `examples/candle` (an NVFP4 linear layer
-//! as a candle custom op, on candle's CUDA stream and storage) against candle-core 0.11 with its
-//! `cuda` feature, in one dependency graph with gemv-cuda.
+//! `cargo xtask candle [--full]`: checks `crates/gemv-candle` (the NVFP4 linear layer for candle,
+//! outside the workspace): fmt, clippy with and without its `cuda` feature (candle-core's `cuda`,
+//! in one dependency graph with gemv-cuda), and its tests on the CPU (the CUDA test skips
+//! without a GPU).
 //!
 //! candle's build scripts compile its CUDA kernels with nvcc, about 35 files, which takes many
 //! minutes on a 2-core machine, though type-checking needs none of their output. By
@@ -13,11 +14,14 @@ use crate::cuda_toolchain::Toolchain;
 use crate::util::{root, run, run_with_env};
 use std::path::PathBuf;
 
-const MANIFEST: &str = "examples/candle/Cargo.toml";
-const TARGET_DIR: &str = "target/candle-example";
+const MANIFEST: &str = "crates/gemv-candle/Cargo.toml";
+const TARGET_DIR: &str = "target/gemv-candle";
 
 pub fn run_check(full: bool) -> Result<(), String> {
     run("cargo", &["fmt", "--manifest-path", MANIFEST, "--", "--check"])?;
+    let cpu = ["--manifest-path", MANIFEST, "--target-dir", TARGET_DIR];
+    run("cargo", &[&["clippy", "--quiet", "--all-targets"], &cpu[..], &["--", "-D", "warnings"]].concat())?;
+    run("cargo", &[&["test", "--quiet"], &cpu[..]].concat())?;
     let toolchain = Toolchain::find_or_install()?;
     let real_nvcc = toolchain.tool("nvcc");
     let mut env: Vec<(&str, String)> = vec![("CUDA_COMPUTE_CAP", "80".to_string())];
@@ -37,9 +41,23 @@ pub fn run_check(full: bool) -> Result<(), String> {
         env.push(("GEMV_REAL_NVCC", real_nvcc));
     }
     let env: Vec<(&str, &str)> = env.iter().map(|(key, value)| (*key, value.as_str())).collect();
+    let cuda_target = format!("{TARGET_DIR}-cuda");
     run_with_env(
         "cargo",
-        &["clippy", "--quiet", "--manifest-path", MANIFEST, "--target-dir", TARGET_DIR, "--", "-D", "warnings"],
+        &[
+            "clippy",
+            "--quiet",
+            "--all-targets",
+            "--features",
+            "cuda",
+            "--manifest-path",
+            MANIFEST,
+            "--target-dir",
+            &cuda_target,
+            "--",
+            "-D",
+            "warnings",
+        ],
         &env,
     )
 }

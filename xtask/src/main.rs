@@ -12,8 +12,9 @@
 //!   pinned NVRTC.
 //! - `sass [--check]`: the static SASS report docs/sass.md.
 //! - `package`: `cargo package` of the library crates, verified (the last step of `test`).
-//! - `candle [--full]`: fmt and clippy of `examples/candle` against candle-core's `cuda` feature,
-//!   candle's own CUDA kernels built by a stand-in nvcc (or, with `--full`, the real one: 20 min).
+//! - `candle [--full]`: fmt, clippy (with and without `cuda`) and the CPU tests of
+//!   `crates/gemv-candle`; for `cuda`, candle's own CUDA kernels built by a stand-in nvcc (or,
+//!   with `--full`, the real one: 20 min).
 //! - `device-pack`: release binaries and run.sh for a GPU machine without Rust.
 //! - `aarch64`: gemv-cpu's clippy and tests for aarch64 Linux, the tests under qemu-user (part
 //!   of `test`).
@@ -59,9 +60,10 @@ commands:
                     and bytes-in-flight models; all modelled); fails on spills
   package           cargo package of the library crates, each tarball built against the
                     others' tarballs (the last step of `test`)
-  candle [--full]   fmt + clippy of examples/candle (an NVFP4 linear layer as a candle custom op)
-                    with candle-core's cuda feature; candle's CUDA kernels are built by a
-                    stand-in nvcc (part of `test`), or with --full by the pinned one (20 min)
+  candle [--full]   crates/gemv-candle (Nvfp4Linear for candle): fmt, clippy and the CPU tests,
+                    then clippy with its cuda feature (candle-core's cuda); candle's CUDA kernels
+                    built by a stand-in nvcc (part of `test`), or with --full by the pinned one
+                    (20 min)
   aarch64           clippy and the tests of gemv-cpu for aarch64 Linux, run under qemu-user
                     (rustup target, cross gcc and qemu installed when missing; part of test)
   ggml-bench [OPTIONS]
@@ -255,8 +257,8 @@ fn test() -> Result<(), String> {
             "target/cudarc-linked",
         ],
     )?;
-    // The candle example: gemv-cuda in one graph with candle-core's `cuda` feature, the custom op
-    // checked against candle's real API (candle's own kernels built by a stand-in nvcc).
+    // gemv-candle: its CPU tests, and gemv-cuda in one graph with candle-core's `cuda` feature,
+    // the custom op checked against candle's real API (candle's kernels built by a stand-in nvcc).
     candle::run_check(false)?;
     // The NEON kernel and the portable path on an Arm target, under qemu.
     cross::run_tests()?;

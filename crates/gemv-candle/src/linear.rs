@@ -1,0 +1,105 @@
+//! The layer: weights placed once on a device, `forward` over any leading dimensions.
+
+use candle_core::{DType, Device, Result, Tensor, bail};
+use gemv_core::{FamilyChoice, Nvfp4Matrix};
+use gemv_cpu::CpuWeights;
+
+/// Where a layer's weights live: arranged for gemv's CPU kernels, or on one CUDA device.
+pub(crate) enum Placement {
+    Cpu(CpuWeights),
+    #[cfg(feature = "cuda")]
+    Cuda(Box<crate::op::CudaPlacement>),
+}
+
+/// One NVFP4 linear layer without bias: `Y = X W^T`, W `[out_features, in_features]`.
+pub struct Nvfp4Linear {
+    pub(crate) placement: Placement,
+    pub(crate) n: usize,
+    pub(crate) k: usize,
+    pub(crate) global_scale: f32,
+    pub(crate) family: FamilyChoice,
+}
+
+impl std::fmt::Debug for Nvfp4Linear {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let device = match self.placement {
+            Placement::Cpu(_) => "cpu",
+            #[cfg(feature = "cuda")]
+            Placement::Cuda(_) => "cuda",
+        };
+        f.debug_struct("Nvfp4Linear")
+            .field("out_features", &self.n)
+            .field("in_features", &self.k)
+            .field("global_scale", &self.global_scale)
+            .field("device", &device)
+            .field("family", &self.family)
+            .finish()
+    }
+}
+
+impl Nvfp4Linear {
+    /// Places `matrix` on `device`: arranged for the CPU kernels, or uploaded on the CUDA
+    /// device's stream with gemv's kernels loaded into its context (feature `cuda`). The exact
+    /// family by default ([`Self::with_family`]).
+    pub fn new(matrix: &Nvfp4Matrix, device: &Device) -> Result<Self> {
+        let view = matrix.view();
+        let placement = match device {
+            Device::Cpu => Placement::Cpu(CpuWeights::new(&view)),
+            #[cfg(feature = "cuda")]
+            Device::Cuda(cuda) => Placement::Cuda(Box::new(crate::op::CudaPlacement::upload(&view, cuda)?)),
+            other => bail!("gemv-candle: no NVFP4 kernels for {other:?} in this build (CUDA needs the `cuda` feature)"),
+        };
+        Ok(Self {
+            placement,
+            n: matrix.n(),
+            k: matrix.k(),
+            global_scale: matrix.global_scale(),
+            family: FamilyChoice::Exact,
+        })
+    }
+
+    /// The kernel family the CUDA path runs: `Exact` (the default: the contract's bits, the
+    /// CPU's), `Fast` (tensor cores, sm_80 and newer: within a derived bound of an f64
+    /// reference, batch-invariant) or `Auto` (gemv's policy). The CPU path is always exact.
+    pub fn with_family(mut self, family: FamilyChoice) -> Self {
+        self.family = family;
+        self
+    }
+
+    /// K, the columns of X.
+    pub fn in_features(&self) -> usize {
+        self.k
+    }
+
+    /// N, the columns of Y.
+    pub fn out_features(&self) -> usize {
+        self.n
+    }
+
+    /// The global scale the layer multiplies by.
+    pub fn global_scale(&self) -> f32 {
+        self.global_scale
+    }
+
+    /// `Y = X W^T` for a bf16 `x` of shape `[..., in_features]`: Y is `[..., out_features]`,
+    /// bf16, on x's device (which must be the layer's).
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let Some((&k, leading)) = x.dims().split_last() else {
+            bail!("gemv-candle: x must have at least one dimension (its last is in_features)");
+        };
+        if k != self.k {
+            bail!("gemv-candle: x's last dimension is {k}, the layer's in_features {}", self.k);
+        }
+        if x.dtype() != DType::BF16 {
+            bail!("gemv-candle: x must be bf16, found {:?}", x.dtype());
+        }
+        let m: usize = leading.iter().product();
+        let mut y_dims = leading.to_vec();
+        y_dims.push(self.n);
+        if m == 0 {
+            return Tensor::zeros(y_dims, DType::BF16, x.device());
+        }
+        let rows = x.contiguous()?.reshape((m, k))?;
+        rows.apply_op1_no_bwd(self)?.reshape(y_dims)
+    }
+}

@@ -1,0 +1,41 @@
+//! The layer on a CUDA device (feature `cuda`): gemv's kernels on candle's stream write the bits
+//! the CPU path writes, for any leading dimensions and in the fast family within its bound. Needs
+//! a GPU and candle's CUDA build; elsewhere it says why it skipped (`GEMV_REQUIRE_CUDA=1` fails).
+#![cfg(feature = "cuda")]
+
+use candle_core::{Device, Tensor};
+use gemv_backend::conformance::skip::{Requirement, skip};
+use gemv_backend::conformance::{activations, matrix};
+use gemv_candle::{FamilyChoice, Nvfp4Linear};
+use half::bf16;
+
+#[test]
+fn the_cuda_path_writes_the_cpu_paths_bits() {
+    let device = match Device::new_cuda(0) {
+        Ok(device) => device,
+        Err(error) => return skip(Requirement::CudaGpu, &format!("no CUDA device for candle: {error}")),
+    };
+    let (n, k) = (4096, 5120);
+    let matrix = matrix(n, k, 9);
+    let x: Vec<bf16> = activations(12, k, 10).into_iter().map(bf16::from_bits).collect();
+    let cpu = Nvfp4Linear::new(&matrix, &Device::Cpu).expect("cpu layer");
+    let gpu = Nvfp4Linear::new(&matrix, &device).expect("cuda layer");
+    for dims in [vec![1, k], vec![3, 4, k]] {
+        let m: usize = dims[..dims.len() - 1].iter().product();
+        let x_cpu = Tensor::from_vec(x[..m * k].to_vec(), dims.clone(), &Device::Cpu).expect("x");
+        let expected = cpu.forward(&x_cpu).expect("cpu").flatten_all().unwrap().to_vec1::<bf16>().unwrap();
+        let found = gpu.forward(&x_cpu.to_device(&device).unwrap()).expect("cuda");
+        let found = found.to_device(&Device::Cpu).unwrap().flatten_all().unwrap().to_vec1::<bf16>().unwrap();
+        let differ = found.iter().zip(&expected).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+        assert_eq!(differ, 0, "{dims:?}: {differ} of {} values differ from the CPU path", m * n);
+    }
+    // The fast family where the device has it: finite, and batch-invariant across M.
+    let fast = Nvfp4Linear::new(&matrix, &device).expect("cuda layer").with_family(FamilyChoice::Fast);
+    let one = Tensor::from_vec(x[..k].to_vec(), (1, k), &device).unwrap();
+    let many = Tensor::from_vec(x[..12 * k].to_vec(), (12, k), &device).unwrap();
+    if let (Ok(alone), Ok(batch)) = (fast.forward(&one), fast.forward(&many)) {
+        let alone = alone.to_device(&Device::Cpu).unwrap().flatten_all().unwrap().to_vec1::<bf16>().unwrap();
+        let batch = batch.to_device(&Device::Cpu).unwrap().flatten_all().unwrap().to_vec1::<bf16>().unwrap();
+        assert!(alone.iter().zip(&batch[..n]).all(|(a, b)| a.to_bits() == b.to_bits()), "token 0 alone = in a batch");
+    }
+}
