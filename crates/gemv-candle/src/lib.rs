@@ -2,7 +2,8 @@
 //!
 //! [`Nvfp4Linear`] holds one layer's weights in NVIDIA ModelOpt's NVFP4 format (E2M1 values, an
 //! E4M3 scale per 16, an FP32 global scale), loaded from a checkpoint in either layout in use
-//! (ModelOpt's or compressed-tensors') or from tensors a `VarBuilder` or any loader produced.
+//! (ModelOpt's or compressed-tensors'), from a `VarBuilder` ([`nvfp4_linear`], as
+//! `candle_nn::linear_no_bias` loads a dense layer) or from tensors any loader produced.
 //! [`Nvfp4Linear::forward`] computes `Y = X W^T` for a bf16 `X` of any leading dimensions:
 //!
 //! - on a CUDA device (feature `cuda`), gemv's kernels are enqueued on candle's own stream, read
@@ -34,4 +35,4 @@ mod op;
 
 pub use gemv_core::{FamilyChoice, Nvfp4Layout};
 pub use linear::Nvfp4Linear;
-pub use load::TensorSource;
+pub use load::{TensorSource, nvfp4_linear};

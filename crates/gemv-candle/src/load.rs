@@ -4,7 +4,8 @@
 use crate::linear::Nvfp4Linear;
 use candle_core::safetensors::{BufferedSafetensors, MmapedSafetensors, SliceSafetensors};
 use candle_core::{CpuStorage, DType, Device, Result, Storage, Tensor, bail};
-use gemv_core::{Nvfp4Matrix, Nvfp4TensorNames};
+use candle_nn::VarBuilder;
+use gemv_core::{Nvfp4Layout, Nvfp4Matrix, Nvfp4TensorNames};
 use safetensors::Dtype;
 use safetensors::tensor::TensorView;
 
@@ -93,6 +94,27 @@ impl Nvfp4Linear {
             .map_err(|e| candle_core::Error::Msg(format!("gemv-candle: {e}")))?;
         Self::new(&matrix, device)
     }
+}
+
+/// The layer under `vb`'s path, as `candle_nn::linear_no_bias(in_features, out_features, vb)`
+/// loads a dense one: ModelOpt's tensors (`weight`, `weight_scale`, `weight_scale_2`) or
+/// compressed-tensors' (`weight_packed`, `weight_scale`, `weight_global_scale`, a divisor),
+/// placed on `vb`'s device.
+pub fn nvfp4_linear(in_features: usize, out_features: usize, vb: VarBuilder) -> Result<Nvfp4Linear> {
+    let (n, k) = (out_features, in_features);
+    if k % 16 != 0 {
+        bail!("gemv-candle: in_features must be a multiple of 16, found {k}");
+    }
+    let layout =
+        if vb.contains_tensor("weight_packed") { Nvfp4Layout::CompressedTensors } else { Nvfp4Layout::ModelOpt };
+    let [packed_name, scales_name, global_name] = layout.tensor_suffixes();
+    let packed = vb.get_with_hints_dtype((n, k / 2), packed_name, Default::default(), DType::U8)?;
+    let scales = vb.get_with_hints_dtype((n, k / 16), scales_name, Default::default(), DType::F8E4M3)?;
+    let global = vb.get_unchecked_dtype(global_name, DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+    let &[global] = global.as_slice() else {
+        bail!("gemv-candle: {global_name} should be one F32, found {} values", global.len());
+    };
+    Nvfp4Linear::from_tensors(&packed, &scales, layout.global_scale(global), vb.device())
 }
 
 /// The E4M3 codes of a scales tensor: F8E4M3 values' bits, or U8 codes as they are.

@@ -3,8 +3,9 @@
 
 use candle_core::safetensors::SliceSafetensors;
 use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
 use gemv_backend::conformance::{activations, matrix};
-use gemv_candle::Nvfp4Linear;
+use gemv_candle::{Nvfp4Linear, nvfp4_linear};
 use gemv_core::{Nvfp4Matrix, gemv_contract};
 use half::bf16;
 use safetensors::Dtype;
@@ -112,4 +113,21 @@ fn bad_input_is_refused_naming_what_is_wrong() {
     let short = Tensor::from_vec(view.scales()[..N * (K / 16 - 1)].to_vec(), (N, K / 16 - 1), &Device::Cpu).unwrap();
     let error = Nvfp4Linear::from_tensors(&packed, &short, 1.0, &Device::Cpu).expect_err("scales");
     assert!(error.to_string().contains("scales should be [37, 17]"), "{error}");
+}
+
+#[test]
+fn a_var_builder_loads_either_layout_like_a_dense_linear() {
+    let matrix = matrix(N, K, 11);
+    let x_bits = activations(3, K, 12);
+    let x = Tensor::from_vec(x_bits.iter().map(|&b| bf16::from_bits(b)).collect::<Vec<_>>(), (3, K), &Device::Cpu);
+    let x = x.unwrap();
+    for compressed_tensors in [false, true] {
+        let buffer = checkpoint(&matrix, "model.layers.1.mlp.down_proj", compressed_tensors);
+        let vb = VarBuilder::from_buffered_safetensors(buffer, DType::BF16, &Device::Cpu).expect("var builder");
+        let layer = nvfp4_linear(K, N, vb.pp("model.layers.1.mlp.down_proj")).expect("layer");
+        assert_eq!(layer.global_scale(), matrix.global_scale(), "compressed-tensors: {compressed_tensors}");
+        assert_eq!(bits(&layer.forward(&x).expect("forward")), expected(&matrix, &x_bits, 3));
+        let wrong = nvfp4_linear(K + 16, N, vb.pp("model.layers.1.mlp.down_proj")).expect_err("K");
+        assert!(wrong.to_string().contains("shape mismatch"), "{wrong}");
+    }
 }

@@ -16,6 +16,15 @@ pub enum Nvfp4Layout {
 }
 
 impl Nvfp4Layout {
+    /// The names of the packed weights, the block scales and the global scale under a layer's
+    /// prefix.
+    pub fn tensor_suffixes(self) -> [&'static str; 3] {
+        match self {
+            Self::ModelOpt => ["weight", "weight_scale", "weight_scale_2"],
+            Self::CompressedTensors => ["weight_packed", "weight_scale", "weight_global_scale"],
+        }
+    }
+
     /// The global scale the contract multiplies by, from the stored value: ModelOpt stores the
     /// multiplier, compressed-tensors its reciprocal.
     pub fn global_scale(self, stored: f32) -> f32 {
@@ -55,22 +64,13 @@ impl Nvfp4TensorNames {
                 .find(|prefix| has(prefix))
                 .unwrap_or(name)
         };
-        let scales = format!("{prefix}.weight_scale");
-        if contains(&format!("{prefix}.weight_packed")) {
-            Self {
-                layout: Nvfp4Layout::CompressedTensors,
-                packed: format!("{prefix}.weight_packed"),
-                scales,
-                global_scale: format!("{prefix}.weight_global_scale"),
-            }
+        let layout = if contains(&format!("{prefix}.weight_packed")) {
+            Nvfp4Layout::CompressedTensors
         } else {
-            Self {
-                layout: Nvfp4Layout::ModelOpt,
-                packed: format!("{prefix}.weight"),
-                scales,
-                global_scale: format!("{prefix}.weight_scale_2"),
-            }
-        }
+            Nvfp4Layout::ModelOpt
+        };
+        let [packed, scales, global_scale] = layout.tensor_suffixes().map(|suffix| format!("{prefix}.{suffix}"));
+        Self { layout, packed, scales, global_scale }
     }
 }
 
