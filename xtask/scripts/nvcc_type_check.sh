@@ -1,6 +1,6 @@
 #!/bin/sh
 # A stand-in for nvcc that lets `cargo clippy` of gemv-candle's `cuda` feature finish in seconds: candle's
-# build scripts compile about 35 CUDA files with nvcc (about 20 minutes on the 2-core CI machine)
+# build scripts compile about 35 CUDA files with nvcc (about 20 minutes on a 2-core VM)
 # only to embed PTX and link a static library, and neither affects type-checking Rust code.
 # Questions about the toolkit (--version, --list-gpu-code, ...) go to the real, pinned nvcc named
 # by GEMV_REAL_NVCC; a compilation writes an empty output where nvcc would have written one:

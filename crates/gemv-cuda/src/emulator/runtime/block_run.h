@@ -26,8 +26,8 @@ namespace emu {
 // A fiber switch saves and restores only what the jump needs: GCC's (and clang's)
 // __builtin_setjmp / __builtin_longjmp keep the frame, the stack pointer and the resume address,
 // the compiler spilling the callee-saved registers around the setjmp, where glibc's _longjmp
-// also demangles pointers and walks the thread's cancellation cleanups on every switch (gates 1,
-// 3, 5 and 6 on sm_89, 2-core machine: 6.2-7.0 s of CPU against 6.9-7.6 with glibc's pair). Under
+// also demangles pointers and walks the thread's cancellation cleanups on every switch
+// (docs/emulator.md has the measured difference). Under
 // AddressSanitizer the glibc pair stays: its interceptor unpoisons the frames a jump abandons;
 // so it does off x86-64, where not every compiler has the builtins.
 #if defined(__x86_64__) && !defined(EMU_ASAN_FIBERS)
