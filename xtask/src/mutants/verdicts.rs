@@ -8,7 +8,7 @@ use super::mutations::{Mutant, mutants_of};
 use crate::util::root;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 const DIR: &str = "docs/mutants";
 const TESTING: &str = "docs/testing.md";
@@ -194,20 +194,6 @@ fn summary_table(tallies: &[(String, Tally)]) -> String {
     text
 }
 
-/// The kernel sources of the pass, by stem.
-fn sources() -> Result<Vec<(String, PathBuf)>, String> {
-    let dir = root().join(crate::kernels::KERNEL_DIR);
-    let mut sources: Vec<(String, PathBuf)> = std::fs::read_dir(&dir)
-        .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
-        .flatten()
-        .map(|entry| entry.path())
-        .filter(|path| path.extension().is_some_and(|e| e == "cu"))
-        .filter_map(|path| Some((path.file_stem()?.to_string_lossy().into_owned(), path)))
-        .collect();
-    sources.sort();
-    Ok(sources)
-}
-
 /// `document` with the part between the markers replaced by `table`.
 fn with_table(document: &str, table: &str) -> Result<String, String> {
     let begin = document.find(BEGIN).ok_or(format!("{TESTING} has no line {BEGIN}"))?;
@@ -219,8 +205,9 @@ fn with_table(document: &str, table: &str) -> Result<String, String> {
 /// mutant has no argument.
 pub(super) fn summary(check: bool) -> Result<(), String> {
     let mut tallies = Vec::new();
-    for (stem, path) in sources()? {
-        let mutants = mutants_of(Path::new(&path))?;
+    for path in crate::kernels::sources()? {
+        let stem = path.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+        let mutants = mutants_of(&path)?;
         tallies.push((stem.clone(), tally(&mutants, &read(&stem)?)));
     }
     let unargued: Vec<String> =
