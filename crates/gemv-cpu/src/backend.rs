@@ -52,7 +52,9 @@ impl CpuBackend {
             Ok(name) => {
                 let path = SimdPath::from_name(&name).ok_or_else(|| Error::Unavailable {
                     backend: NAME,
-                    reason: format!("{SIMD_VARIABLE}={name:?} is not a SIMD path (portable, neon, avx2, avx512)"),
+                    reason: format!(
+                        "{SIMD_VARIABLE}={name:?} is not a SIMD path (portable, neon, avx2, avx512, avx512bf16)"
+                    ),
                 })?;
                 Self::with_path(path)
             }

@@ -3,6 +3,8 @@
 
 use crate::activations::{Activations, passes};
 use crate::arrangements::Arranged;
+#[cfg(target_arch = "x86_64")]
+use crate::kernels::tile_partials_pairs;
 use crate::kernels::{finish, tile_partials, tokens_per_pass};
 use crate::layout::TILE_ROWS;
 use crate::lines::Lines;
@@ -20,7 +22,7 @@ const TILES_PER_THREAD_MIN: usize = 4;
 const RUNS_PER_THREAD: usize = 8;
 
 /// The most tokens a pass serves on any path.
-const MOST_TOKENS: usize = 8;
+const MOST_TOKENS: usize = 16;
 
 /// Bytes ahead of the block being read that a kernel prefetches.
 const PREFETCH_BYTES: usize = 8192;
@@ -61,8 +63,9 @@ pub(crate) fn gemv(
 ) {
     let geometry = &weights.geometry;
     let n = geometry.n();
+    let activations = Activations::new(x, x_row_stride, m, geometry, path.reads_pairs(m));
+    let path = if activations.reads_pairs() { path } else { path.widened() };
     let most = tokens_per_pass(path).min(MOST_TOKENS);
-    let activations = Activations::new(x, x_row_stride, m, geometry);
     let tiles = geometry.tiles();
     let (team, scratch) = (&threads.team, &threads.scratch);
     let threads = team.threads().clamp(1, tiles.div_ceil(TILES_PER_THREAD_MIN).max(1));
@@ -97,21 +100,8 @@ pub(crate) fn gemv(
                 let column = (tile - first_tile) * TILE_ROWS;
                 let rows = TILE_ROWS.min(n - tile * TILE_ROWS);
                 for tokens in passes(m, most) {
-                    let mut x: [&[f32]; MOST_TOKENS] = [&[]; MOST_TOKENS];
-                    for (slot, t) in x.iter_mut().zip(tokens.clone()) {
-                        *slot = activations.token(t);
-                    }
                     let partials = &mut scratch.partials;
-                    tile_partials(
-                        path,
-                        tile_data,
-                        geometry,
-                        weights.special_scales,
-                        &x[..tokens.len()],
-                        activations.products_finite(),
-                        partials,
-                        ahead,
-                    );
+                    run_pass(path, &activations, tokens.clone(), tile_data, weights, partials, ahead);
                     let finished = &mut finished[..tokens.len()];
                     finish(path, partials, global_scale, finished);
                     for (t, values) in tokens.zip(finished.iter()) {
@@ -124,4 +114,33 @@ pub(crate) fn gemv(
     team.run(&|index| {
         if index == 0 { with_exact_float_mode(|| share(index)) } else { share(index) }
     });
+}
+
+/// The partials of `tokens` for one tile, by the pair kernel where the activations are pairs and
+/// by `path`'s kernel over widened rows otherwise.
+fn run_pass(
+    path: SimdPath,
+    activations: &Activations,
+    tokens: std::ops::Range<usize>,
+    tile: &[u8],
+    weights: &Arranged,
+    partials: &mut [f32],
+    ahead: *const u8,
+) {
+    let (geometry, special_scales) = (&weights.geometry, weights.special_scales);
+    #[cfg(target_arch = "x86_64")]
+    if activations.reads_pairs() {
+        let mut x: [&[u32]; MOST_TOKENS] = [&[]; MOST_TOKENS];
+        for (slot, t) in x.iter_mut().zip(tokens.clone()) {
+            *slot = activations.pairs(t).expect("pair rows");
+        }
+        tile_partials_pairs(tile, geometry, special_scales, &x[..tokens.len()], partials, ahead);
+        return;
+    }
+    let mut x: [&[f32]; MOST_TOKENS] = [&[]; MOST_TOKENS];
+    for (slot, t) in x.iter_mut().zip(tokens.clone()) {
+        *slot = activations.widened(t).expect("widened rows");
+    }
+    let x = &x[..tokens.len()];
+    tile_partials(path, tile, geometry, special_scales, x, activations.products_finite(), partials, ahead);
 }

@@ -1,7 +1,7 @@
 //! The instruction sets the tile kernels are written for, detected at run time, and the float
 //! modes they need.
 
-/// Forces a path for the whole process (`portable`, `neon`, `avx2`, `avx512`); read when a
+/// Forces a path for the whole process (`portable`, `neon`, `avx2`, `avx512`, `avx512bf16`); read when a
 /// backend is created without an explicit path. The CI runs the conformance suite with
 /// `portable` too.
 pub const SIMD_VARIABLE: &str = "GEMV_CPU_SIMD";
@@ -9,6 +9,13 @@ pub const SIMD_VARIABLE: &str = "GEMV_CPU_SIMD";
 /// A tile kernel's instruction set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SimdPath {
+    /// AVX-512 BF16: the AVX-512 decode, then two elements of a group per instruction
+    /// (`vdpbf16ps`, each product added and rounded in turn, as the contract's fused
+    /// multiply-adds), for activations that keep every product and partial sum off the
+    /// subnormals (nonzero finite |x| from 2^-109 to 2^116) and three tokens or more; the
+    /// AVX-512F kernel otherwise. Only where the CPU's instruction rounds after each product
+    /// (checked once).
+    Avx512Bf16,
     /// AVX-512F: a tile's 16 rows in one vector, a 16-entry signed E2M1 table in one permute.
     Avx512,
     /// AVX2 with FMA: 8 rows per vector, E2M1 looked up by byte shuffles.
@@ -22,11 +29,13 @@ pub enum SimdPath {
 
 impl SimdPath {
     /// Every path, fastest first.
-    pub const ALL: [SimdPath; 4] = [SimdPath::Avx512, SimdPath::Avx2, SimdPath::Neon, SimdPath::Portable];
+    pub const ALL: [SimdPath; 5] =
+        [SimdPath::Avx512Bf16, SimdPath::Avx512, SimdPath::Avx2, SimdPath::Neon, SimdPath::Portable];
 
     /// The name used by [`SIMD_VARIABLE`] and in device names.
     pub fn name(self) -> &'static str {
         match self {
+            SimdPath::Avx512Bf16 => "avx512bf16",
             SimdPath::Avx512 => "avx512",
             SimdPath::Avx2 => "avx2",
             SimdPath::Neon => "neon",
@@ -43,16 +52,32 @@ impl SimdPath {
     pub fn is_supported(self) -> bool {
         match self {
             #[cfg(target_arch = "x86_64")]
+            SimdPath::Avx512Bf16 => crate::kernels::pairs_add_in_turn(),
+            #[cfg(target_arch = "x86_64")]
             SimdPath::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
             #[cfg(target_arch = "x86_64")]
             SimdPath::Avx2 => std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma"),
             #[cfg(not(target_arch = "x86_64"))]
-            SimdPath::Avx512 | SimdPath::Avx2 => false,
+            SimdPath::Avx512Bf16 | SimdPath::Avx512 | SimdPath::Avx2 => false,
             #[cfg(target_arch = "aarch64")]
             SimdPath::Neon => std::arch::is_aarch64_feature_detected!("neon"),
             #[cfg(not(target_arch = "aarch64"))]
             SimdPath::Neon => false,
             SimdPath::Portable => true,
+        }
+    }
+
+    /// Whether a launch of `m` tokens on this path reads X as bf16 pairs (where X allows; see
+    /// [`SimdPath::Avx512Bf16`]).
+    pub(crate) fn reads_pairs(self, m: usize) -> bool {
+        self == SimdPath::Avx512Bf16 && m >= crate::kernels::PAIR_TOKENS_MIN
+    }
+
+    /// The path whose kernels run X that the pair kernel cannot take.
+    pub(crate) fn widened(self) -> Self {
+        match self {
+            SimdPath::Avx512Bf16 => SimdPath::Avx512,
+            path => path,
         }
     }
 

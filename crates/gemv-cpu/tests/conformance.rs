@@ -14,6 +14,13 @@ fn on(path: SimdPath) -> Option<CpuBackend> {
     }
 }
 
+mod avx512bf16 {
+    fn backend() -> Option<gemv_cpu::CpuBackend> {
+        super::on(gemv_cpu::SimdPath::Avx512Bf16)
+    }
+    gemv_backend::conformance_tests!(backend);
+}
+
 mod avx512 {
     fn backend() -> Option<gemv_cpu::CpuBackend> {
         super::on(gemv_cpu::SimdPath::Avx512)

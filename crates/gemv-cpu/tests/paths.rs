@@ -1,9 +1,10 @@
 //! Every SIMD path this CPU has, at several thread counts, against the host contract bit for bit
 //! on random and adversarial data: NaN and infinite activations, subnormal and huge ones, every
-//! E4M3 code, signed zeros, and a product that overflows f32 inside a finite fused chain.
+//! E4M3 code, signed zeros, a product that overflows f32 inside a finite fused chain, and
+//! activations on both sides of every bound the AVX-512 BF16 pair kernel is taken within.
 
 use gemv_backend::conformance::{
-    activations, extreme_activations, matrix, matrix_with_scales, overflowing_product,
+    Lcg, activations, extreme_activations, matrix, matrix_with_scales, overflowing_product,
     skip::{Requirement, skip},
 };
 use gemv_backend::{DeviceMatrix, ResolvedTiers};
@@ -89,6 +90,88 @@ fn an_overflowing_product_inside_a_finite_fused_chain() {
     let y = contract(&w, &x, 1);
     assert!(bf16_to_f32(y[0]).is_finite(), "the fused chain must stay finite: {:#06x}", y[0]);
     all_paths_match("overflowing product", &w, &x, 1);
+    // Four tokens, the pair kernel's width, each with the overflowing product.
+    let x4: Vec<u16> = x.iter().copied().cycle().take(4 * x.len()).collect();
+    all_paths_match("overflowing product, four tokens", &w, &x4, 4);
+}
+
+/// `m` rows of K activations with exponents spread over `2^low .. 2^high` (random signs and
+/// mantissas) and a zero now and then.
+fn spread_activations(m: usize, k: usize, (low, high): (i32, i32), seed: u64) -> Vec<u16> {
+    let mut rng = Lcg::new(seed);
+    (0..m * k)
+        .map(|_| {
+            let bits = rng.next_u32();
+            if bits.is_multiple_of(29) {
+                return 0;
+            }
+            let exponent = (127 + low + (bits >> 8) as i32 % (high - low + 1)) as u16;
+            ((bits & 1) as u16) << 15 | exponent << 7 | ((bits >> 1) % 128) as u16
+        })
+        .collect()
+}
+
+#[test]
+fn each_pair_of_elements_is_added_in_order() {
+    // Row r: partial l = r % 64 meets +2^24 in its first group, then -2^24 and 1 as elements
+    // 2 i and 2 i + 1 (i = r % 8) of its second: in order the sum is 1; with the pair's two
+    // products swapped, 2^24 + 1 rounds to 2^24 and the sum is 0.
+    let (n, k) = (64, 2048);
+    let groups = k / 16;
+    let (mut packed, scales) = (vec![0u8; n * k / 2], vec![0x38u8; n * groups]); // scale 1.0
+    let mut set = |row: usize, element: usize, code: u8| {
+        packed[row * k / 2 + element / 2] |= code << (4 * (element % 2));
+    };
+    for row in 0..n {
+        let (l, i) = (row % 64, row % 8);
+        set(row, 16 * l, 0x6); // 4
+        set(row, 16 * (l + 64) + 2 * i, 0xE); // -4
+        set(row, 16 * (l + 64) + 2 * i + 1, 0x2); // 1
+    }
+    let w = Nvfp4Matrix::from_parts(packed, scales, 1.0, n, k).expect("a valid shape");
+    // Even elements 2^22, odd ones 1.
+    let m = 4;
+    let x: Vec<u16> = (0..m * k).map(|i| if i % 2 == 0 { 0x4A80 } else { 0x3F80 }).collect();
+    let expected = contract(&w, &x, m);
+    assert!(expected.iter().all(|&y| y == 0x3F80), "the contract's sums are 1");
+    all_paths_give("pairs whose order decides the sum", &w, &x, m, &expected);
+    let wide = matrix(48, 1024, 21);
+    for m in [3, 5, 8] {
+        let x = spread_activations(m, 1024, (-24, 24), m as u64);
+        all_paths_match(&format!("activations from 2^-24 to 2^24, M={m}"), &wide, &x, m);
+    }
+}
+
+#[test]
+fn products_below_the_smallest_normal_count() {
+    // Subnormal scales (weights 2^-10 .. 42 * 2^-9) and activations from 2^-126 to 2^-118:
+    // nearly every product is subnormal in f32, and the sums are the contract's only if none is
+    // flushed to zero.
+    let w = matrix_with_scales(40, 1024, 24, 1.0, |_, _, rng| (1 + rng.next_u32() % 7) as u8);
+    let x = spread_activations(4, 1024, (-126, -118), 25);
+    let expected = contract(&w, &x, 4);
+    assert!(expected.iter().filter(|&&y| y & 0x7FFF != 0).count() > expected.len() / 2, "mostly nonzero sums");
+    all_paths_give("subnormal products", &w, &x, 4, &expected);
+}
+
+#[test]
+fn activations_at_the_bounds_of_the_pair_kernel() {
+    // Subnormal scale codes among the others: weights down to 2^-10.
+    let w = matrix_with_scales(40, 1552, 22, 1.0, |_, g, rng| {
+        if g % 3 == 0 { (rng.next_u32() % 8) as u8 } else { rng.next_u32() as u8 & 0x7F }
+    });
+    let m = 4;
+    // From 2^-109 up every product and partial is a multiple of 2^-126 (pairs); below, products
+    // are subnormal in f32 (widened). Just below 2^116 no product overflows (pairs); from 2^116
+    // up one can (widened).
+    for (case, range) in [
+        ("2^-109 .. 2^-100, partials near the subnormals", (-109, -100)),
+        ("2^-126 .. 2^-110, products subnormal", (-126, -110)),
+        ("2^100 .. 2^115, products near the f32 limit", (100, 115)),
+        ("2^110 .. 2^127, products overflowing", (110, 127)),
+    ] {
+        all_paths_match(case, &w, &spread_activations(m, 1552, range, 23), m);
+    }
 }
 
 /// Sets (or clears) the flush-to-zero and denormals-are-zero bits of this thread's SSE control

@@ -29,7 +29,7 @@ const E4M3_BIAS: f32 = f32::from_bits((127 + 120) << 23);
 /// (`m * 2^-9`) by an integer conversion, 0x7F and 0xFF as NaN.
 #[inline]
 #[target_feature(enable = "avx512f")]
-fn decode_scales(codes: __m128i, special: bool) -> __m512 {
+pub(super) fn decode_scales(codes: __m128i, special: bool) -> __m512 {
     let extended = _mm512_cvtepi8_epi32(codes);
     let shifted = _mm512_slli_epi32::<20>(extended);
     if !special {

@@ -12,6 +12,8 @@
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod avx512_bf16;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 mod portable;
@@ -40,10 +42,24 @@ pub(crate) fn e4m3_table() -> &'static [f32; 256] {
     TABLE.get_or_init(|| std::array::from_fn(|code| decode_e4m3(code as u8)))
 }
 
-/// The most tokens one pass over a tile serves on `path`; more tokens take more passes (the
-/// tile is in cache by then).
+/// The fewest tokens a launch runs on the pair kernel: with one or two, a pass is bound by the
+/// decode, which costs the pair kernel more than the AVX-512F kernel's one multiply per 16
+/// weights (docs/cpu.md).
+pub(crate) const PAIR_TOKENS_MIN: usize = 3;
+
+/// Whether this CPU's `vdpbf16ps` computes the contract's two fused multiply-adds in turn (see
+/// the pair kernel); false on CPUs without it.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn pairs_add_in_turn() -> bool {
+    avx512_bf16::adds_in_turn()
+}
+
+/// The most tokens one pass over a tile serves on `path` (the AVX-512 BF16 path's count is its
+/// pair kernel's); more tokens take more passes (the tile is in cache by then).
 pub(crate) fn tokens_per_pass(path: SimdPath) -> usize {
     match path {
+        #[cfg(target_arch = "x86_64")]
+        SimdPath::Avx512Bf16 => avx512_bf16::TOKENS,
         #[cfg(target_arch = "x86_64")]
         SimdPath::Avx512 => avx512::TOKENS,
         #[cfg(target_arch = "x86_64")]
@@ -91,8 +107,11 @@ pub(crate) fn tile_partials(
     match path {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: a backend only holds an x86 path after `SimdPath::is_supported` confirmed the
-        // CPU has its features (AVX-512F; AVX2 and FMA); the lengths were asserted above.
-        SimdPath::Avx512 => unsafe { avx512::tile_partials(tile, geometry, special_scales, x, partials, ahead) },
+        // CPU has its features (AVX-512F, and AVX-512 BF16 beside it; AVX2 and FMA); the lengths
+        // were asserted above.
+        SimdPath::Avx512 | SimdPath::Avx512Bf16 => unsafe {
+            avx512::tile_partials(tile, geometry, special_scales, x, partials, ahead)
+        },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
         SimdPath::Avx2 => unsafe { avx2::tile_partials(tile, geometry, special_scales, x, partials, ahead) },
@@ -106,13 +125,37 @@ pub(crate) fn tile_partials(
     }
 }
 
+/// The 64 partials of every token of `x` (bf16 pairs, [`PAIR_TOKENS_MIN`] to the pair kernel's
+/// [`tokens_per_pass`]) for one tile, as [`tile_partials`] gives them, on the AVX-512 BF16 path
+/// (the activations' `reads_pairs` says when X allows it).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn tile_partials_pairs(
+    tile: &[u8],
+    geometry: &Geometry,
+    special_scales: bool,
+    x: &[&[u32]],
+    partials: &mut [f32],
+    ahead: *const u8,
+) {
+    assert!(tile.len() >= geometry.tile_bytes(), "a whole tile");
+    assert!(
+        (PAIR_TOKENS_MIN..=avx512_bf16::TOKENS).contains(&x.len())
+            && partials.len() >= x.len() * gemv_core::PARTIALS * TILE_ROWS
+    );
+    assert!(x.iter().all(|x| x.len() >= geometry.padded_k() / 2), "padded activation pairs");
+    assert!(pairs_add_in_turn(), "the pair kernel on a CPU whose vdpbf16ps it cannot use");
+    // SAFETY: the CPU has AVX-512F and AVX-512 BF16 (`pairs_add_in_turn` checked both); the
+    // lengths were asserted above.
+    unsafe { avx512_bf16::tile_partials(tile, geometry, special_scales, x, partials, ahead) }
+}
+
 /// The tree over each token's 64 partials (`partials[t][l][row]`) and the rounding into
 /// `out[t][row]`.
 pub(crate) fn finish(path: SimdPath, partials: &mut [f32], global_scale: f32, out: &mut [[u16; TILE_ROWS]]) {
     match path {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX-512F (as above); `finish` asserts the lengths.
-        SimdPath::Avx512 => unsafe { avx512::finish(partials, global_scale, out) },
+        SimdPath::Avx512 | SimdPath::Avx512Bf16 => unsafe { avx512::finish(partials, global_scale, out) },
         _ => portable::finish(partials, global_scale, out),
     }
 }

@@ -1,0 +1,327 @@
+//! The AVX-512 BF16 tile kernel: two elements of a group per instruction for the tile's 16 rows.
+//!
+//! `vdpbf16ps` adds to each f32 lane two products of bf16 pairs, the pair's high element first,
+//! each addition rounded to nearest even (inputs and results subnormal flushed to zero). A weight
+//! `e2m1 * e4m3` has at most 6 significant bits, so it is a bf16 exactly, and the product of two
+//! bf16 is an f32 exactly: where nothing is subnormal, the instruction is two of the contract's
+//! fused multiply-adds in order (`Activations::reads_pairs` says when X keeps everything off the
+//! subnormals; [`adds_in_turn`] checks once that the CPU rounds after each product).
+//!
+//! Decode: a block's 64-byte vector of one group's words for 16 rows is permuted into two
+//! vectors of 8 rows, each row's word twice (lanes `2 r` and `2 r + 1`); element pair `(j, j + 1)`
+//! is those words shifted by `4 j + 4` (even lanes) and `4 j` (odd lanes), looked up in the
+//! 16-entry signed E2M1 table and multiplied by the scales (duplicated the same way); one
+//! conversion packs both 8-row vectors into the bf16 pairs of 16 rows, element j high. Then one
+//! `vdpbf16ps` per token with the activation pair broadcast from memory.
+
+// Lane, token and group indices address several arrays at once in these loops.
+#![allow(clippy::needless_range_loop)]
+
+use super::avx512::decode_scales;
+use super::{pass_for_tokens, prefetch_lines};
+use crate::layout::{BLOCK_BYTES, BLOCK_GROUPS, CHUNKS, Geometry, TILE_ROWS, word_offset};
+use gemv_core::{GROUP_SIZE, PARTIALS};
+use std::arch::x86_64::*;
+use std::sync::OnceLock;
+
+/// Lanes `2 r` and `2 r + 1` take lane `r` (rows 0..8 of a tile).
+const LOW_ROWS: [i32; 16] = [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7];
+/// Lanes `2 r` and `2 r + 1` take lane `8 + r` (rows 8..16).
+const HIGH_ROWS: [i32; 16] = [8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15];
+
+/// The same 512 bits read as 32 bf16.
+#[inline(always)]
+fn bf16_pairs(bits: __m512i) -> __m512bh {
+    // SAFETY: both types are 64 bytes of plain bits; every bit pattern is valid for either.
+    unsafe { std::mem::transmute::<__m512i, __m512bh>(bits) }
+}
+
+/// Runs chunk by chunk over one tile for `T` tokens, `P` groups of a block at a time, and writes
+/// the 64 partials of each token (`partials[t][l][row]`; zero for a chunk with no group).
+/// `ahead` is the tile the caller runs next (or any address: it is only prefetched).
+///
+/// # Safety
+/// The CPU must support AVX-512F and AVX-512 BF16. `tile` holds `geometry.tile_bytes()` bytes;
+/// each `x[t]` holds `geometry.padded_k() / 2` pairs; `partials` holds `T * 64 * 16`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bf16")]
+unsafe fn pass<const T: usize, const P: usize>(
+    tile: &[u8],
+    geometry: &Geometry,
+    special_scales: bool,
+    x: &[&[u32]],
+    partials: &mut [f32],
+    ahead: *const u8,
+) {
+    debug_assert!(tile.len() >= geometry.tile_bytes() && partials.len() >= T * PARTIALS * TILE_ROWS);
+    debug_assert!(x.len() == T && x.iter().all(|x| x.len() >= geometry.padded_k() / 2));
+    let x: [&[u32]; T] = std::array::from_fn(|t| x[t]);
+    let table = _mm512_setr_ps(0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0);
+    // SAFETY: both arrays hold 16 i32; unaligned loads.
+    let (low_rows, high_rows) =
+        unsafe { (_mm512_loadu_si512(LOW_ROWS.as_ptr().cast()), _mm512_loadu_si512(HIGH_ROWS.as_ptr().cast())) };
+    for c in 0..CHUNKS {
+        let blocks = geometry.superblocks(c);
+        let chunk = geometry.chunk_offset(c);
+        for q in 0..BLOCK_GROUPS / P {
+            let mut acc = [[_mm512_setzero_ps(); P]; T];
+            for s in 0..blocks {
+                let at = chunk + s * BLOCK_BYTES;
+                // The block `ahead` is ahead of this one, a line per element pair (its scales'
+                // two lines first), as the AVX-512 kernel spreads them.
+                let prefetching = q == 0;
+                let ahead = ahead.wrapping_add(at);
+                if prefetching {
+                    prefetch_lines(ahead, 2);
+                }
+                let block = &tile[at..at + BLOCK_BYTES];
+                // Group q P + p's activation pairs start at `first + 8 p`.
+                let first = (geometry.activation(c, s) + q * P * GROUP_SIZE) / 2;
+                let scales: [[__m512; 2]; P] = std::array::from_fn(|p| {
+                    // SAFETY: 16 scale codes of group q P + p lie inside the block; unaligned.
+                    let codes = unsafe { _mm_loadu_si128(block.as_ptr().add((q * P + p) * TILE_ROWS).cast()) };
+                    let scale = decode_scales(codes, special_scales);
+                    [_mm512_permutexvar_ps(low_rows, scale), _mm512_permutexvar_ps(high_rows, scale)]
+                });
+                for half in 0..2 {
+                    let words: [[__m512i; 2]; P] = std::array::from_fn(|p| {
+                        let word_at = word_offset(q * P + p, half);
+                        // SAFETY: 16 words of group q P + p's half lie inside the block; unaligned.
+                        let words = unsafe { _mm512_loadu_si512(block.as_ptr().add(word_at).cast()) };
+                        [_mm512_permutexvar_epi32(low_rows, words), _mm512_permutexvar_epi32(high_rows, words)]
+                    });
+                    let base = first + 4 * half;
+                    macro_rules! pair {
+                        ($k:literal) => {
+                            if prefetching {
+                                prefetch_lines(ahead.wrapping_add(word_offset(0, half) + 128 * $k), 2);
+                            }
+                            // Even lanes: element 2 k + 1 of the half; odd lanes: element 2 k.
+                            let shifts = _mm512_setr_epi32(
+                                8 * $k + 4,
+                                8 * $k,
+                                8 * $k + 4,
+                                8 * $k,
+                                8 * $k + 4,
+                                8 * $k,
+                                8 * $k + 4,
+                                8 * $k,
+                                8 * $k + 4,
+                                8 * $k,
+                                8 * $k + 4,
+                                8 * $k,
+                                8 * $k + 4,
+                                8 * $k,
+                                8 * $k + 4,
+                                8 * $k,
+                            );
+                            let w: [__m512bh; P] = std::array::from_fn(|p| {
+                                let [low, high] = words[p];
+                                let low = _mm512_permutexvar_ps(_mm512_srlv_epi32(low, shifts), table);
+                                let high = _mm512_permutexvar_ps(_mm512_srlv_epi32(high, shifts), table);
+                                let low = _mm512_mul_ps(low, scales[p][0]);
+                                let high = _mm512_mul_ps(high, scales[p][1]);
+                                // Lane r: row r's element 2 k high, 2 k + 1 low (bf16 exactly).
+                                _mm512_cvtne2ps_pbh(high, low)
+                            });
+                            for p in 0..P {
+                                for t in 0..T {
+                                    // SAFETY: group q P + p of this block is below the padded K.
+                                    let pair = unsafe { *x[t].get_unchecked(base + p * GROUP_SIZE / 2 + $k) };
+                                    let xv = bf16_pairs(_mm512_set1_epi32(pair as i32));
+                                    acc[t][p] = _mm512_dpbf16_ps(acc[t][p], w[p], xv);
+                                }
+                            }
+                        };
+                    }
+                    pair!(0);
+                    pair!(1);
+                    pair!(2);
+                    pair!(3);
+                }
+            }
+            for t in 0..T {
+                for p in 0..P {
+                    let l = c * BLOCK_GROUPS + q * P + p;
+                    let out = &mut partials[(t * PARTIALS + l) * TILE_ROWS..][..TILE_ROWS];
+                    // SAFETY: `out` holds 16 f32; unaligned store.
+                    unsafe { _mm512_storeu_ps(out.as_mut_ptr(), acc[t][p]) };
+                }
+            }
+        }
+    }
+}
+
+/// Tokens one pass over a tile serves at most (the accumulators of `TOKENS` chains, the weights
+/// and scales fit in the 32 registers).
+pub(crate) const TOKENS: usize = 8;
+
+/// The 64 partials of `x.len()` tokens, 3 to [`TOKENS`], for one tile (see [`pass`]).
+///
+/// # Safety
+/// The CPU must support AVX-512F and AVX-512 BF16; `tile`, `x` and `partials` as for [`pass`].
+#[target_feature(enable = "avx512f,avx512bf16")]
+pub(crate) unsafe fn tile_partials(
+    tile: &[u8],
+    geometry: &Geometry,
+    special_scales: bool,
+    x: &[&[u32]],
+    partials: &mut [f32],
+    ahead: *const u8,
+) {
+    // SAFETY: as this function's contract.
+    unsafe {
+        pass_for_tokens!(
+            x.len(),
+            pass(tile, geometry, special_scales, x, partials, ahead),
+            (3, 2),
+            (4, 2),
+            (5, 2),
+            (6, 2),
+            (7, 2),
+            (8, 2)
+        )
+    }
+}
+
+/// Whether this CPU's `vdpbf16ps` adds a pair's products one after the other, high element first,
+/// each rounded to nearest even, as the pair kernel needs (checked once on [`probe_cases`],
+/// which tell that order apart from one rounding of both and from the other order). False where
+/// the CPU lacks AVX-512F or AVX-512 BF16.
+pub(crate) fn adds_in_turn() -> bool {
+    static ADDS_IN_TURN: OnceLock<bool> = OnceLock::new();
+    *ADDS_IN_TURN.get_or_init(|| {
+        let supported =
+            std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512bf16");
+        // SAFETY: the CPU has both features.
+        let in_turn = supported && unsafe { probe() };
+        if supported && !in_turn {
+            tracing::warn!("this CPU's vdpbf16ps does not round after each product: the avx512bf16 path is off");
+        }
+        in_turn
+    })
+}
+
+/// Runs [`probe_cases`] through `vdpbf16ps` and compares with two fused multiply-adds in turn.
+///
+/// # Safety
+/// The CPU must support AVX-512F and AVX-512 BF16.
+#[target_feature(enable = "avx512f,avx512bf16")]
+unsafe fn probe() -> bool {
+    probe_cases().chunks_exact(16).all(|lanes| {
+        let (mut w, mut x, mut acc) = ([0u32; 16], [0u32; 16], [0f32; 16]);
+        for (lane, case) in lanes.iter().enumerate() {
+            w[lane] = u32::from(case.w[0]) << 16 | u32::from(case.w[1]);
+            x[lane] = u32::from(case.x[0]) << 16 | u32::from(case.x[1]);
+            acc[lane] = case.acc;
+        }
+        // SAFETY: 16 u32 or f32 each; unaligned loads and store.
+        let found = unsafe {
+            let (w, x) =
+                (bf16_pairs(_mm512_loadu_si512(w.as_ptr().cast())), bf16_pairs(_mm512_loadu_si512(x.as_ptr().cast())));
+            let mut found = [0f32; 16];
+            _mm512_storeu_ps(found.as_mut_ptr(), _mm512_dpbf16_ps(_mm512_loadu_ps(acc.as_ptr()), w, x));
+            found
+        };
+        lanes.iter().zip(found).all(|(case, found)| case.in_turn().to_bits() == found.to_bits())
+    })
+}
+
+/// One lane of the probe: an accumulator and two pairs of bf16 bits, the first element first.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ProbeCase {
+    pub(crate) w: [u16; 2],
+    pub(crate) x: [u16; 2],
+    pub(crate) acc: f32,
+}
+
+impl ProbeCase {
+    pub(crate) fn product(&self, i: usize) -> (f32, f32) {
+        (f32::from_bits(u32::from(self.w[i]) << 16), f32::from_bits(u32::from(self.x[i]) << 16))
+    }
+
+    /// The contract: a fused multiply-add per element, the first element first.
+    pub(crate) fn in_turn(&self) -> f32 {
+        let ((w0, x0), (w1, x1)) = (self.product(0), self.product(1));
+        w1.mul_add(x1, w0.mul_add(x0, self.acc))
+    }
+}
+
+/// 512 lanes on which the pair kernel's arithmetic is the contract's: weights `e2m1 * e4m3`,
+/// activations from 2^-20 to 2^20, accumulators whose last place is about the products' size.
+pub(crate) fn probe_cases() -> Vec<ProbeCase> {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    const E2M1: [f32; 8] = [0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 0.5];
+    (0..512)
+        .map(|_| {
+            let mut weight = || {
+                let code = (next() % 0x77) as u8 + 8; // normal E4M3 codes 0x08..0x7E
+                let value = E2M1[(next() % 8) as usize] * gemv_core::codec::decode_e4m3(code);
+                let value = if next() % 2 == 0 { value } else { -value };
+                (value.to_bits() >> 16) as u16
+            };
+            let w = [weight(), weight()];
+            // The second activation within a factor of four of the first: both products count.
+            let exponent = 127 - 20 + (next() % 41) as u16;
+            let second = exponent - 2 + (next() % 5) as u16;
+            let mut activation = |exponent: u16| ((next() % 2) as u16) << 15 | exponent << 7 | (next() % 128) as u16;
+            let x = [activation(exponent), activation(second)];
+            let first = f32::from_bits(u32::from(w[0]) << 16) * f32::from_bits(u32::from(x[0]) << 16);
+            // Accumulators whose last place is about the products' size, so that both additions
+            // round: either anywhere in a binade (the sums round differently from one rounding
+            // of both), or a few places below a power of two with the first product's sign (a
+            // sum crosses into the next binade, where the last place doubles: the two orders
+            // differ). Every f32 from 2^-103 up is a multiple of 2^-126, as the kernel needs.
+            let place = (first.abs().to_bits() >> 23) as i32 - 127;
+            let acc = if next() % 2 == 0 {
+                let acc = first * 2f32.powi(21 + (next() % 5) as i32);
+                f32::from_bits(acc.to_bits() ^ (next() as u32 & 0x807F_FFFF))
+            } else {
+                let binade = 2f32.powi(place + 22);
+                (binade - (1 + next() % 8) as f32 * 2f32.powi(place - 2)).copysign(first)
+            };
+            let acc = if acc.abs() >= 2f32.powi(-103) { acc } else { 0.0 };
+            ProbeCase { w, x, acc }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The second element first.
+    fn other_order(case: &ProbeCase) -> f32 {
+        let ((w0, x0), (w1, x1)) = (case.product(0), case.product(1));
+        w0.mul_add(x0, w1.mul_add(x1, case.acc))
+    }
+
+    /// Both products added to the accumulator in f64, then rounded to f32: a model of one
+    /// rounding for both.
+    fn one_rounding(case: &ProbeCase) -> f32 {
+        let ((w0, x0), (w1, x1)) = (case.product(0), case.product(1));
+        (f64::from(case.acc) + f64::from(w0) * f64::from(x0) + f64::from(w1) * f64::from(x1)) as f32
+    }
+
+    #[test]
+    fn the_probe_tells_the_order_and_the_rounding_apart() {
+        let cases = probe_cases();
+        assert_eq!(cases.len() % 16, 0);
+        let differ = |other: fn(&ProbeCase) -> f32| {
+            cases.iter().filter(|case| other(case).to_bits() != case.in_turn().to_bits()).count()
+        };
+        let (one_rounding, other_order) = (differ(one_rounding), differ(other_order));
+        assert!(one_rounding >= 50 && other_order >= 50, "{one_rounding} and {other_order} of {}", cases.len());
+        // Every CPU with the instruction documents it as two fused multiply-adds in turn: a CPU
+        // whose instruction fails the probe runs the AVX-512F kernel instead, and this says so.
+        let has_it =
+            std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512bf16");
+        assert_eq!(adds_in_turn(), has_it, "vdpbf16ps present: {has_it}");
+    }
+}
