@@ -51,17 +51,27 @@ impl Scan {
 /// Token rows in one of the two forms.
 #[derive(Debug, Clone)]
 enum Rows {
-    /// f32, one per element.
+    /// f32, one per element, `[t][row]`.
     Widened(Lines<f32>),
-    /// Elements `2 i` and `2 i + 1` as one word: `2 i`'s bf16 bits high, `2 i + 1`'s low.
+    /// Pairs, tokens interleaved (see [`Pairs`]).
     Pairs(Lines<u32>),
+}
+
+/// X as bf16 pairs, every token's pair `i` together: elements `2 i` and `2 i + 1` of token `t`
+/// (in the blocks' order) as one word at `values[i * tokens + t]`, `2 i`'s bf16 bits high and
+/// `2 i + 1`'s low. A pass of several tokens then reads one forward stream.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pairs<'a> {
+    pub(crate) values: &'a [u32],
+    pub(crate) tokens: usize,
 }
 
 /// X, `[t][row]`, in the blocks' order.
 #[derive(Debug, Clone)]
 pub(crate) struct Activations {
     rows: Rows,
-    /// Values (f32 or pairs) from one token's row to the next: a whole number of cache lines.
+    /// Widened: f32 from one token's row to the next, a whole number of cache lines. Pairs: the
+    /// tokens.
     row: usize,
     products_finite: bool,
 }
@@ -76,17 +86,16 @@ impl Activations {
         let scan = Scan::new(x, x_row_stride, m, k);
         let products_finite = scan.products_finite;
         if pairs && scan.products_finite && scan.on_grid {
-            let row = (geometry.padded_k() / 2).next_multiple_of(16);
-            let mut values = Lines::<u32>::zeroed(m * row);
-            for (t, target) in values.chunks_exact_mut(row).take(m).enumerate() {
+            let mut values = Lines::<u32>::zeroed(geometry.padded_k() / 2 * m);
+            for t in 0..m {
                 for (g, group) in x[t * x_row_stride..][..k].chunks_exact(GROUP_SIZE).enumerate() {
                     let at = geometry.group_activations(g) / 2;
-                    for (value, pair) in target[at..at + GROUP_SIZE / 2].iter_mut().zip(group.chunks_exact(2)) {
-                        *value = u32::from(pair[0]) << 16 | u32::from(pair[1]);
+                    for (i, pair) in group.chunks_exact(2).enumerate() {
+                        values[(at + i) * m + t] = u32::from(pair[0]) << 16 | u32::from(pair[1]);
                     }
                 }
             }
-            return Self { rows: Rows::Pairs(values), row, products_finite };
+            return Self { rows: Rows::Pairs(values), row: m, products_finite };
         }
         // Every row starts on a cache line.
         let row = geometry.padded_k().next_multiple_of(16);
@@ -130,10 +139,10 @@ impl Activations {
         }
     }
 
-    /// Token `t`'s row as bf16 pairs, in the blocks' order (`None` when the rows are widened).
-    pub(crate) fn pairs(&self, t: usize) -> Option<&[u32]> {
+    /// Every token's bf16 pairs (`None` when the rows are widened).
+    pub(crate) fn pairs(&self) -> Option<Pairs<'_>> {
         match &self.rows {
-            Rows::Pairs(values) => Some(&values[t * self.row..(t + 1) * self.row]),
+            Rows::Pairs(values) => Some(Pairs { values, tokens: self.row }),
             Rows::Widened(_) => None,
         }
     }
@@ -167,7 +176,7 @@ mod tests {
         let geometry = Geometry::new(16, k);
         let x: Vec<u16> = (0..m * stride).map(|i| (0x3C00 + i) as u16).collect();
         let activations = Activations::new(&x, stride, m, &geometry, false);
-        assert!(!activations.reads_pairs() && activations.pairs(0).is_none());
+        assert!(!activations.reads_pairs() && activations.pairs().is_none());
         for t in 0..m {
             let row = activations.widened(t).expect("widened rows");
             assert_eq!(row.as_ptr() as usize % 64, 0, "token {t} on a cache line");
@@ -190,22 +199,23 @@ mod tests {
     }
 
     #[test]
-    fn pairs_hold_two_elements_first_one_high_in_the_blocks_order() {
+    fn pairs_hold_two_elements_first_one_high_in_the_blocks_order_tokens_together() {
         let (m, k, stride) = (3, 16 * 75, 16 * 75 + 5);
         let geometry = Geometry::new(16, k);
         let x: Vec<u16> = (0..m * stride).map(|i| (0x3C00 + i) as u16).collect();
         let activations = Activations::new(&x, stride, m, &geometry, true);
         assert!(activations.reads_pairs() && activations.widened(0).is_none());
+        let pairs = activations.pairs().expect("pairs");
+        assert_eq!((pairs.tokens, pairs.values.as_ptr() as usize % 64), (m, 0));
+        // Padding groups' pairs are zero.
+        let mut expected = vec![0u32; geometry.padded_k() / 2 * m];
         for t in 0..m {
-            let row = activations.pairs(t).expect("pairs");
-            assert_eq!(row.as_ptr() as usize % 64, 0, "token {t} on a cache line");
-            let mut expected = vec![0u32; geometry.padded_k() / 2];
             for i in (0..k).step_by(2) {
                 let (first, second) = (u32::from(x[t * stride + i]), u32::from(x[t * stride + i + 1]));
-                expected[(geometry.group_activations(i / 16) + i % 16) / 2] = first << 16 | second;
+                expected[(geometry.group_activations(i / 16) + i % 16) / 2 * m + t] = first << 16 | second;
             }
-            assert_eq!(&row[..geometry.padded_k() / 2], &expected[..], "t={t}");
         }
+        assert_eq!(pairs.values, &expected[..]);
     }
 
     #[test]

@@ -129,12 +129,8 @@ fn run_pass(
 ) {
     let (geometry, special_scales) = (&weights.geometry, weights.special_scales);
     #[cfg(target_arch = "x86_64")]
-    if activations.reads_pairs() {
-        let mut x: [&[u32]; MOST_TOKENS] = [&[]; MOST_TOKENS];
-        for (slot, t) in x.iter_mut().zip(tokens.clone()) {
-            *slot = activations.pairs(t).expect("pair rows");
-        }
-        tile_partials_pairs(tile, geometry, special_scales, &x[..tokens.len()], partials, ahead);
+    if let Some(pairs) = activations.pairs() {
+        tile_partials_pairs(tile, geometry, special_scales, pairs, tokens, partials, ahead);
         return;
     }
     let mut x: [&[f32]; MOST_TOKENS] = [&[]; MOST_TOKENS];

@@ -19,15 +19,11 @@
 
 use super::avx512::decode_scales;
 use super::{pass_for_tokens, prefetch_lines};
+use crate::activations::Pairs;
 use crate::layout::{BLOCK_BYTES, BLOCK_GROUPS, CHUNKS, Geometry, TILE_ROWS, word_offset};
 use gemv_core::{GROUP_SIZE, PARTIALS};
 use std::arch::x86_64::*;
 use std::sync::OnceLock;
-
-/// Lanes `2 r` and `2 r + 1` take lane `r` (rows 0..8 of a tile).
-const LOW_ROWS: [i32; 16] = [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7];
-/// Lanes `2 r` and `2 r + 1` take lane `8 + r` (rows 8..16).
-const HIGH_ROWS: [i32; 16] = [8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15];
 
 /// The same 512 bits read as 32 bf16.
 #[inline(always)]
@@ -42,24 +38,23 @@ fn bf16_pairs(bits: __m512i) -> __m512bh {
 ///
 /// # Safety
 /// The CPU must support AVX-512F and AVX-512 BF16. `tile` holds `geometry.tile_bytes()` bytes;
-/// each `x[t]` holds `geometry.padded_k() / 2` pairs; `partials` holds `T * 64 * 16`.
+/// `x` holds `geometry.padded_k() / 2` pairs of tokens `first .. first + T`; `partials` holds
+/// `T * 64 * 16`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bf16")]
 unsafe fn pass<const T: usize, const P: usize>(
     tile: &[u8],
     geometry: &Geometry,
     special_scales: bool,
-    x: &[&[u32]],
+    x: Pairs<'_>,
+    first: usize,
     partials: &mut [f32],
     ahead: *const u8,
 ) {
     debug_assert!(tile.len() >= geometry.tile_bytes() && partials.len() >= T * PARTIALS * TILE_ROWS);
-    debug_assert!(x.len() == T && x.iter().all(|x| x.len() >= geometry.padded_k() / 2));
-    let x: [&[u32]; T] = std::array::from_fn(|t| x[t]);
+    debug_assert!(first + T <= x.tokens && x.values.len() >= geometry.padded_k() / 2 * x.tokens);
+    let (values, tokens) = (&x.values[first..], x.tokens);
     let table = _mm512_setr_ps(0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0);
-    // SAFETY: both arrays hold 16 i32; unaligned loads.
-    let (low_rows, high_rows) =
-        unsafe { (_mm512_loadu_si512(LOW_ROWS.as_ptr().cast()), _mm512_loadu_si512(HIGH_ROWS.as_ptr().cast())) };
     for c in 0..CHUNKS {
         let blocks = geometry.superblocks(c);
         let chunk = geometry.chunk_offset(c);
@@ -77,18 +72,16 @@ unsafe fn pass<const T: usize, const P: usize>(
                 let block = &tile[at..at + BLOCK_BYTES];
                 // Group q P + p's activation pairs start at `first + 8 p`.
                 let first = (geometry.activation(c, s) + q * P * GROUP_SIZE) / 2;
-                let scales: [[__m512; 2]; P] = std::array::from_fn(|p| {
+                let scales: [__m512; P] = std::array::from_fn(|p| {
                     // SAFETY: 16 scale codes of group q P + p lie inside the block; unaligned.
                     let codes = unsafe { _mm_loadu_si128(block.as_ptr().add((q * P + p) * TILE_ROWS).cast()) };
-                    let scale = decode_scales(codes, special_scales);
-                    [_mm512_permutexvar_ps(low_rows, scale), _mm512_permutexvar_ps(high_rows, scale)]
+                    decode_scales(codes, special_scales)
                 });
                 for half in 0..2 {
-                    let words: [[__m512i; 2]; P] = std::array::from_fn(|p| {
+                    let words: [__m512i; P] = std::array::from_fn(|p| {
                         let word_at = word_offset(q * P + p, half);
                         // SAFETY: 16 words of group q P + p's half lie inside the block; unaligned.
-                        let words = unsafe { _mm512_loadu_si512(block.as_ptr().add(word_at).cast()) };
-                        [_mm512_permutexvar_epi32(low_rows, words), _mm512_permutexvar_epi32(high_rows, words)]
+                        unsafe { _mm512_loadu_si512(block.as_ptr().add(word_at).cast()) }
                     });
                     let base = first + 4 * half;
                     macro_rules! pair {
@@ -96,38 +89,22 @@ unsafe fn pass<const T: usize, const P: usize>(
                             if prefetching {
                                 prefetch_lines(ahead.wrapping_add(word_offset(0, half) + 128 * $k), 2);
                             }
-                            // Even lanes: element 2 k + 1 of the half; odd lanes: element 2 k.
-                            let shifts = _mm512_setr_epi32(
-                                8 * $k + 4,
-                                8 * $k,
-                                8 * $k + 4,
-                                8 * $k,
-                                8 * $k + 4,
-                                8 * $k,
-                                8 * $k + 4,
-                                8 * $k,
-                                8 * $k + 4,
-                                8 * $k,
-                                8 * $k + 4,
-                                8 * $k,
-                                8 * $k + 4,
-                                8 * $k,
-                                8 * $k + 4,
-                                8 * $k,
-                            );
                             let w: [__m512bh; P] = std::array::from_fn(|p| {
-                                let [low, high] = words[p];
-                                let low = _mm512_permutexvar_ps(_mm512_srlv_epi32(low, shifts), table);
-                                let high = _mm512_permutexvar_ps(_mm512_srlv_epi32(high, shifts), table);
-                                let low = _mm512_mul_ps(low, scales[p][0]);
-                                let high = _mm512_mul_ps(high, scales[p][1]);
-                                // Lane r: row r's element 2 k high, 2 k + 1 low (bf16 exactly).
-                                _mm512_cvtne2ps_pbh(high, low)
+                                let first = _mm512_srli_epi32::<{ 8 * $k }>(words[p]);
+                                let second = _mm512_srli_epi32::<{ 8 * $k + 4 }>(words[p]);
+                                let first = _mm512_mul_ps(_mm512_permutexvar_ps(first, table), scales[p]);
+                                let second = _mm512_mul_ps(_mm512_permutexvar_ps(second, table), scales[p]);
+                                // Both are bf16 exactly (their low 16 bits zero): lane r holds row
+                                // r's element 2 k high and 2 k + 1 low.
+                                let second = _mm512_srli_epi32::<16>(_mm512_castps_si512(second));
+                                bf16_pairs(_mm512_or_si512(_mm512_castps_si512(first), second))
                             });
                             for p in 0..P {
                                 for t in 0..T {
-                                    // SAFETY: group q P + p of this block is below the padded K.
-                                    let pair = unsafe { *x[t].get_unchecked(base + p * GROUP_SIZE / 2 + $k) };
+                                    let at = (base + p * GROUP_SIZE / 2 + $k) * tokens + t;
+                                    // SAFETY: group q P + p of this block is below the padded K,
+                                    // and token `first + t` below `tokens`.
+                                    let pair = unsafe { *values.get_unchecked(at) };
                                     let xv = bf16_pairs(_mm512_set1_epi32(pair as i32));
                                     acc[t][p] = _mm512_dpbf16_ps(acc[t][p], w[p], xv);
                                 }
@@ -154,9 +131,10 @@ unsafe fn pass<const T: usize, const P: usize>(
 
 /// Tokens one pass over a tile serves at most (the accumulators of `TOKENS` chains, the weights
 /// and scales fit in the 32 registers).
-pub(crate) const TOKENS: usize = 8;
+pub(crate) const TOKENS: usize = 16;
 
-/// The 64 partials of `x.len()` tokens, 3 to [`TOKENS`], for one tile (see [`pass`]).
+/// The 64 partials of tokens `first .. first + count` (`count` 2 to [`TOKENS`]) for one tile (see
+/// [`pass`]).
 ///
 /// # Safety
 /// The CPU must support AVX-512F and AVX-512 BF16; `tile`, `x` and `partials` as for [`pass`].
@@ -165,21 +143,31 @@ pub(crate) unsafe fn tile_partials(
     tile: &[u8],
     geometry: &Geometry,
     special_scales: bool,
-    x: &[&[u32]],
+    x: Pairs<'_>,
+    (first, count): (usize, usize),
     partials: &mut [f32],
     ahead: *const u8,
 ) {
     // SAFETY: as this function's contract.
     unsafe {
         pass_for_tokens!(
-            x.len(),
-            pass(tile, geometry, special_scales, x, partials, ahead),
-            (3, 2),
-            (4, 2),
+            count,
+            pass(tile, geometry, special_scales, x, first, partials, ahead),
+            (2, 4),
+            (3, 4),
+            (4, 4),
             (5, 2),
             (6, 2),
             (7, 2),
-            (8, 2)
+            (8, 2),
+            (9, 1),
+            (10, 1),
+            (11, 1),
+            (12, 1),
+            (13, 1),
+            (14, 1),
+            (15, 1),
+            (16, 1)
         )
     }
 }

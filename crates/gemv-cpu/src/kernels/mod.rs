@@ -18,6 +18,8 @@ mod avx512_bf16;
 mod neon;
 mod portable;
 
+#[cfg(target_arch = "x86_64")]
+use crate::activations::Pairs;
 use crate::layout::{Geometry, TILE_ROWS};
 use crate::simd::SimdPath;
 use gemv_core::codec::decode_e4m3;
@@ -42,10 +44,10 @@ pub(crate) fn e4m3_table() -> &'static [f32; 256] {
     TABLE.get_or_init(|| std::array::from_fn(|code| decode_e4m3(code as u8)))
 }
 
-/// The fewest tokens a launch runs on the pair kernel: with one or two, a pass is bound by the
-/// decode, which costs the pair kernel more than the AVX-512F kernel's one multiply per 16
-/// weights (docs/cpu.md).
-pub(crate) const PAIR_TOKENS_MIN: usize = 3;
+/// The fewest tokens a launch runs on the pair kernel: with one, a pass is bound by the decode,
+/// which costs the pair kernel more than the AVX-512F kernel's one multiply per 16 weights
+/// (docs/cpu.md).
+pub(crate) const PAIR_TOKENS_MIN: usize = 2;
 
 /// Whether this CPU's `vdpbf16ps` computes the contract's two fused multiply-adds in turn (see
 /// the pair kernel); false on CPUs without it.
@@ -125,28 +127,30 @@ pub(crate) fn tile_partials(
     }
 }
 
-/// The 64 partials of every token of `x` (bf16 pairs, [`PAIR_TOKENS_MIN`] to the pair kernel's
-/// [`tokens_per_pass`]) for one tile, as [`tile_partials`] gives them, on the AVX-512 BF16 path
-/// (the activations' `reads_pairs` says when X allows it).
+/// The 64 partials of `tokens` (2 to the pair kernel's [`tokens_per_pass`]) for one tile, as
+/// [`tile_partials`] gives them, from X's bf16 pairs on the AVX-512 BF16 path (the activations
+/// hold pairs only where X allows).
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn tile_partials_pairs(
     tile: &[u8],
     geometry: &Geometry,
     special_scales: bool,
-    x: &[&[u32]],
+    x: Pairs<'_>,
+    tokens: std::ops::Range<usize>,
     partials: &mut [f32],
     ahead: *const u8,
 ) {
+    let count = tokens.len();
     assert!(tile.len() >= geometry.tile_bytes(), "a whole tile");
     assert!(
-        (PAIR_TOKENS_MIN..=avx512_bf16::TOKENS).contains(&x.len())
-            && partials.len() >= x.len() * gemv_core::PARTIALS * TILE_ROWS
+        (PAIR_TOKENS_MIN..=avx512_bf16::TOKENS).contains(&count)
+            && partials.len() >= count * gemv_core::PARTIALS * TILE_ROWS
     );
-    assert!(x.iter().all(|x| x.len() >= geometry.padded_k() / 2), "padded activation pairs");
+    assert!(tokens.end <= x.tokens && x.values.len() >= geometry.padded_k() / 2 * x.tokens, "padded pairs");
     assert!(pairs_add_in_turn(), "the pair kernel on a CPU whose vdpbf16ps it cannot use");
     // SAFETY: the CPU has AVX-512F and AVX-512 BF16 (`pairs_add_in_turn` checked both); the
     // lengths were asserted above.
-    unsafe { avx512_bf16::tile_partials(tile, geometry, special_scales, x, partials, ahead) }
+    unsafe { avx512_bf16::tile_partials(tile, geometry, special_scales, x, (tokens.start, count), partials, ahead) }
 }
 
 /// The tree over each token's 64 partials (`partials[t][l][row]`) and the rounding into
