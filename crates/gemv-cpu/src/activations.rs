@@ -49,6 +49,7 @@ impl Scan {
 }
 
 /// Token rows in one of the two forms.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // Only x86 has a pair kernel.
 #[derive(Debug, Clone)]
 enum Rows {
     /// f32, one per element, `[t][row]`.
@@ -60,6 +61,7 @@ enum Rows {
 /// X as bf16 pairs, every token's pair `i` together: elements `2 i` and `2 i + 1` of token `t`
 /// (in the blocks' order) as one word at `values[i * tokens + t]`, `2 i`'s bf16 bits high and
 /// `2 i + 1`'s low. A pass of several tokens then reads one forward stream.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // Only x86 has a pair kernel.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Pairs<'a> {
     pub(crate) values: &'a [u32],
@@ -140,6 +142,7 @@ impl Activations {
     }
 
     /// Every token's bf16 pairs (`None` when the rows are widened).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // Only x86 has a pair kernel.
     pub(crate) fn pairs(&self) -> Option<Pairs<'_>> {
         match &self.rows {
             Rows::Pairs(values) => Some(Pairs { values, tokens: self.row }),

@@ -1,10 +1,11 @@
 //! gemv-cpu: the exact numeric contract on the CPU at the speed of memory.
 //!
 //! The host reference (`gemv-mock`) computes the contract element by element, for clarity; this
-//! backend computes the same bits fast. The 64 partial sums of an output are independent chains,
-//! so 8 (AVX2, portable) or 16 (AVX-512) consecutive groups advance together, element j of each
-//! group at a time, with hardware fused multiply-adds; X is transposed once per launch into that
-//! lane layout; rows are split over threads. See docs/cpu.md.
+//! backend computes the same bits fast. The weights are arranged once for streaming (16 rows a
+//! tile, a vector lane per row); a tile kernel runs the contract's chains of several groups and
+//! tokens at once, element after element, with hardware fused multiply-adds (on AVX-512 BF16, two
+//! elements per `vdpbf16ps`, which rounds after each product: the same bits); X is put in the
+//! blocks' order once per launch; runs of tiles are split over threads. See docs/cpu.md.
 //!
 //! - [`CpuBackend`]: the [`GpuBackend`](gemv_backend::GpuBackend) implementation.
 //! - [`SimdPath`]: which instruction set runs, detected at run time or forced.
