@@ -89,11 +89,14 @@ impl Activations {
         let products_finite = scan.products_finite;
         if pairs && scan.products_finite && scan.on_grid {
             let mut values = Lines::<u32>::zeroed(geometry.padded_k() / 2 * m);
-            for t in 0..m {
-                for (g, group) in x[t * x_row_stride..][..k].chunks_exact(GROUP_SIZE).enumerate() {
-                    let at = geometry.group_activations(g) / 2;
+            // Group by group, so each group's 8 m words are written together.
+            for g in 0..k / GROUP_SIZE {
+                let at = geometry.group_activations(g) / 2;
+                let target = &mut values[at * m..(at + GROUP_SIZE / 2) * m];
+                for t in 0..m {
+                    let group = &x[t * x_row_stride + g * GROUP_SIZE..][..GROUP_SIZE];
                     for (i, pair) in group.chunks_exact(2).enumerate() {
-                        values[(at + i) * m + t] = u32::from(pair[0]) << 16 | u32::from(pair[1]);
+                        target[i * m + t] = u32::from(pair[0]) << 16 | u32::from(pair[1]);
                     }
                 }
             }
