@@ -125,14 +125,25 @@ unsafe fn pass<const T: usize, const P: usize>(
                     element!(28, 7);
                 }
             }
-            for t in 0..T {
-                for p in 0..P {
-                    let l = c * BLOCK_GROUPS + q * P + p;
-                    let out = &mut partials[(t * PARTIALS + l) * TILE_ROWS..][..TILE_ROWS];
-                    // SAFETY: `out` holds 16 f32; unaligned store.
-                    unsafe { _mm512_storeu_ps(out.as_mut_ptr(), acc[t][p]) };
-                }
-            }
+            store_partials(&acc, c * BLOCK_GROUPS + q * P, partials);
+        }
+    }
+}
+
+/// Writes the accumulators of `T` tokens and `P` groups as partials `first .. first + P` of each
+/// token (`partials[t][l][row]`).
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(super) fn store_partials<const T: usize, const P: usize>(
+    acc: &[[__m512; P]; T],
+    first: usize,
+    partials: &mut [f32],
+) {
+    for t in 0..T {
+        for p in 0..P {
+            let out = &mut partials[(t * PARTIALS + first + p) * TILE_ROWS..][..TILE_ROWS];
+            // SAFETY: `out` holds 16 f32; unaligned store.
+            unsafe { _mm512_storeu_ps(out.as_mut_ptr(), acc[t][p]) };
         }
     }
 }

@@ -17,7 +17,7 @@
 // Lane, token and group indices address several arrays at once in these loops.
 #![allow(clippy::needless_range_loop)]
 
-use super::avx512::decode_scales;
+use super::avx512::{decode_scales, store_partials};
 use super::{pass_for_tokens, prefetch_lines};
 use crate::activations::Pairs;
 use crate::layout::{BLOCK_BYTES, BLOCK_GROUPS, CHUNKS, Geometry, TILE_ROWS, word_offset};
@@ -117,14 +117,7 @@ unsafe fn pass<const T: usize, const P: usize>(
                     pair!(3);
                 }
             }
-            for t in 0..T {
-                for p in 0..P {
-                    let l = c * BLOCK_GROUPS + q * P + p;
-                    let out = &mut partials[(t * PARTIALS + l) * TILE_ROWS..][..TILE_ROWS];
-                    // SAFETY: `out` holds 16 f32; unaligned store.
-                    unsafe { _mm512_storeu_ps(out.as_mut_ptr(), acc[t][p]) };
-                }
-            }
+            store_partials(&acc, c * BLOCK_GROUPS + q * P, partials);
         }
     }
 }
