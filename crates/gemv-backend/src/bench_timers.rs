@@ -37,6 +37,12 @@ pub trait BenchTimers: GpuBackend {
         let _ = (shape, cold_bytes, repeats, rounds);
         Ok(None)
     }
+
+    /// What the bench should say under its table about how this backend ran what it timed
+    /// (the CPU backend: the SIMD path of each M, and whether it was calibrated or forced).
+    fn timing_notes(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// A peer GEMM's timing ([`BenchTimers::time_peer_gemm`]).

@@ -248,3 +248,40 @@ fn fast_family_gates_run_on_the_emulator() {
     assert_eq!(code, 0, "{stdout}");
     assert!(stdout.lines().any(|l| l.starts_with("11 ") && l.contains("all ") && l.ends_with("pass")), "{stdout}");
 }
+
+/// The CPU bench says which SIMD path ran each M: calibrated by default (one line, each M with
+/// the path chosen and the others' times), or forced by GEMV_CPU_SIMD.
+#[test]
+fn the_cpu_bench_names_the_path_of_each_m_and_how_it_was_chosen() {
+    let small = ["--shape", "64x272", "--rounds", "2", "--launches", "2", "--cold-mb", "1", "--backend", "cpu"];
+    let mut args = vec!["bench", "--m", "1,3"];
+    args.extend(small);
+    let output =
+        Command::new(env!("CARGO_BIN_EXE_gemv")).args(&args).env_remove("GEMV_CPU_SIMD").output().expect("runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("host CPU (path calibrated per M"), "{stdout}");
+    let note = stdout.lines().find(|l| l.starts_with("note: cpu path per M, calibrated")).expect("the paths' note");
+    assert!(note.contains("M = 1: ") && note.contains("M = 3: "), "{note}");
+    let output =
+        Command::new(env!("CARGO_BIN_EXE_gemv")).args(&args).env("GEMV_CPU_SIMD", "portable").output().expect("runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("note: cpu path: portable, forced by GEMV_CPU_SIMD for every M"), "{stdout}");
+    assert!(!stdout.contains("calibrated"), "{stdout}");
+}
+
+#[test]
+fn info_shows_the_cpu_path_of_every_m() {
+    let output = Command::new(env!("CARGO_BIN_EXE_gemv"))
+        .args(["info", "--backend", "cpu"])
+        .env_remove("GEMV_CPU_SIMD")
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("cpu: SIMD path per M, calibrated"), "{stdout}");
+    for m in 1..=16 {
+        assert!(stdout.lines().any(|l| l.trim_start().starts_with(&format!("M = {m}: "))), "M = {m}:\n{stdout}");
+    }
+}

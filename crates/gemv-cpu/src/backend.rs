@@ -2,6 +2,7 @@
 //! weights' CPU arrangement.
 
 use crate::arrangements::{Arranged, Arrangements, Source};
+use crate::calibration::{Calibration, ForcedBy, PathSelection, calibrated_path, calibration, calibrations};
 use crate::compute::{Threads, gemv};
 use crate::simd::{SIMD_VARIABLE, SimdPath, exact_float_mode};
 use crate::weights::CpuWeights;
@@ -29,7 +30,7 @@ const NAME: &str = "cpu";
 /// for half a millisecond, then sleep (docs/cpu.md).
 pub struct CpuBackend {
     memory: HostMemory,
-    path: SimdPath,
+    selection: PathSelection,
     threads: usize,
     /// The team launches run on, started at the first.
     team: OnceLock<Threads>,
@@ -40,13 +41,17 @@ pub struct CpuBackend {
 
 impl std::fmt::Debug for CpuBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CpuBackend").field("path", &self.path).field("threads", &self.threads).finish_non_exhaustive()
+        f.debug_struct("CpuBackend")
+            .field("selection", &self.selection)
+            .field("threads", &self.threads)
+            .finish_non_exhaustive()
     }
 }
 
 impl CpuBackend {
-    /// The fastest path this CPU supports, or the one `GEMV_CPU_SIMD` names; all host threads.
-    /// A named path the CPU lacks, or an unknown name, is [`Error::Unavailable`].
+    /// The path `GEMV_CPU_SIMD` names, or else each token count on the path found fastest on
+    /// this CPU ([`CpuBackend::calibrated`]); all host threads. A named path the CPU lacks, or an
+    /// unknown name, is [`Error::Unavailable`].
     pub fn new() -> Result<Self> {
         match std::env::var(SIMD_VARIABLE) {
             Ok(name) => {
@@ -56,28 +61,46 @@ impl CpuBackend {
                         "{SIMD_VARIABLE}={name:?} is not a SIMD path (portable, neon, avx2, avx512, avx512bf16)"
                     ),
                 })?;
-                Self::with_path(path)
+                Self::forced(path, ForcedBy::Environment)
             }
-            Err(_) => Self::with_path(SimdPath::best()),
+            Err(_) => Ok(Self::calibrated()),
         }
     }
 
-    /// Runs on `path`; [`Error::Unavailable`] when this CPU lacks its instructions.
+    /// Each token count M on the path that was fastest on this CPU: the first launch of M in
+    /// the process times every path the CPU supports on a slice of its own weights (a few
+    /// milliseconds, on the calling thread) and keeps the fastest for the process; launches of
+    /// more than [`CALIBRATED_TOKENS`](crate::CALIBRATED_TOKENS) tokens use that count's choice.
+    /// Every path writes the same bits, so the choice changes only the time. Ignores
+    /// `GEMV_CPU_SIMD`.
+    pub fn calibrated() -> Self {
+        Self::with_selection(PathSelection::Calibrated)
+    }
+
+    /// Runs every launch on `path`; [`Error::Unavailable`] when this CPU lacks its instructions.
     pub fn with_path(path: SimdPath) -> Result<Self> {
+        Self::forced(path, ForcedBy::Caller)
+    }
+
+    fn forced(path: SimdPath, by: ForcedBy) -> Result<Self> {
         if !path.is_supported() {
             return Err(Error::Unavailable {
                 backend: NAME,
                 reason: format!("this CPU does not support the {} path", path.name()),
             });
         }
-        tracing::debug!(path = path.name(), "cpu backend");
-        Ok(Self {
+        Ok(Self::with_selection(PathSelection::Forced { path, by }))
+    }
+
+    fn with_selection(selection: PathSelection) -> Self {
+        tracing::debug!(%selection, "cpu backend");
+        Self {
             memory: HostMemory::new(NAME),
-            path,
+            selection,
             threads: host_threads(),
             team: OnceLock::new(),
             arrangements: Mutex::new(Arrangements::default()),
-        })
+        }
     }
 
     /// Uses `threads` threads, the caller included (results are identical for any count).
@@ -100,9 +123,40 @@ impl CpuBackend {
         Ok(self.team.get_or_init(|| threads))
     }
 
-    /// The SIMD path the tile kernels run on.
-    pub fn path(&self) -> SimdPath {
-        self.path
+    /// How this backend picks a launch's SIMD path.
+    pub fn selection(&self) -> PathSelection {
+        self.selection
+    }
+
+    /// The path a launch of `m` tokens over `weights` runs on: the forced one, or the calibrated
+    /// one (calibrated now on `weights` if M has not been yet). A launch whose activations the
+    /// pair kernel cannot take runs the AVX-512F kernel instead (docs/cpu.md).
+    pub fn path_for(&self, weights: &CpuWeights, m: usize) -> SimdPath {
+        self.launch_path(weights.arranged(), m)
+    }
+
+    /// The calibration launches of `m` tokens use, made now (on a sample matrix) where the
+    /// process has none yet; `None` for a forced backend.
+    pub fn calibrate(&self, m: usize) -> Option<Calibration> {
+        match self.selection {
+            PathSelection::Calibrated => calibration(m),
+            PathSelection::Forced { .. } => None,
+        }
+    }
+
+    /// The calibrations this process has made (empty for a forced backend), by token count.
+    pub fn calibrations(&self) -> Vec<Calibration> {
+        match self.selection {
+            PathSelection::Calibrated => calibrations(),
+            PathSelection::Forced { .. } => Vec::new(),
+        }
+    }
+
+    fn launch_path(&self, weights: &Arranged, m: usize) -> SimdPath {
+        match self.selection {
+            PathSelection::Forced { path, .. } => path,
+            PathSelection::Calibrated => calibrated_path(weights, m),
+        }
     }
 
     /// `Y = W X` for `m` tokens over caller-owned slices of bf16 (`half::bf16` or `u16` bits):
@@ -123,7 +177,8 @@ impl CpuBackend {
         launch.check_operand(Operand::X, 0, 2 * x.len())?;
         launch.check_operand(Operand::Y, 0, 2 * y.len())?;
         let threads = self.team()?;
-        gemv(self.path, threads, weights.arranged(), weights.global_scale(), (x, x_row_stride), (y, y_row_stride), m);
+        let path = self.launch_path(weights.arranged(), m);
+        gemv(path, threads, weights.arranged(), weights.global_scale(), (x, x_row_stride), (y, y_row_stride), m);
         Ok(())
     }
 
@@ -142,7 +197,7 @@ impl GpuBackend for CpuBackend {
     fn device_info(&self) -> DeviceInfo {
         DeviceInfo {
             backend: NAME,
-            name: format!("host CPU ({}, {} threads)", self.path.name(), self.threads),
+            name: format!("host CPU ({}, {} threads)", self.selection, self.threads),
             architecture: std::env::consts::ARCH.to_string(),
             kind: DeviceKind::Cpu,
             peak_bandwidth_gbps: None,
@@ -196,7 +251,7 @@ impl GpuBackend for CpuBackend {
         self.gemv(&CpuWeights::shared(arranged, args.global_scale), &x, k, &mut y, n, m)?;
         self.memory.write_y_rows(args, &y)?;
         arrangements.forget_overlapping(&args.y_written());
-        tracing::trace!(kernel = spec.name, m, n, k, path = self.path.name(), "cpu launch");
+        tracing::trace!(kernel = spec.name, m, n, k, selection = %self.selection, "cpu launch");
         Ok(())
     }
 
@@ -206,6 +261,24 @@ impl GpuBackend for CpuBackend {
 }
 
 impl BenchTimers for CpuBackend {
+    fn timing_notes(&self) -> Vec<String> {
+        match self.selection {
+            PathSelection::Forced { .. } => vec![format!("cpu path: {} for every M", self.selection)],
+            PathSelection::Calibrated => {
+                let calibrations = calibrations();
+                if calibrations.is_empty() {
+                    return vec!["cpu path: calibrated at each M's first launch (none launched yet)".to_string()];
+                }
+                let choices: Vec<String> = calibrations.iter().map(Calibration::summary).collect();
+                vec![format!(
+                    "cpu path per M, calibrated at its first launch (each path timed on a slice of the weights, \
+                     one thread; the others' time over the chosen one's): {}",
+                    choices.join("; ")
+                )]
+            }
+        }
+    }
+
     /// A host memory copy on the backend's threads, through buffers of at least 128 MB so the
     /// copy streams memory rather than cache (the reference `gemv bench`'s "% copy" is read
     /// against); the median of at least five timed passes, scaled to `bytes * repeats`.

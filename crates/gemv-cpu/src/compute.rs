@@ -13,6 +13,7 @@ use crate::team::Team;
 use gemv_core::PARTIALS;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 /// Tiles below which one thread does the whole launch (handing out work would dominate).
 const TILES_PER_THREAD_MIN: usize = 4;
@@ -49,6 +50,48 @@ impl Threads {
     }
 }
 
+/// The path a launch of `m` tokens over X runs on and X in that path's form: the pair kernel's
+/// bf16 pairs where `path` reads them and X allows (see `Activations::reads_pairs`), widened rows
+/// on the path's own kernels otherwise.
+pub(crate) fn prepare(
+    path: SimdPath,
+    (x, x_row_stride): (&[u16], usize),
+    m: usize,
+    weights: &Arranged,
+) -> (SimdPath, Activations) {
+    let activations = Activations::new(x, x_row_stride, m, &weights.geometry, path.reads_pairs(m));
+    let path = if activations.reads_pairs() { path } else { path.widened() };
+    (path, activations)
+}
+
+/// One tile's outputs for every token of `activations`, pass by pass (at most
+/// [`tokens_per_pass`] tokens each), handed to `write(t, values)` (16 rows; those past N are
+/// padding). `partials` is scratch for one pass.
+#[allow(clippy::too_many_arguments)]
+fn tile_outputs(
+    path: SimdPath,
+    activations: &Activations,
+    m: usize,
+    weights: &Arranged,
+    global_scale: f32,
+    tile: usize,
+    partials: &mut [f32],
+    mut write: impl FnMut(usize, &[u16; TILE_ROWS]),
+) {
+    let tile_bytes = weights.geometry.tile_bytes();
+    let tile_data = &weights.bytes[tile * tile_bytes..(tile + 1) * tile_bytes];
+    let ahead = tile_data.as_ptr().wrapping_add(PREFETCH_BYTES);
+    let mut finished = [[0u16; TILE_ROWS]; MOST_TOKENS];
+    for tokens in passes(m, tokens_per_pass(path).min(MOST_TOKENS)) {
+        run_pass(path, activations, tokens.clone(), tile_data, weights, partials, ahead);
+        let finished = &mut finished[..tokens.len()];
+        finish(path, partials, global_scale, finished);
+        for (t, values) in tokens.zip(finished.iter()) {
+            write(t, values);
+        }
+    }
+}
+
 /// Computes Y for `m` tokens on `threads`: X's row t (k bf16 bits)
 /// at `x[t * x_row_stride..]`, Y's row t (n) written at `y[t * y_row_stride..]`, nothing else
 /// written. The caller validated the lengths.
@@ -57,15 +100,13 @@ pub(crate) fn gemv(
     threads: &Threads,
     weights: &Arranged,
     global_scale: f32,
-    (x, x_row_stride): (&[u16], usize),
+    x: (&[u16], usize),
     (y, y_row_stride): (&mut [u16], usize),
     m: usize,
 ) {
     let geometry = &weights.geometry;
     let n = geometry.n();
-    let activations = Activations::new(x, x_row_stride, m, geometry, path.reads_pairs(m));
-    let path = if activations.reads_pairs() { path } else { path.widened() };
-    let most = tokens_per_pass(path).min(MOST_TOKENS);
+    let (path, activations) = prepare(path, x, m, weights);
     let tiles = geometry.tiles();
     let (team, scratch) = (&threads.team, &threads.scratch);
     let threads = team.threads().clamp(1, tiles.div_ceil(TILES_PER_THREAD_MIN).max(1));
@@ -80,14 +121,12 @@ pub(crate) fn gemv(
         }
     }
     let columns: Vec<Mutex<Vec<&mut [u16]>>> = columns.into_iter().map(Mutex::new).collect();
-    let (bytes, tile_bytes) = (&weights.bytes[..], geometry.tile_bytes());
     let next_run = AtomicUsize::new(0);
     let share = |index: usize| {
         if index >= threads {
             return;
         }
         let mut scratch = scratch[index].lock().unwrap_or_else(PoisonError::into_inner);
-        let mut finished = [[0u16; TILE_ROWS]; MOST_TOKENS];
         loop {
             let run = next_run.fetch_add(1, Ordering::Relaxed);
             let Some(run_columns) = columns.get(run) else { break };
@@ -95,25 +134,40 @@ pub(crate) fn gemv(
             let first_tile = run * tiles_per_run;
             let run_tiles = run_columns.first().map_or(0, |token| token.len().div_ceil(TILE_ROWS));
             for tile in first_tile..first_tile + run_tiles {
-                let tile_data = &bytes[tile * tile_bytes..(tile + 1) * tile_bytes];
-                let ahead = tile_data.as_ptr().wrapping_add(PREFETCH_BYTES);
                 let column = (tile - first_tile) * TILE_ROWS;
                 let rows = TILE_ROWS.min(n - tile * TILE_ROWS);
-                for tokens in passes(m, most) {
-                    let partials = &mut scratch.partials;
-                    run_pass(path, &activations, tokens.clone(), tile_data, weights, partials, ahead);
-                    let finished = &mut finished[..tokens.len()];
-                    finish(path, partials, global_scale, finished);
-                    for (t, values) in tokens.zip(finished.iter()) {
-                        run_columns[t][column..column + rows].copy_from_slice(&values[..rows]);
-                    }
-                }
+                tile_outputs(path, &activations, m, weights, global_scale, tile, &mut scratch.partials, |t, values| {
+                    run_columns[t][column..column + rows].copy_from_slice(&values[..rows])
+                });
             }
         }
     };
     team.run(&|index| {
         if index == 0 { with_exact_float_mode(|| share(index)) } else { share(index) }
     });
+}
+
+/// The time the calling thread takes to compute `tiles` of the weights `sweeps` times for `m`
+/// tokens of X (prepared for `path` by [`prepare`]), the outputs discarded: what a calibration
+/// compares.
+pub(crate) fn time_tiles(
+    path: SimdPath,
+    activations: &Activations,
+    m: usize,
+    weights: &Arranged,
+    tiles: std::ops::Range<usize>,
+    sweeps: usize,
+) -> Duration {
+    let mut partials = Lines::zeroed(MOST_TOKENS * PARTIALS * TILE_ROWS);
+    let mut sink = 0u16;
+    with_exact_float_mode(|| {
+        let start = Instant::now();
+        for tile in (0..sweeps).flat_map(|_| tiles.clone()) {
+            tile_outputs(path, activations, m, weights, 1.0, tile, &mut partials, |_, values| sink ^= values[0]);
+        }
+        std::hint::black_box(sink);
+        start.elapsed()
+    })
 }
 
 /// The partials of `tokens` for one tile, by the pair kernel where the activations are pairs and

@@ -8,12 +8,14 @@
 //! blocks' order once per launch; runs of tiles are split over threads. See docs/cpu.md.
 //!
 //! - [`CpuBackend`]: the [`GpuBackend`](gemv_backend::GpuBackend) implementation.
-//! - [`SimdPath`]: which instruction set runs, detected at run time or forced.
+//! - [`SimdPath`]: which instruction set runs: the fastest on this CPU for each M ([`Calibration`]),
+//!   or forced ([`PathSelection`]).
 #![warn(missing_docs)]
 
 mod activations;
 mod arrangements;
 mod backend;
+mod calibration;
 mod compute;
 mod kernels;
 mod layout;
@@ -23,5 +25,6 @@ mod team;
 mod weights;
 
 pub use backend::CpuBackend;
+pub use calibration::{CALIBRATED_TOKENS, Calibration, ForcedBy, PathSelection};
 pub use simd::{SIMD_VARIABLE, SimdPath};
 pub use weights::CpuWeights;

@@ -1,5 +1,6 @@
-//! The conformance suite on every SIMD path of the CPU backend. A path this CPU lacks reports a
-//! skip (the portable path and the best one the CPU has always run).
+//! The conformance suite on every SIMD path of the CPU backend, and on the calibrated choice
+//! that engines get by default. A path this CPU lacks reports a skip (the portable path, the
+//! best one the CPU has and the calibrated backend always run).
 
 use gemv_backend::conformance::skip::{Requirement, skip};
 use gemv_cpu::{CpuBackend, SimdPath};
@@ -12,6 +13,13 @@ fn on(path: SimdPath) -> Option<CpuBackend> {
             None
         }
     }
+}
+
+mod calibrated {
+    fn backend() -> Option<gemv_cpu::CpuBackend> {
+        Some(gemv_cpu::CpuBackend::calibrated())
+    }
+    gemv_backend::conformance_tests!(backend);
 }
 
 mod avx512bf16 {

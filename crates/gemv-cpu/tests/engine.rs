@@ -10,8 +10,9 @@ use gemv_core::codec::BF16_NAN;
 use gemv_core::{CoreError, gemv_contract};
 use gemv_cpu::{CpuBackend, CpuWeights, SimdPath};
 
+/// Every path this CPU has, forced, and the calibrated choice.
 fn backends() -> Vec<CpuBackend> {
-    SimdPath::ALL
+    let mut backends: Vec<CpuBackend> = SimdPath::ALL
         .into_iter()
         .filter_map(|path| match CpuBackend::with_path(path) {
             Ok(backend) => Some(backend.with_threads(2)),
@@ -20,7 +21,9 @@ fn backends() -> Vec<CpuBackend> {
                 None
             }
         })
-        .collect()
+        .collect();
+    backends.push(CpuBackend::calibrated().with_threads(2));
+    backends
 }
 
 #[test]
@@ -49,7 +52,7 @@ fn strided_slices_give_the_contract_and_nothing_between_rows_is_read_or_written(
                         &y[t * y_stride..][..n],
                         &expected[t * n..][..n],
                         "{}: {n} x {k}, M = {m}, t = {t}",
-                        backend.path().name()
+                        backend.selection()
                     );
                     if t + 1 < m {
                         assert!(
@@ -108,6 +111,6 @@ fn half_bf16_slices_give_the_same_bits_as_raw_bits() {
         backend.gemv(&weights, &x, k, &mut y_bits, n, m).expect("launch");
         let mut y_half = vec![bf16::ZERO; m * n];
         backend.gemv(&weights, &x_half, k, &mut y_half, n, m).expect("launch");
-        assert!(y_half.iter().zip(&y_bits).all(|(h, &b)| h.to_bits() == b), "{}", backend.path().name());
+        assert!(y_half.iter().zip(&y_bits).all(|(h, &b)| h.to_bits() == b), "{}", backend.selection());
     }
 }

@@ -63,8 +63,32 @@ pub fn report(choice: Option<BackendChoice>) -> String {
     }
     for backend in &opened {
         backend_report(&mut out, backend.as_ref(), switches);
+        if backend.name() == "cpu" {
+            cpu_paths(&mut out);
+        }
     }
     out
+}
+
+/// The CPU backend's SIMD path per M: forced, or calibrated now on its sample matrix (as the
+/// first launch of each M in a process calibrates on that launch's weights).
+fn cpu_paths(out: &mut String) {
+    let Ok(cpu) = gemv_cpu::CpuBackend::new() else { return };
+    let selection = cpu.selection();
+    if let gemv_cpu::PathSelection::Forced { .. } = selection {
+        let _ = writeln!(out, "\ncpu: SIMD path {selection} for every M");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\ncpu: SIMD path per M, calibrated (each path timed on a slice of a sample matrix, one thread; the \
+         others' time over the chosen one's; a process calibrates on its first launch of each M)"
+    );
+    for m in 1..=gemv_cpu::CALIBRATED_TOKENS {
+        if let Some(calibration) = cpu.calibrate(m) {
+            let _ = writeln!(out, "  {}", calibration.summary());
+        }
+    }
 }
 
 fn backend_report(out: &mut String, backend: &dyn GpuBackend, switches: KillSwitches) {

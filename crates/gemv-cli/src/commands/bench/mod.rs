@@ -232,6 +232,7 @@ pub fn run(options: &BenchOptions, out: &mut dyn Write) -> Result<bool, CliError
                 .map_err(CliError::Backend)?,
         );
     }
+    notes.extend(backend.timing_notes());
     if options.json {
         writeln!(out, "{}", report::to_json(&info, options, peak, &results, &notes)).map_err(stdout_error)?;
     } else {
