@@ -12,7 +12,7 @@ pub enum SimdPath {
     /// AVX-512 BF16: the AVX-512 decode, then two elements of a group per instruction
     /// (`vdpbf16ps`, each product added and rounded in turn, as the contract's fused
     /// multiply-adds), for activations that keep every product and partial sum off the
-    /// subnormals (nonzero finite |x| from 2^-109 to 2^116) and three tokens or more; the
+    /// subnormals (nonzero finite |x| from 2^-109 to 2^116) and two tokens or more; the
     /// AVX-512F kernel otherwise. Only where the CPU's instruction rounds after each product
     /// (checked once).
     Avx512Bf16,
@@ -28,7 +28,7 @@ pub enum SimdPath {
 }
 
 impl SimdPath {
-    /// Every path, fastest first.
+    /// Every path, in the order [`best`](Self::best) ranks them.
     pub const ALL: [SimdPath; 5] =
         [SimdPath::Avx512Bf16, SimdPath::Avx512, SimdPath::Avx2, SimdPath::Neon, SimdPath::Portable];
 
@@ -81,7 +81,10 @@ impl SimdPath {
         }
     }
 
-    /// The fastest path this CPU supports.
+    /// The first path of [`ALL`](Self::ALL) this CPU supports: the order they were fastest in on
+    /// AMD Zen 5. Which is fastest depends on the CPU (on an Intel Xeon the pair kernel is
+    /// slower than the AVX-512F one), so a backend times them instead
+    /// ([`CpuBackend::calibrated`](crate::CpuBackend::calibrated)).
     pub fn best() -> Self {
         Self::ALL.into_iter().find(|path| path.is_supported()).unwrap_or(SimdPath::Portable)
     }
