@@ -125,13 +125,7 @@ fn sample() -> &'static Arranged {
     static SAMPLE: OnceLock<Arranged> = OnceLock::new();
     SAMPLE.get_or_init(|| {
         let n = SLICE_PRODUCTS.div_ceil(SAMPLE_K).next_multiple_of(TILE_ROWS);
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::sequence::xorshift(0x2545_F491_4F6C_DD1D);
         let packed: Vec<u8> = (0..n * SAMPLE_K / 2).map(|_| next() as u8).collect();
         let scales: Vec<u8> = (0..n * SAMPLE_K / 16).map(|_| 0x30 + (next() % 0x20) as u8).collect();
         Arranged::new(&packed, &scales, n, SAMPLE_K)

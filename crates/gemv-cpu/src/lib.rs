@@ -20,6 +20,7 @@ mod compute;
 mod kernels;
 mod layout;
 mod lines;
+mod sequence;
 mod simd;
 mod team;
 mod weights;

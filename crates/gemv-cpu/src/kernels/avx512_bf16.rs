@@ -231,20 +231,14 @@ impl ProbeCase {
 /// 512 lanes on which the pair kernel's arithmetic is the contract's: weights `e2m1 * e4m3`,
 /// activations from 2^-20 to 2^20, accumulators whose last place is about the products' size.
 pub(crate) fn probe_cases() -> Vec<ProbeCase> {
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = crate::sequence::xorshift(0x9E37_79B9_7F4A_7C15);
     const E2M1: [f32; 8] = [0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 0.5];
     (0..512)
         .map(|_| {
             let mut weight = || {
                 let code = (next() % 0x77) as u8 + 8; // normal E4M3 codes 0x08..0x7E
                 let value = E2M1[(next() % 8) as usize] * gemv_core::codec::decode_e4m3(code);
-                let value = if next() % 2 == 0 { value } else { -value };
+                let value = if next().is_multiple_of(2) { value } else { -value };
                 (value.to_bits() >> 16) as u16
             };
             let w = [weight(), weight()];
@@ -260,7 +254,7 @@ pub(crate) fn probe_cases() -> Vec<ProbeCase> {
             // sum crosses into the next binade, where the last place doubles: the two orders
             // differ). Every f32 from 2^-103 up is a multiple of 2^-126, as the kernel needs.
             let place = (first.abs().to_bits() >> 23) as i32 - 127;
-            let acc = if next() % 2 == 0 {
+            let acc = if next().is_multiple_of(2) {
                 let acc = first * 2f32.powi(21 + (next() % 5) as i32);
                 f32::from_bits(acc.to_bits() ^ (next() as u32 & 0x807F_FFFF))
             } else {
