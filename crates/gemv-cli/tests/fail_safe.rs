@@ -143,7 +143,7 @@ fn a_killed_sharded_quantize_leaves_nothing_behind() {
     let index = format!("{{\"weight_map\": {{{}}}}}", weight_map.join(", "));
     std::fs::write(model.join("model.safetensors.index.json"), index).expect("index");
     let out = dir.path("nvfp4");
-    for signal in ["INT", "TERM", "KILL"] {
+    for (signal, number) in [("INT", libc::SIGINT), ("TERM", libc::SIGTERM), ("KILL", libc::SIGKILL)] {
         let mut child = Command::new(env!("CARGO_BIN_EXE_gemv"))
             .args(["quantize", "--input", text(&model), "--output", text(&out)])
             .stderr(Stdio::null())
@@ -163,8 +163,12 @@ fn a_killed_sharded_quantize_leaves_nothing_behind() {
             assert!(started.elapsed().as_secs() < 120, "{signal}: no shard written in 2 minutes");
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
-        let killed = Command::new("sh").args(["-c", &format!("kill -{signal} {}", child.id())]).status();
-        assert!(killed.expect("kill runs").success(), "{signal}");
+        // Sent at once (a `kill` command's start-up can outlast the rest of the run on a busy
+        // machine, and the run then ends before the signal).
+        let pid = libc::pid_t::try_from(child.id()).expect("a pid");
+        // SAFETY: `kill` only sends a signal to the child this test started and still waits for.
+        let killed = unsafe { libc::kill(pid, number) };
+        assert_eq!(killed, 0, "{signal}: {}", std::io::Error::last_os_error());
         let status = child.wait().expect("gemv ends");
         assert!(!status.success(), "{signal}: {status:?}");
         let left = entries(&dir.0);
