@@ -3,13 +3,14 @@
 //! range arranges it and later ones reuse that, until a write touches the range or its buffer is
 //! freed.
 
-use crate::layout::Geometry;
+use crate::layout::{Geometry, READ_PAST};
 use gemv_backend::{AlignedBytes, BufferRange};
 use std::collections::HashMap;
 use std::sync::Arc;
 
 /// A matrix in the CPU's arrangement, without its global scale (a launch argument).
 pub(crate) struct Arranged {
+    /// The arrangement, then [`READ_PAST`] zero bytes.
     pub(crate) bytes: AlignedBytes,
     pub(crate) geometry: Geometry,
     /// Whether any scale code is NaN (0x7F, 0xFF) or subnormal (exponent field 0, mantissa not):
@@ -21,7 +22,7 @@ impl Arranged {
     /// Arranges `packed [n][k/2]` and `scales [n][k/16]` (lengths validated by the caller).
     pub(crate) fn new(packed: &[u8], scales: &[u8], n: usize, k: usize) -> Self {
         let geometry = Geometry::new(n, k);
-        let mut bytes = AlignedBytes::zeroed(geometry.bytes());
+        let mut bytes = AlignedBytes::zeroed(geometry.bytes() + READ_PAST);
         geometry.arrange(packed, scales, &mut bytes);
         let special_scales = scales.iter().any(|&code| {
             let magnitude = code & 0x7F;

@@ -6,7 +6,7 @@ use crate::arrangements::Arranged;
 #[cfg(target_arch = "x86_64")]
 use crate::kernels::tile_partials_pairs;
 use crate::kernels::{finish, tile_partials, tokens_per_pass};
-use crate::layout::TILE_ROWS;
+use crate::layout::{READ_PAST, TILE_ROWS};
 use crate::lines::Lines;
 use crate::simd::{SimdPath, with_exact_float_mode};
 use crate::team::Team;
@@ -79,7 +79,9 @@ fn tile_outputs(
     mut write: impl FnMut(usize, &[u16; TILE_ROWS]),
 ) {
     let tile_bytes = weights.geometry.tile_bytes();
-    let tile_data = &weights.bytes[tile * tile_bytes..(tile + 1) * tile_bytes];
+    // The tile and the bytes a kernel may read past it (the next tile's, or the padding after
+    // the last).
+    let tile_data = &weights.bytes[tile * tile_bytes..(tile + 1) * tile_bytes + READ_PAST];
     let ahead = tile_data.as_ptr().wrapping_add(PREFETCH_BYTES);
     let mut finished = [[0u16; TILE_ROWS]; MOST_TOKENS];
     for tokens in passes(m, tokens_per_pass(path).min(MOST_TOKENS)) {

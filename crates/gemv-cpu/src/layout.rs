@@ -42,6 +42,12 @@ pub(crate) const BLOCK_BYTES: usize = BLOCK_SCALE_BYTES + BLOCK_GROUPS * 2 * HAL
 
 const _: () = assert!(BLOCK_BYTES.is_multiple_of(64));
 
+/// Bytes past a tile that a kernel may read (and ignore): the AVX-512F kernel loads a vector of
+/// words at byte offsets 1 to 3 to bring a byte's low nibble to each lane's bottom without a
+/// shift, reading up to 3 bytes past the last. The arrangement keeps this many zero bytes after
+/// its last tile.
+pub(crate) const READ_PAST: usize = 64;
+
 /// From a group's first word (elements 0..8) to its second (8..16), for one row.
 const SECOND_WORD: usize = word_offset(0, 1) - word_offset(0, 0);
 

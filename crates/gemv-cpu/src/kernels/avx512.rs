@@ -11,7 +11,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::{pass_for_tokens, prefetch_lines};
-use crate::layout::{BLOCK_BYTES, BLOCK_GROUPS, CHUNKS, Geometry, TILE_ROWS, word_offset};
+use crate::layout::{BLOCK_BYTES, BLOCK_GROUPS, CHUNKS, Geometry, READ_PAST, TILE_ROWS, word_offset};
 use gemv_core::codec::BF16_NAN;
 use gemv_core::{GROUP_SIZE, PARTIALS};
 use std::arch::x86_64::*;
@@ -54,7 +54,7 @@ pub(super) fn decode_scales(codes: __m128i, special: bool) -> __m512 {
 /// `ahead` is the tile the caller runs next (or any address: it is only prefetched).
 ///
 /// # Safety
-/// The CPU must support AVX-512F. `tile` holds `geometry.tile_bytes()` bytes; each `x[t]` holds
+/// The CPU must support AVX-512F. `tile` holds `geometry.tile_bytes() + READ_PAST` bytes; each `x[t]` holds
 /// `geometry.padded_k()` values; `partials` holds `T * 64 * 16`.
 #[inline]
 #[target_feature(enable = "avx512f")]
@@ -66,7 +66,7 @@ unsafe fn pass<const T: usize, const P: usize>(
     partials: &mut [f32],
     ahead: *const u8,
 ) {
-    debug_assert!(tile.len() >= geometry.tile_bytes() && partials.len() >= T * PARTIALS * TILE_ROWS);
+    debug_assert!(tile.len() >= geometry.tile_bytes() + READ_PAST && partials.len() >= T * PARTIALS * TILE_ROWS);
     debug_assert!(x.len() == T && x.iter().all(|x| x.len() >= geometry.padded_k()));
     let x: [&[f32]; T] = std::array::from_fn(|t| x[t]);
     let table = _mm512_setr_ps(0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0);
@@ -84,7 +84,7 @@ unsafe fn pass<const T: usize, const P: usize>(
                 if prefetching {
                     prefetch_lines(ahead, 2);
                 }
-                let block = &tile[at..at + BLOCK_BYTES];
+                let block = &tile[at..at + BLOCK_BYTES + READ_PAST];
                 // Group q P + p's activations start at `first + 16 p`.
                 let first = geometry.activation(c, s) + q * P * GROUP_SIZE;
                 let scale: [__m512; P] = std::array::from_fn(|p| {
@@ -103,13 +103,23 @@ unsafe fn pass<const T: usize, const P: usize>(
                     // plus index, which Intel cores issue as two micro-operations.
                     let xb: [*const f32; T] =
                         std::array::from_fn(|t| opaque(x[t].as_ptr().wrapping_add(first + 8 * half)));
+                    // Element j's codes in the low 4 bits of each row's lane: for even j (the low
+                    // nibble of byte j / 2) the words loaded j / 2 bytes further on, a load instead
+                    // of a shift on the ports the multiply-adds use; for odd j the words shifted.
                     macro_rules! element {
                         ($shift:literal, $j:literal) => {
                             if prefetching {
                                 prefetch_lines(ahead.wrapping_add(word_offset(0, half) + 64 * $j), 1);
                             }
                             for p in 0..P {
-                                let index = _mm512_srli_epi32::<$shift>(words[p]);
+                                let index = if $j % 2 == 0 && $j > 0 {
+                                    let at = word_offset(q * P + p, half) + $j / 2;
+                                    // SAFETY: 64 bytes from `at` lie inside the block and the 3
+                                    // bytes after it (`block` holds them); unaligned.
+                                    unsafe { _mm512_loadu_si512(block.as_ptr().add(at).cast()) }
+                                } else {
+                                    _mm512_srli_epi32::<$shift>(words[p])
+                                };
                                 let w = _mm512_mul_ps(_mm512_permutexvar_ps(index, table), scale[p]);
                                 for t in 0..T {
                                     // SAFETY: group q P + p of this block is below the padded K.

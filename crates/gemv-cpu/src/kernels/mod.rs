@@ -20,7 +20,7 @@ mod portable;
 
 #[cfg(target_arch = "x86_64")]
 use crate::activations::Pairs;
-use crate::layout::{Geometry, TILE_ROWS};
+use crate::layout::{Geometry, READ_PAST, TILE_ROWS};
 use crate::simd::SimdPath;
 use gemv_core::codec::decode_e4m3;
 use std::sync::OnceLock;
@@ -103,7 +103,7 @@ pub(crate) fn tile_partials(
     partials: &mut [f32],
     ahead: *const u8,
 ) {
-    assert!(tile.len() >= geometry.tile_bytes(), "a whole tile");
+    assert!(tile.len() >= geometry.tile_bytes() + READ_PAST, "a whole tile and the bytes a kernel may read past it");
     assert!(x.len() <= tokens_per_pass(path) && partials.len() >= x.len() * gemv_core::PARTIALS * TILE_ROWS);
     assert!(x.iter().all(|x| x.len() >= geometry.padded_k()), "padded activations");
     match path {
