@@ -13,10 +13,27 @@ use std::rc::Rc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The formats timed: ggml's fastest 4-bit layouts on x86 and Arm (repacked q4_0 and q4_K) and its
-/// NVFP4 (same bytes per weight as ours; no repacked layout).
-const FORMATS: [(&str, sys::ggml_type, bool); 3] =
-    [("q4_0", sys::GGML_TYPE_Q4_0, true), ("q4_K", sys::GGML_TYPE_Q4_K, true), ("nvfp4", sys::GGML_TYPE_NVFP4, false)];
+/// Where ggml keeps a peer's weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// Plain rows in the CPU buffer type.
+    Plain,
+    /// The CPU_REPACK buffer type: rearranged at load (rows interleaved), llama.cpp's default.
+    Repacked,
+    /// The AMX buffer type, on CPUs with AMX and builds for them: timed at M = 1 only (llama.cpp's
+    /// AMX path has ended in SIGILL from M = 2 on a Xeon guest).
+    Amx,
+}
+
+/// The formats timed: ggml's fastest 4-bit layouts on x86 and Arm (repacked q4_0 and q4_K), q4_0
+/// in the AMX buffer type where ggml offers it, and its NVFP4 (same bytes per weight as ours; no
+/// repacked layout).
+const FORMATS: [(&str, sys::ggml_type, Layout); 4] = [
+    ("q4_0", sys::GGML_TYPE_Q4_0, Layout::Repacked),
+    ("q4_K", sys::GGML_TYPE_Q4_K, Layout::Repacked),
+    ("q4_0", sys::GGML_TYPE_Q4_0, Layout::Amx),
+    ("nvfp4", sys::GGML_TYPE_NVFP4, Layout::Plain),
+];
 
 /// What ggml logged about repacking the last tensor set (it names the layout it chose).
 static REPACK_LOG: Mutex<String> = Mutex::new(String::new());
@@ -40,6 +57,7 @@ struct Runtime {
     backend: sys::ggml_backend_t,
     pool: *mut sys::ggml_threadpool,
     repack: sys::ggml_backend_buffer_type_t,
+    amx: sys::ggml_backend_buffer_type_t,
 }
 
 impl Runtime {
@@ -62,7 +80,8 @@ impl Runtime {
             }
             sys::ggml_backend_cpu_set_threadpool(backend, pool);
             sys::ggml_backend_cpu_set_n_threads(backend, threads);
-            let runtime = Self { backend, pool, repack: repack_buffer_type() };
+            let runtime =
+                Self { backend, pool, repack: extra_buffer_type(b"CPU_REPACK"), amx: extra_buffer_type(b"AMX") };
             Ok(runtime)
         }
     }
@@ -97,8 +116,9 @@ impl Drop for Runtime {
     }
 }
 
-/// The CPU backend's CPU_REPACK buffer type (null where ggml has none).
-fn repack_buffer_type() -> sys::ggml_backend_buffer_type_t {
+/// The CPU backend's extra buffer type of that name (`CPU_REPACK`, `AMX`; null where ggml has
+/// none).
+fn extra_buffer_type(name: &[u8]) -> sys::ggml_backend_buffer_type_t {
     // SAFETY: the CPU backend's registry is static; the function ggml returns for
     // "ggml_backend_dev_get_extra_bufts" has the signature `ggml_backend_dev_get_extra_bufts_t`
     // names, and returns a null-terminated array of static buffer types.
@@ -113,7 +133,7 @@ fn repack_buffer_type() -> sys::ggml_backend_buffer_type_t {
         let Some(extra) = extra else { return std::ptr::null_mut() };
         let mut types = extra(device);
         while !types.is_null() && !(*types).is_null() {
-            if CStr::from_ptr(sys::ggml_backend_buft_name(*types)).to_bytes() == b"CPU_REPACK" {
+            if CStr::from_ptr(sys::ggml_backend_buft_name(*types)).to_bytes() == name {
                 return *types;
             }
             types = types.add(1);
@@ -172,7 +192,7 @@ pub struct GgmlPeer {
 impl GgmlPeer {
     fn new(
         runtime: Rc<Runtime>,
-        (format, kind, repacked): (&str, sys::ggml_type, bool),
+        (format, kind, layout): (&str, sys::ggml_type, Layout),
         weights: &[f32],
         (n, k): (usize, usize),
         ms: &[usize],
@@ -198,12 +218,14 @@ impl GgmlPeer {
                 std::ptr::null(),
             );
         }
-        let buffer_type = if repacked && !runtime.repack.is_null() {
-            runtime.repack
-        } else {
+        let buffer_type = match layout {
+            Layout::Repacked if !runtime.repack.is_null() => runtime.repack,
+            Layout::Amx if !runtime.amx.is_null() => runtime.amx,
+            Layout::Amx => return Err(format!("{format}: ggml has no AMX buffer type here")),
             // SAFETY: a static buffer type.
-            unsafe { sys::ggml_backend_cpu_buffer_type() }
+            _ => unsafe { sys::ggml_backend_cpu_buffer_type() },
         };
+        let repacked = layout == Layout::Repacked;
         REPACK_LOG.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
         let weights = {
             let context = context(copies, 0)?;
@@ -226,6 +248,7 @@ impl GgmlPeer {
         };
         let repack_log = REPACK_LOG.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
         let layout = match repack_log.rsplit_once("with ") {
+            _ if layout == Layout::Amx => "AMX buffer type".into(),
             Some((_, layout)) if repacked => format!("repacked {}", layout.trim()),
             _ if repacked => "plain rows: ggml has no repacked layout for this shape or CPU".into(),
             _ => "plain rows".into(),
@@ -305,6 +328,10 @@ impl RotationPeer for GgmlPeer {
         Ok(start.elapsed())
     }
 
+    fn covers(&self, m: usize) -> bool {
+        self.graphs.contains_key(&m)
+    }
+
     fn rest(&mut self) {
         // SAFETY: as in `time`; a paused pool's threads sleep until `time` resumes it.
         unsafe { sys::ggml_threadpool_pause(self.runtime.pool) };
@@ -331,6 +358,18 @@ pub fn peers(
             skipped.push(format!("{} needs K % {block} == 0", format.0));
             continue;
         }
+        let ms = match format.2 {
+            Layout::Amx if runtime.amx.is_null() => {
+                skipped.push(format!("{} in the AMX buffer type (this CPU or ggml build has no AMX)", format.0));
+                continue;
+            }
+            Layout::Amx if !ms.contains(&1) => {
+                skipped.push(format!("{} in the AMX buffer type (timed at M = 1 only)", format.0));
+                continue;
+            }
+            Layout::Amx => &[1][..],
+            _ => ms,
+        };
         peers.push(Box::new(GgmlPeer::new(Rc::clone(&runtime), format, &weights, (n, k), ms, cold_bytes)?));
     }
     let mut about = format!(

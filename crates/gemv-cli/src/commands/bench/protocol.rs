@@ -78,7 +78,7 @@ pub fn measure(
     let mut samples = vec![Vec::with_capacity(options.rounds); arms.len()];
     let mut peer_samples = vec![vec![Vec::with_capacity(options.rounds); ms.len()]; rotation_peers.len()];
     let mut steps: Vec<Step<'_>> = arms.iter().enumerate().map(|(i, arm)| Step::Kernels(i, arm)).collect();
-    steps.extend((0..rotation_peers.len()).flat_map(|p| (0..ms.len()).map(move |i| Step::Peer(p, i))));
+    steps.extend(peers::peer_steps(&rotation_peers, &ms).into_iter().map(|(p, i)| Step::Peer(p, i)));
     steps.push(Step::Copy);
     let settle = !rotation_peers.is_empty();
     let total = options.rounds * (steps.len() - 1);
@@ -164,6 +164,9 @@ pub fn measure(
     let peer_rows_start = rows.len();
     for (peer, samples) in rotation_peers.iter().zip(peer_samples.iter_mut()) {
         for (&m, samples) in ms.iter().zip(samples.iter_mut()) {
+            if !peer.covers(m) {
+                continue;
+            }
             let seconds = median(samples);
             let gbps = peer.bytes_moved(m) as f64 / seconds / 1e9;
             rows.push(Measurement {
