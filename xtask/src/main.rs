@@ -68,7 +68,8 @@ commands:
                     (rustup target, cross gcc and qemu installed when missing; part of test)
   ggml-bench [OPTIONS]
                     gemv bench --backend cpu with llama.cpp's CPU kernels as peer rows (q4_0 and
-                    q4_K in ggml's repacked layouts, nvfp4), built for this CPU (cmake and
+                    q4_K in ggml's repacked layouts, q4_0 in its AMX buffer type at M = 1 where
+                    the CPU has AMX, nvfp4), built for this CPU (cmake and
                     libclang installed when missing; first build a few minutes; OPTIONS are
                     gemv bench's, e.g. --shape ffn-up --m 1,2,4,8)
   device-pack       build target/device-pack/ (release gemv, CUDA conformance tests, run.sh)
