@@ -1,6 +1,7 @@
 //! The conformance suite on every SIMD path of the CPU backend, and on the calibrated choice
-//! that engines get by default. A path this CPU lacks reports a skip (the portable path, the
-//! best one the CPU has and the calibrated backend always run).
+//! that engines get by default. A path this CPU lacks reports a skip; the portable path and the
+//! best one the CPU has always run, and the calibrated backend wherever it has two paths to
+//! choose from.
 
 use gemv_backend::conformance::skip::{Requirement, skip};
 use gemv_cpu::{CpuBackend, SimdPath};
@@ -17,9 +18,20 @@ fn on(path: SimdPath) -> Option<CpuBackend> {
 
 mod calibrated {
     fn backend() -> Option<gemv_cpu::CpuBackend> {
-        Some(gemv_cpu::CpuBackend::calibrated())
+        super::calibrated()
     }
     gemv_backend::conformance_tests!(backend);
+}
+
+/// The calibrated backend, where the CPU has two SIMD paths or more to choose from (with one, it
+/// is that path's backend, which its own suite runs).
+fn calibrated() -> Option<CpuBackend> {
+    let paths = SimdPath::ALL.into_iter().filter(|path| *path != SimdPath::Portable && path.is_supported()).count();
+    if paths < 2 {
+        skip(Requirement::CpuFeature, "one SIMD path on this CPU: the calibrated backend is that path's");
+        return None;
+    }
+    Some(CpuBackend::calibrated())
 }
 
 mod avx512bf16 {
