@@ -68,8 +68,9 @@ impl CpuBackend {
     }
 
     /// Each token count M on the path that was fastest on this CPU: the first launch of M in
-    /// the process times every path the CPU supports on a slice of its own weights (a few
-    /// milliseconds, on the calling thread) and keeps the fastest for the process; launches of
+    /// the process times every path the CPU supports on a slice of its own weights (of a sample
+    /// matrix where they are too small to say much; a few milliseconds, on the calling thread)
+    /// and keeps the fastest for the process; launches of
     /// more than [`CALIBRATED_TOKENS`](crate::CALIBRATED_TOKENS) tokens use that count's choice.
     /// Every path writes the same bits, so the choice changes only the time. Ignores
     /// `GEMV_CPU_SIMD`.
@@ -129,7 +130,7 @@ impl CpuBackend {
     }
 
     /// The path a launch of `m` tokens over `weights` runs on: the forced one, or the calibrated
-    /// one (calibrated now on `weights` if M has not been yet). A launch whose activations the
+    /// one (calibrated now, as a launch would, if M has not been yet). A launch whose activations the
     /// pair kernel cannot take runs the AVX-512F kernel instead (docs/cpu.md).
     pub fn path_for(&self, weights: &CpuWeights, m: usize) -> SimdPath {
         self.launch_path(weights.arranged(), m)
