@@ -362,7 +362,9 @@ fn main() -> ExitCode {
         2 => tracing::Level::DEBUG,
         _ => tracing::Level::TRACE,
     };
-    tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).init();
+    // Colour only on a terminal: redirected, the log is plain text.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).with_ansi(colour).init();
     let name = cli.command.name();
     if let Err(error) = check_global_options(&cli) {
         eprintln!("gemv {name}: {error}");

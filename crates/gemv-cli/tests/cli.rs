@@ -285,3 +285,22 @@ fn info_shows_the_cpu_path_of_every_m() {
         assert!(stdout.lines().any(|l| l.trim_start().starts_with(&format!("M = {m}: "))), "M = {m}:\n{stdout}");
     }
 }
+
+/// The bench says what its proof established before it times anything, and a log written to a
+/// pipe or file carries no colour codes.
+#[test]
+fn the_bench_states_its_proof_and_a_redirected_log_is_plain() {
+    let mut args = vec!["-v", "bench", "--m", "1,2"];
+    args.extend(["--shape", "64x272", "--rounds", "2", "--launches", "2", "--cold-mb", "1", "--backend", "cpu"]);
+    let (code, stdout, stderr) = gemv(&args);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(
+            "bench: proved at N = 256, K = 1040: 2 configurations bit-exact against the host contract and within the \
+             f64 bound"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains(" INFO "), "-v logs at info: {stderr}");
+    assert!(!stderr.contains('\u{1b}'), "colour codes in a redirected log: {stderr:?}");
+}

@@ -124,7 +124,12 @@ fn plan_arm(tiers: &ResolvedTiers, family: Family, m: usize) -> Result<Arm, Stri
 /// the f64 bound, at N = 256, K = 1040 (K % 32 != 0), for every arm. On the host reference the
 /// bit-exact gate would compare the contract with itself: only the f64 bound is checked there,
 /// and a note says so.
-fn gates(backend: &dyn GpuBackend, tiers: &ResolvedTiers, arms: &[Arm], notes: &mut Vec<String>) -> Result<(), String> {
+fn gates(
+    backend: &dyn GpuBackend,
+    tiers: &ResolvedTiers,
+    arms: &[Arm],
+    notes: &mut Vec<String>,
+) -> Result<String, String> {
     let is_reference = backend.device_info().kind == DeviceKind::Reference;
     if is_reference {
         notes.push(format!(
@@ -169,7 +174,24 @@ fn gates(backend: &dyn GpuBackend, tiers: &ResolvedTiers, arms: &[Arm], notes: &
             return Err(format!("gate failed: {} at M = {} output {i} is outside the f64 bound", arm.kernels, arm.m));
         }
     }
-    Ok(())
+    Ok(verdict(arms, is_reference))
+}
+
+/// What the gates proved, in one line.
+fn verdict(arms: &[Arm], is_reference: bool) -> String {
+    let count = |n: usize| format!("{n} configuration{}", if n == 1 { "" } else { "s" });
+    let fast = arms.iter().filter(|arm| arm.family == Family::Fast).count();
+    let exact = arms.len() - fast;
+    let mut proved = Vec::new();
+    if exact > 0 && is_reference {
+        proved.push(format!("{} within the f64 bound (the host is the contract itself)", count(exact)));
+    } else if exact > 0 {
+        proved.push(format!("{} bit-exact against the host contract and within the f64 bound", count(exact)));
+    }
+    if fast > 0 {
+        proved.push(format!("{} of the fast family within its f64 bound", count(fast)));
+    }
+    format!("proved at N = 256, K = 1040: {}", proved.join("; "))
 }
 
 /// Checks, before any work, that `--plot` can be written: a new file or a regular file to
@@ -218,11 +240,16 @@ pub fn run(options: &BenchOptions, out: &mut dyn Write) -> Result<bool, CliError
     for (label, n, k) in &options.shapes {
         memory::check(&info, label, *n, *k, max_m, options.cold_bytes)?;
     }
-    eprintln!("bench: proving {} configuration(s) on {} before timing...", arms.len(), info.name);
+    let configurations =
+        if arms.len() == 1 { "1 configuration".to_string() } else { format!("{} configurations", arms.len()) };
+    eprintln!("bench: proving {configurations} on {} before timing...", info.name);
     let stdout_error = |e: std::io::Error| CliError::Stdout(e.to_string());
-    if let Err(failure) = gates(backend.as_ref(), &tiers, &arms, &mut notes) {
-        writeln!(out, "{failure}\nno numbers printed: a correctness gate failed").map_err(stdout_error)?;
-        return Ok(false);
+    match gates(backend.as_ref(), &tiers, &arms, &mut notes) {
+        Ok(verdict) => eprintln!("bench: {verdict}"),
+        Err(failure) => {
+            writeln!(out, "{failure}\nno numbers printed: a correctness gate failed").map_err(stdout_error)?;
+            return Ok(false);
+        }
     }
     let peak = options.peak_gbps.or(info.peak_bandwidth_gbps);
     let mut results = Vec::new();
@@ -326,8 +353,17 @@ mod tests {
         let backend = MockBackend::new();
         let (tiers, arms) = arms_for(&backend, &[1, 3, 8]);
         let mut notes = Vec::new();
-        assert_eq!(gates(&backend, &tiers, &arms, &mut notes), Ok(()));
+        let proved = gates(&backend, &tiers, &arms, &mut notes).expect("a correct backend");
+        assert_eq!(
+            proved,
+            "proved at N = 256, K = 1040: 3 configurations within the f64 bound (the host is the contract itself)"
+        );
         assert!(notes.iter().any(|n| n.contains("nothing to prove")), "{notes:?}");
+        let one = &arms[..1];
+        assert_eq!(
+            verdict(one, false),
+            "proved at N = 256, K = 1040: 1 configuration bit-exact against the host contract and within the f64 bound"
+        );
     }
 
     #[test]
