@@ -302,5 +302,6 @@ fn the_bench_states_its_proof_and_a_redirected_log_is_plain() {
         "{stderr}"
     );
     assert!(stderr.contains(" INFO "), "-v logs at info: {stderr}");
+    assert!(stderr.lines().any(|l| l.starts_with("bench 64x272: ") && l.ends_with(" timings")), "{stderr}");
     assert!(!stderr.contains('\u{1b}'), "colour codes in a redirected log: {stderr:?}");
 }

@@ -217,6 +217,7 @@ fn a_sharded_checkpoint_quantizes_into_matching_shards_with_an_index() {
     ]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("2 shards"), "{stderr}");
+    assert!(stderr.contains("quantize: 3/3 tensors"), "progress names what it counts: {stderr}");
     assert!(out.join("hf_quant_config.json").is_file(), "the serving config goes into the directory");
 
     // Every tensor is in the shard that held its source, with the bytes of the single-file run

@@ -14,6 +14,7 @@ mod report;
 pub use options::{BenchOptions, parse_cold_mb, parse_family, parse_ms, parse_peak_gbps, parse_repeats, parse_shape};
 
 use crate::backends::open;
+use crate::commands::progress::counted;
 use crate::error::CliError;
 use gemv_backend::{DeviceKind, DeviceMatrix, GpuBackend, KernelHandle, ResolvedTiers, conformance};
 use gemv_core::{
@@ -179,7 +180,7 @@ fn gates(
 
 /// What the gates proved, in one line.
 fn verdict(arms: &[Arm], is_reference: bool) -> String {
-    let count = |n: usize| format!("{n} configuration{}", if n == 1 { "" } else { "s" });
+    let count = |n: usize| counted(n, "configuration");
     let fast = arms.iter().filter(|arm| arm.family == Family::Fast).count();
     let exact = arms.len() - fast;
     let mut proved = Vec::new();
@@ -240,9 +241,7 @@ pub fn run(options: &BenchOptions, out: &mut dyn Write) -> Result<bool, CliError
     for (label, n, k) in &options.shapes {
         memory::check(&info, label, *n, *k, max_m, options.cold_bytes)?;
     }
-    let configurations =
-        if arms.len() == 1 { "1 configuration".to_string() } else { format!("{} configurations", arms.len()) };
-    eprintln!("bench: proving {configurations} on {} before timing...", info.name);
+    eprintln!("bench: proving {} on {} before timing...", counted(arms.len(), "configuration"), info.name);
     let stdout_error = |e: std::io::Error| CliError::Stdout(e.to_string());
     match gates(backend.as_ref(), &tiers, &arms, &mut notes) {
         Ok(verdict) => eprintln!("bench: {verdict}"),

@@ -96,7 +96,7 @@ pub fn measure(
                     peer.rest();
                     peer_samples[p][i].push(elapsed?.as_secs_f64() / options.launches as f64);
                     done += 1;
-                    progress(done, total, &format!("bench {label}"));
+                    progress(done, total, &format!("bench {label}"), "timings");
                     continue;
                 }
                 Step::Copy => {
@@ -123,7 +123,7 @@ pub fn measure(
             let elapsed = backend.time_launches(&list, 1).map_err(|e| e.to_string())?;
             samples[index].push(elapsed.as_secs_f64() / options.launches as f64);
             done += 1;
-            progress(done, total, &format!("bench {label}"));
+            progress(done, total, &format!("bench {label}"), "timings");
         }
     }
     let copy_gbps = copy_samples.filter(|c| !c.is_empty()).map(|mut rates| {
@@ -229,7 +229,7 @@ fn peer_rows(
                 return rows;
             }
         };
-        progress(i + 1, ms.len(), &format!("peer {label}"));
+        progress(i + 1, ms.len(), &format!("peer {label}"), "values of M");
         let mut samples: Vec<f64> =
             timing.rounds.iter().map(|t| t.as_secs_f64() / options.launches.max(1) as f64).collect();
         let seconds = median(&mut samples);

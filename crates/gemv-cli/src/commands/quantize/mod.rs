@@ -25,6 +25,7 @@ mod selection;
 mod streaming;
 
 use crate::atomic_directory::DirectoryOutput;
+use crate::commands::progress::counted;
 use crate::error::CliError;
 use crate::mapped::MappedCheckpoint;
 use crate::safetensors::StreamedFile;
@@ -239,7 +240,7 @@ fn summary(job: &Job, output: &std::path::Path, globals: &[f32]) -> Vec<String> 
         output.display(),
         match &job.destination {
             Destination::File(_) => String::new(),
-            Destination::Directory(_) => format!(": {} shards and {INDEX}", job.targets.len()),
+            Destination::Directory(_) => format!(": {} and {INDEX}", counted(job.targets.len(), "shard")),
         },
         planned.count(),
         job.copied_names.len(),

@@ -135,7 +135,7 @@ pub fn fill_target(
     for plan in &target.planned {
         let shared = fused_group(&plan.name).and_then(|g| group_amax.get(&g).copied()).unwrap_or(0.0);
         globals.push(write_quantized(input, plan, shared, file)?);
-        progress(done + globals.len(), total, "quantize");
+        progress(done + globals.len(), total, "quantize", "tensors");
     }
     for layout in &target.copied {
         input
