@@ -45,7 +45,9 @@ struct Cli {
 enum Command {
     /// Benchmark the tiers (the main job): proves them bit-exact and within the f64 bound at a
     /// small shape, then times them with cold weights, device events where available,
-    /// interleaved rounds and medians, and prints tier, M, time, effective GB/s and % of peak.
+    /// interleaved rounds and medians, and prints tier, M, time, effective GB/s, % peak (of the
+    /// device's nominal bandwidth, where known) and % copy (of the bandwidth of a copy of the
+    /// weights timed in every round of the same run).
     #[command(after_help = EXIT_STATUS)]
     Bench {
         /// Backend; auto picks CUDA, then wgpu on a real GPU, then the CPU backend.

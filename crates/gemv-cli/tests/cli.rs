@@ -261,6 +261,9 @@ fn the_cpu_bench_names_the_path_of_each_m_and_how_it_was_chosen() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(0), "{stdout}");
     assert!(stdout.contains("host CPU (path calibrated per M"), "{stdout}");
+    assert!(stdout.contains("% copy = effective bandwidth over a copy timed in the same run"), "{stdout}");
+    let (_, help, _) = gemv(&["bench", "--help"]);
+    assert!(help.contains("% copy (of the bandwidth of a copy of the weights timed in every round"), "{help}");
     let note = stdout.lines().find(|l| l.starts_with("note: cpu path per M, calibrated")).expect("the paths' note");
     assert!(note.contains("M = 1: ") && note.contains("M = 3: "), "{note}");
     let output =

@@ -24,7 +24,8 @@ pub fn print_table(
     };
     writeln!(
         out,
-        "gemv bench on {} ({}, {}): {} rounds x {} launches, cold weights >= {} MB, timed by {timer}; peak {}",
+        "gemv bench on {} ({}, {}): {} rounds x {} launches, cold weights >= {} MB, timed by {timer}; peak {}; \
+         % copy = effective bandwidth over a copy timed in the same run",
         info.backend,
         info.name,
         info.architecture,
