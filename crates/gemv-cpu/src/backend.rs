@@ -140,7 +140,7 @@ impl CpuBackend {
     /// process has none yet; `None` for a forced backend.
     pub fn calibrate(&self, m: usize) -> Option<Calibration> {
         match self.selection {
-            PathSelection::Calibrated => calibration(m),
+            PathSelection::Calibrated => Some(calibration(m)),
             PathSelection::Forced { .. } => None,
         }
     }
