@@ -1,9 +1,10 @@
 //! The AVX-512F tile kernel: one vector is one element of one group for the tile's 16 rows.
 //!
-//! A block's words load as vectors; element j of a group is `word >> 4 j` looked up by a permute
-//! in the 16-entry signed E2M1 table (the permute reads the low 4 bits, sign included) and
-//! multiplied by the group's 16 scales: a shift, a permute and a multiply per 16 weights, then
-//! one fused multiply-add per token with the activation broadcast from memory. `P` groups of a
+//! A block's words load as vectors; element j of a group is `word >> 4 j` (odd j) or the words
+//! loaded j / 2 bytes further on (even j), looked up by a permute in the 16-entry signed E2M1
+//! table (the permute reads the low 4 bits, sign included) and multiplied by the group's 16
+//! scales: a permute, a multiply and half a shift per 16 weights, then one fused multiply-add per
+//! token with the activation broadcast from memory. `P` groups of a
 //! block advance together (`T x P` independent chains), so the multiply-adds never wait on each
 //! other's latency.
 
@@ -54,8 +55,8 @@ pub(super) fn decode_scales(codes: __m128i, special: bool) -> __m512 {
 /// `ahead` is the tile the caller runs next (or any address: it is only prefetched).
 ///
 /// # Safety
-/// The CPU must support AVX-512F. `tile` holds `geometry.tile_bytes() + READ_PAST` bytes; each `x[t]` holds
-/// `geometry.padded_k()` values; `partials` holds `T * 64 * 16`.
+/// The CPU must support AVX-512F. `tile` holds `geometry.tile_bytes() + READ_PAST` bytes; each
+/// `x[t]` holds `geometry.padded_k()` values; `partials` holds `T * 64 * 16`.
 #[inline]
 #[target_feature(enable = "avx512f")]
 unsafe fn pass<const T: usize, const P: usize>(
