@@ -6,7 +6,10 @@
 //! behaviour in a kernel fails CI even where the emulator's own checks cannot see it.
 //!
 //! The kernel sources come from gemv-kernels (`DEP_GEMV_KERNELS_CUDA_DIR`, its `cuda/`), the
-//! emulator's runtime from `src/emulator/runtime/`. `GEMV_KERNELS_DIR` compiles the kernels from
+//! emulator's runtime from `src/emulator/runtime/`. g++ compiles copies of the kernel sources (and
+//! of the runtime's test kernels) in which every inline-PTX `asm` statement calls the emulator's
+//! PTX executor with its template, constraints and bindings (`build/asm_rewrite.rs`), so the
+//! emulator runs the PTX text the GPU runs. `GEMV_KERNELS_DIR` compiles the kernels from
 //! another directory with the same files (the kernel mutation pass of `cargo xtask mutants` uses
 //! it for its mutants).
 
@@ -16,8 +19,58 @@ fn main() {
 }
 
 #[cfg(feature = "emulator")]
+#[path = "build/asm_rewrite.rs"]
+#[allow(dead_code)]
+mod asm_rewrite;
+
+#[cfg(feature = "emulator")]
 mod emulator {
-    use std::path::PathBuf;
+    use std::fmt::Write as _;
+    use std::path::{Path, PathBuf};
+
+    use crate::asm_rewrite;
+
+    /// Copies the kernel sources to `out` with every inline-PTX statement turned into a call of the
+    /// emulator's PTX executor, and writes `asm_statements.inc`: every statement, for the
+    /// executor's check that each one parses (`gemv_emu_check_asm`).
+    fn rewrite_kernels(kernels: &Path, out: &Path) {
+        std::fs::create_dir_all(out).expect("create the rewritten kernel directory");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(kernels)
+            .expect("read the kernel directory")
+            .map(|entry| entry.expect("a kernel directory entry").path())
+            .filter(|path| path.extension().is_some_and(|e| e == "cu" || e == "cuh" || e == "h"))
+            .collect();
+        files.sort();
+        let mut registry = String::new();
+        for path in files {
+            let name = path.file_name().expect("a file name").to_string_lossy().into_owned();
+            let source = std::fs::read_to_string(&path).expect("read a kernel source");
+            let rewritten = asm_rewrite::rewrite(&source, &name).unwrap_or_else(|error| panic!("{error}"));
+            for statement in &rewritten.statements {
+                writeln!(
+                    registry,
+                    "GEMV_ASM_STATEMENT(\"{name}\", {}, {}, \"{}\", {})",
+                    statement.line,
+                    statement.template,
+                    statement.constraints.join(","),
+                    statement.outputs
+                )
+                .expect("write to a String");
+            }
+            std::fs::write(out.join(&name), rewritten.text).expect("write a rewritten kernel source");
+        }
+        std::fs::write(out.join("asm_statements.inc"), registry).expect("write asm_statements.inc");
+    }
+
+    /// The emulator's own test kernels (`runtime/test_*.cu`), their asm rewritten the same way
+    /// (not listed: some of their statements are planted faults).
+    fn rewrite_test_kernels(runtime: &Path, out: &Path) {
+        for name in ["test_kernels.cu", "test_asm_kernels.cu"] {
+            let source = std::fs::read_to_string(runtime.join(name)).expect("read a test kernel source");
+            let rewritten = asm_rewrite::rewrite(&source, name).unwrap_or_else(|error| panic!("{error}"));
+            std::fs::write(out.join(name), rewritten.text).expect("write a rewritten test kernel source");
+        }
+    }
 
     pub fn build() {
         let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
@@ -28,6 +81,10 @@ mod emulator {
             }
         };
         let runtime = manifest.join("src/emulator/runtime");
+        let rewritten = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("emulated_kernels");
+        rewrite_kernels(&kernels, &rewritten);
+        rewrite_test_kernels(&runtime, &rewritten);
+        println!("cargo:rerun-if-changed={}", manifest.join("build").display());
         println!("cargo:rerun-if-changed={}", kernels.display());
         println!("cargo:rerun-if-changed={}", runtime.display());
         println!("cargo:rerun-if-env-changed=GEMV_EMU_SANITIZE");
@@ -38,13 +95,23 @@ mod emulator {
             .std("c++17")
             .opt_level(2)
             .define("GEMV_EMULATOR", None)
-            .include(&kernels)
+            .include(&rewritten)
             .include(&runtime)
             .flag_if_supported("-Wno-unknown-pragmas")
             .flag_if_supported("-Wno-unused-parameter")
             .files(
-                ["kernels.cpp", "kernels_sm89.cpp", "fibers.cpp", "launch.cpp", "warp.cpp", "memory_checks.cpp"]
-                    .map(|file| runtime.join(file)),
+                [
+                    "kernels.cpp",
+                    "kernels_sm89.cpp",
+                    "fibers.cpp",
+                    "launch.cpp",
+                    "warp.cpp",
+                    "memory_checks.cpp",
+                    "ptx_parse.cpp",
+                    "ptx_exec.cpp",
+                    "ptx_check.cpp",
+                ]
+                .map(|file| runtime.join(file)),
             );
         // Only explicit fused multiply-adds (`__fmaf_rn`) may fuse, as on the GPU where the PTX is
         // built with -fmad=false; with the host's FMA instruction they compile inline instead of

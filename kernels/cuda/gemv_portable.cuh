@@ -83,6 +83,19 @@ __device__ __forceinline__ void gemv_poison(T&) {}
 
 __device__ __forceinline__ void gemv_note_fallback() {}
 
+template <class V, class T, int N>
+__device__ __forceinline__ V shared_load(const GemvShared<T, N>& array, int index) {
+    return reinterpret_cast<const V*>(array.data)[index];
+}
+
+template <class V, class T, int N>
+__device__ __forceinline__ void shared_store(GemvShared<T, N>& array, int index, V value) {
+    reinterpret_cast<V*>(array.data)[index] = value;
+}
+#endif
+
+// ---- Inline-PTX primitives: the same text for nvcc and for the emulator, whose executor runs it.
+
 // A hint to bring the cache line holding `p` into L2 (the memory it names must be a launch input).
 __device__ __forceinline__ void gemv_prefetch_l2(const void* p) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
@@ -153,17 +166,6 @@ __device__ __forceinline__ void gemv_mma_bf16_16816(float (&d)[4], const gemv_u3
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
           "f"(c[3]));
 }
-
-template <class V, class T, int N>
-__device__ __forceinline__ V shared_load(const GemvShared<T, N>& array, int index) {
-    return reinterpret_cast<const V*>(array.data)[index];
-}
-
-template <class V, class T, int N>
-__device__ __forceinline__ void shared_store(GemvShared<T, N>& array, int index, V value) {
-    reinterpret_cast<V*>(array.data)[index] = value;
-}
-#endif
 
 // `cargo xtask sass` compiles a kernel source a second time with GEMV_SASS_COMMON_PATH to count
 // the instructions of its common path (aligned buffers, whole passes or chunks, every token

@@ -14,6 +14,21 @@ __global__ void probe(const float* in, unsigned* out) {
   out[5] = __float_as_uint(__fmul_rn(payload, one));
   out[6] = __half_as_ushort(__float2half_rn(payload));
   out[7] = __bfloat16_as_ushort(__float2bfloat16_rn(payload));
+  // The emulator's PTX executor's models: cvt.f32.f16 of an f16 NaN with a payload, and an
+  // mma.sync whose product is 0 x infinity.
+  const unsigned short half_nan = 0xFE01u;  // negative, payload bit 0 set
+  float widened;
+  asm("{ .reg .f16 h; mov.b16 h, %1; cvt.f32.f16 %0, h; }" : "=f"(widened) : "h"(half_nan));
+  out[8] = __float_as_uint(widened);
+  const unsigned a[4] = {0x7F80u, 0u, 0u, 0u}, b[2] = {0u, 0u};  // A[0][0] = inf, B = 0
+  float d[4];
+  const float c[4] = {zero, zero, zero, zero};
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%11,%12,%13};"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
+        "f"(c[3]));
+  out[9] = __float_as_uint(d[0]);
 }
 
 int main() {
@@ -22,16 +37,18 @@ int main() {
   std::memcpy(&in[3], &payload_bits, 4);
   float* din;
   unsigned* dout;
-  unsigned out[8] = {0};
+  unsigned out[10] = {0};
   if (cudaMalloc(&din, sizeof in) || cudaMalloc(&dout, sizeof out)) { std::puts("cudaMalloc failed"); return 2; }
   cudaMemcpy(din, in, sizeof in, cudaMemcpyHostToDevice);
-  probe<<<1, 1>>>(din, dout);
+  probe<<<1, 32>>>(din, dout);  // a full warp: the mma is a warp collective
   if (cudaMemcpy(out, dout, sizeof out, cudaMemcpyDeviceToHost)) { std::puts("kernel failed"); return 2; }
-  const char* what[8] = {"fma(inf, 1, -inf)", "fma(NaN 0xFFC00001, 1, 0)", "add(inf, -inf)", "add(NaN 0xFFC00001, 1)",
-                         "mul(inf, 0)", "mul(NaN 0xFFC00001, 1)", "f32 NaN 0xFFC00001 to f16", "f32 NaN 0xFFC00001 to bf16"};
-  const unsigned expected[8] = {0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFu, 0x7FFFu};
+  const char* what[10] = {"fma(inf, 1, -inf)", "fma(NaN 0xFFC00001, 1, 0)", "add(inf, -inf)", "add(NaN 0xFFC00001, 1)",
+                          "mul(inf, 0)", "mul(NaN 0xFFC00001, 1)", "f32 NaN 0xFFC00001 to f16", "f32 NaN 0xFFC00001 to bf16",
+                          "cvt.f32.f16 of NaN 0xFE01", "mma.sync bf16, inf x 0"};
+  const unsigned expected[10] = {0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu,
+                                 0x7FFFFFFFu, 0x7FFFu,      0x7FFFu,      0x7FFFFFFFu, 0x7FFFFFFFu};
   int differ = 0;
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < 10; ++i) {
     std::printf("%-28s 0x%08X (expected 0x%08X)%s\n", what[i], out[i], expected[i], out[i] == expected[i] ? "" : "  DIFFERS");
     differ += out[i] != expected[i];
   }

@@ -23,6 +23,12 @@ pub use error::CudaError;
 #[cfg(feature = "emulator")]
 mod emulator;
 
+// The emulator build's asm rewriter (build.rs runs it), compiled here for its unit tests.
+#[cfg(test)]
+#[path = "../build/asm_rewrite.rs"]
+#[allow(dead_code)]
+mod asm_rewrite;
+
 #[cfg(feature = "emulator")]
 pub use emulator::{
     AccessWidths, CudaEmulator, DEFAULT_EMULATED_CAPABILITY, EMULATOR_SANITIZERS, GlobalAccesses, HostLaunch,

@@ -47,6 +47,7 @@ pub struct EmuCounts {
 unsafe extern "C" {
     pub fn gemv_emu_find(name: *const c_char) -> *const EmuKernel;
     pub fn gemv_emu_launch_bound(kernel: *const EmuKernel) -> c_uint;
+    pub fn gemv_emu_check_asm(error: *mut c_char, error_len: usize) -> c_int;
     pub fn gemv_emu_launch(
         kernel: *const EmuKernel,
         grid_x: c_uint,

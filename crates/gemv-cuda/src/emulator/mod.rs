@@ -168,6 +168,23 @@ impl CudaEmulator {
         find(name).map(|kernel| unsafe { ffi::gemv_emu_launch_bound(kernel) })
     }
 
+    /// Parses every inline-PTX statement of the kernel sources with the emulator's PTX executor
+    /// (which runs them when a kernel executes) and returns how many there are, or the
+    /// statements it cannot run, each with its file, line and reason.
+    pub fn check_inline_ptx() -> std::result::Result<usize, String> {
+        let mut error = vec![0u8; 16 * 1024];
+        // SAFETY: `error` is writable for its whole length, which is passed with it; the function
+        // writes a NUL-terminated message into it and reads nothing else of ours.
+        let count = unsafe { ffi::gemv_emu_check_asm(error.as_mut_ptr().cast(), error.len()) };
+        match usize::try_from(count) {
+            Ok(count) => Ok(count),
+            Err(_) => {
+                let end = error.iter().position(|&b| b == 0).unwrap_or(error.len());
+                Err(String::from_utf8_lossy(&error[..end]).into_owned())
+            }
+        }
+    }
+
     /// Runs `launch` on host slices: exactly those slices are the memory the kernel may touch.
     /// Faults (out-of-bounds, misaligned or read-only-path violations, shared-memory races and
     /// bounds, divergent barriers, shuffle disagreements, deadlock, launch bounds) come back as

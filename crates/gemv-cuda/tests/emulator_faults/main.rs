@@ -6,6 +6,7 @@
 //! `primitives` and `tensor_core` check the emulated intrinsics (half and bf16 arithmetic, byte
 //! permutes, conversions, mma) against independent references.
 
+mod asm;
 mod harness;
 mod primitives;
 mod tensor_core;

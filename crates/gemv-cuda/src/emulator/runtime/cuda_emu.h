@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "ptx_exec.h"
+
 #define __global__
 #define __device__
 #define __host__
@@ -78,6 +80,8 @@ void note_fallback();
 
 // A primitive used in a way the emulator does not model: reported as a fault.
 [[noreturn]] void unsupported(const char* what);
+// A test kernel's own check failed (the emulator's tests only): reported as a fault.
+[[noreturn]] void test_failure(const char* what);
 
 // Shared memory: the block's allocation for the declaration `tag` (created, poisoned, on the
 // first execution in a block), and the check of one access to it.
@@ -150,20 +154,21 @@ inline void gemv_note_fallback() {
     emu::note_fallback();
 }
 
-// A prefetch fetches nothing here, but its address must lie in a launch input, as a read's would.
-inline void gemv_prefetch_l2(const void* p) {
-    emu::check_access(p, 1, 1, emu::Access::Prefetch);
-}
-
 inline int __syncthreads_or(int predicate) {
     return emu::sync_threads_or(predicate);
 }
 
-// ---- Bit and half-precision primitives (PTX semantics) --------------------------------------
+// ---- The inline-PTX primitives' C++ oracles --------------------------------------------------
+//
+// The kernels' asm statements run on the PTX executor (ptx_exec.h); these C++ functions compute
+// what each wrapper of gemv_portable.cuh must return, and the emulator's tests hold the executor
+// to them (emu_test_asm_oracle in test_kernels.cu). They never stand in for the asm.
 
+namespace emu {
+namespace oracle {
 // prmt.b32 in its default mode: result byte i is byte (nibble i & 7) of {a, b}, or, where the
 // selector nibble has bit 3 set, that byte's sign bit replicated (0x00 or 0xFF).
-inline gemv_u32 gemv_prmt(gemv_u32 a, gemv_u32 b, gemv_u32 selector) {
+inline gemv_u32 prmt(gemv_u32 a, gemv_u32 b, gemv_u32 selector) {
     const gemv_u64 bytes = (gemv_u64)a | ((gemv_u64)b << 32);
     gemv_u32 d = 0;
     for (int i = 0; i < 4; ++i) {
@@ -174,8 +179,7 @@ inline gemv_u32 gemv_prmt(gemv_u32 a, gemv_u32 b, gemv_u32 selector) {
     }
     return d;
 }
-
-namespace emu {
+}  // namespace oracle
 
 // IEEE binary16 bits to f32, exactly (subnormals, infinities and NaN included).
 inline float half_to_float_slow(gemv_u32 h) {
@@ -220,17 +224,16 @@ inline gemv_u32 float_to_half(float f) {
     return sign | h;
 }
 
-}  // namespace emu
-
 // mul.rn.f16x2: the product of two f16 values is exact in f32 (at most 22 significant bits), so
 // rounding it once to f16 is the correctly rounded f16 product.
-inline gemv_u32 gemv_hmul2(gemv_u32 a, gemv_u32 b) {
+namespace oracle {
+inline gemv_u32 hmul2(gemv_u32 a, gemv_u32 b) {
     const gemv_u32 lo = emu::float_to_half(emu::half_to_float(a & 0xFFFFu) * emu::half_to_float(b & 0xFFFFu));
     const gemv_u32 hi = emu::float_to_half(emu::half_to_float(a >> 16) * emu::half_to_float(b >> 16));
     return lo | (hi << 16);
 }
+}  // namespace oracle
 
-namespace emu {
 // An E4M3 "fn" code (bias 7, subnormals m * 2^-9, 0x7F/0xFF NaN) as binary16, exactly.
 inline gemv_u32 e4m3_to_half(gemv_u32 code) {
     const gemv_u32 magnitude = code & 0x7Fu;
@@ -243,28 +246,31 @@ inline gemv_u32 e4m3_to_half(gemv_u32 code) {
         exponent == 0 ? (float)mantissa * 0x1p-9f : __uint_as_float(((exponent + 120u) << 23) | (mantissa << 20));
     return ((code & 0x80u) << 8) | emu::float_to_half(value);
 }
-}  // namespace emu
 
+namespace oracle {
 // cvt.rn.f16x2.e4m3x2 on the low 16 bits: the low code to the low half.
-inline gemv_u32 gemv_e4m3x2_to_f16x2(gemv_u32 codes) {
+inline gemv_u32 e4m3x2_to_f16x2(gemv_u32 codes) {
     return emu::e4m3_to_half(codes & 0xFFu) | (emu::e4m3_to_half((codes >> 8) & 0xFFu) << 16);
 }
 
-inline gemv_u32 gemv_hmul2_by_lo(gemv_u32 a, gemv_u32 b) {
-    return gemv_hmul2(a, (b & 0xFFFFu) * 0x10001u);
+inline gemv_u32 hmul2_by_lo(gemv_u32 a, gemv_u32 b) {
+    return hmul2(a, (b & 0xFFFFu) * 0x10001u);
 }
-inline gemv_u32 gemv_hmul2_by_hi(gemv_u32 a, gemv_u32 b) {
-    return gemv_hmul2(a, (b >> 16) * 0x10001u);
-}
-
-inline float gemv_half_lo(gemv_u32 pair) {
-    return emu::half_to_float(pair & 0xFFFFu);
-}
-inline float gemv_half_hi(gemv_u32 pair) {
-    return emu::half_to_float(pair >> 16);
+inline gemv_u32 hmul2_by_hi(gemv_u32 a, gemv_u32 b) {
+    return hmul2(a, (b >> 16) * 0x10001u);
 }
 
-namespace emu {
+// cvt.f32.f16, exact; a NaN becomes the GPU's one f32 NaN.
+inline float half_lo(gemv_u32 pair) {
+    const float f = emu::half_to_float(pair & 0xFFFFu);
+    return f != f ? __uint_as_float(0x7FFFFFFFu) : f;
+}
+inline float half_hi(gemv_u32 pair) {
+    const float f = emu::half_to_float(pair >> 16);
+    return f != f ? __uint_as_float(0x7FFFFFFFu) : f;
+}
+}  // namespace oracle
+
 
 // bf16 bits to f32 (exact: a bf16 is the high half of an f32).
 inline float bf16_to_float(gemv_u32 b) {
@@ -286,11 +292,10 @@ inline gemv_u32 double_to_bf16(double v) {
     return sign | (__float_as_uint((float)rounded) >> 16);  // exact: at most 8 significant bits
 }
 
-}  // namespace emu
-
+namespace oracle {
 // fma.rn.bf16x2 with a -0.0 addend: two bf16 products, each rounded to nearest even once
 // (subnormals kept; a NaN result is the canonical 0x7FFF).
-inline gemv_u32 gemv_bf16x2_mul(gemv_u32 a, gemv_u32 b) {
+inline gemv_u32 bf16x2_mul(gemv_u32 a, gemv_u32 b) {
     const double lo = (double)emu::bf16_to_float(a) * (double)emu::bf16_to_float(b);        // exact
     const double hi = (double)emu::bf16_to_float(a >> 16) * (double)emu::bf16_to_float(b >> 16);  // exact
     return emu::double_to_bf16(lo) | (emu::double_to_bf16(hi) << 16);
@@ -305,8 +310,7 @@ inline gemv_u32 gemv_bf16x2_mul(gemv_u32 a, gemv_u32 b) {
 // The accumulation model (docs/emulator.md): each output starts from its C element and adds the
 // 16 products in k order 0..15, each by one fused multiply-add (one rounding per step). A tensor
 // core may sum in another order and round differently; the fast family's bound allows for any.
-inline void gemv_mma_bf16_16816(float (&d)[4], const gemv_u32 (&a)[4], const gemv_u32 (&b)[2],
-                                const float (&c)[4]) {
+inline void mma_bf16_16816(float (&d)[4], const gemv_u32 (&a)[4], const gemv_u32 (&b)[2], const float (&c)[4]) {
     const unsigned mine[emu::kMmaWords] = {a[0], a[1], a[2], a[3], b[0], b[1]};
     unsigned all[32][emu::kMmaWords];
     emu::mma_exchange(mine, all);
@@ -324,10 +328,12 @@ inline void gemv_mma_bf16_16816(float (&d)[4], const gemv_u32 (&a)[4], const gem
         const unsigned row = g + (e >= 2 ? 8u : 0u);
         const unsigned column = 2 * t + e % 2;
         float sum = c[e];
-        for (unsigned k = 0; k < 16; ++k) sum = std::fma(a_at(row, k), b_at(k, column), sum);
+        for (unsigned k = 0; k < 16; ++k) sum = __fmaf_rn(a_at(row, k), b_at(k, column), sum);
         d[e] = sum;
     }
 }
+}  // namespace oracle
+}  // namespace emu
 
 // ---- Shared memory --------------------------------------------------------------------------
 

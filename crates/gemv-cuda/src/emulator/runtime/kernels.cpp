@@ -3,15 +3,18 @@
 
 #include <cstring>
 
-#include "w4a16_fast.cu"
-#include "w4a16_gemv.cu"
-#include "test_kernels.cu"
+// Angle brackets: the build's copies, their inline PTX rewritten into executor calls, come first
+// on the include path; a quoted include would find this folder's own test sources first.
+#include <w4a16_fast.cu>
+#include <w4a16_gemv.cu>
+#include <test_kernels.cu>
+#include <test_asm_kernels.cu>
 
 namespace {
 
 #define GEMV_EMU_ENTRY(name, ...) {#name, &name, emu_launch_bound_##name},
 const EmuKernel kKernels[] = {GEMV_KERNELS(GEMV_EMU_ENTRY) GEMV_FAST_KERNELS(GEMV_EMU_ENTRY)
-                                  GEMV_TEST_KERNELS(GEMV_EMU_ENTRY)};
+                                  GEMV_TEST_KERNELS(GEMV_EMU_ENTRY) GEMV_ASM_TEST_KERNELS(GEMV_EMU_ENTRY)};
 
 }  // namespace
 

@@ -73,6 +73,10 @@ void unsupported(const char* what) {
     fault("unsupported by the emulator: %s", what);
 }
 
+void test_failure(const char* what) {
+    fault("test kernel check failed: %s", what);
+}
+
 }  // namespace emu
 
 extern "C" unsigned gemv_emu_launch_bound(const EmuKernel* kernel) {
