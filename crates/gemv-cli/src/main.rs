@@ -152,7 +152,9 @@ enum Command {
         output: std::path::PathBuf,
         /// Comma-separated tensors to quantize (default: every 2-D float tensor whose second
         /// dimension is a multiple of 16, except the output head and embeddings, `*lm_head*` and
-        /// `*embed*`, and what --exclude names).
+        /// `*embed*`, and what --exclude names; each linear layer left unquantized is named with
+        /// its reason and listed as unquantized in the serving configs). An input that already
+        /// holds NVFP4 tensors is refused unless this names what to quantize.
         #[arg(long, value_delimiter = ',')]
         names: Vec<String>,
         /// Leave tensors matching this pattern unquantized (`*` matches any run of characters;

@@ -281,3 +281,83 @@ fn a_sharded_checkpoint_quantizes_into_matching_shards_with_an_index() {
     assert_eq!(code, 2, "{stderr}");
     assert!(!fresh.exists(), "nothing created for a refused run");
 }
+
+/// Every 2-D `*.weight` of a quantized output either has its NVFP4 tensors (U8 with an F8_E4M3
+/// `_scale` and an F32 `_scale_2`) or is listed in `hf_quant_config.json`'s `exclude_modules`, so
+/// an engine loading the output never expects NVFP4 tensors for a layer that is float.
+fn assert_config_matches_tensors(output: &Path, config: &Path) {
+    let (header, _) = read_y(output);
+    let header: serde_json::Value = serde_json::from_str(&header).expect("JSON header");
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(config).expect("config written")).expect("JSON config");
+    let excluded: Vec<&str> = config["quantization"]["exclude_modules"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|m| m.as_str().expect("a module name"))
+        .collect();
+    let tensors = header.as_object().expect("a header object");
+    for (name, tensor) in tensors {
+        let Some(module) = name.strip_suffix(".weight") else { continue };
+        let quantized = tensor["dtype"] == "U8"
+            && tensors.get(&format!("{name}_scale")).is_some_and(|s| s["dtype"] == "F8_E4M3")
+            && tensors.get(&format!("{name}_scale_2")).is_some_and(|s| s["dtype"] == "F32");
+        let is_linear = tensor["shape"].as_array().is_some_and(|s| s.len() == 2);
+        if is_linear && !quantized {
+            assert!(excluded.contains(&module), "{name} is {} but not excluded: {excluded:?}", tensor["dtype"]);
+        }
+        if quantized {
+            assert!(!excluded.contains(&module), "{name} is NVFP4 but excluded");
+        }
+    }
+}
+
+#[test]
+fn layers_left_unquantized_are_named_with_their_reason_and_excluded_in_the_config() {
+    let dir = Dir::new("odd-shapes");
+    let model = dir.path("model.safetensors");
+    let odd_k = 1000;
+    let odd: Vec<f32> = (0..N * odd_k).map(|i| ((i % 13) as f32 - 6.0) / 8.0).collect();
+    write_safetensors(
+        &model,
+        &[
+            ("model.layers.0.mlp.up_proj.weight", "F32", vec![N, K], f32_bytes(&weights())),
+            ("model.layers.0.mlp.gate_proj.weight", "F32", vec![N, odd_k], f32_bytes(&odd)),
+            ("model.layers.0.input_layernorm.weight", "F32", vec![2], f32_bytes(&[1.0, 2.0])),
+            ("lm_head.weight", "F32", vec![N, K], f32_bytes(&weights())),
+        ],
+    );
+    let out = dir.path("nvfp4.safetensors");
+    let (code, stderr) =
+        gemv(&["quantize", "--input", model.to_str().unwrap(), "--output", out.to_str().unwrap(), "--hf-quant-config"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("(1 tensor quantized, 3 copied, 2 left unquantized)"), "{stderr}");
+    assert!(
+        stderr.contains(
+            "left unquantized: model.layers.0.mlp.gate_proj.weight (K = 1000 is not a positive multiple of 16)"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("left unquantized: lm_head.weight (matches *lm_head*)"), "{stderr}");
+    assert_config_matches_tensors(&out, &dir.path("hf_quant_config.json"));
+
+    // Quantizing the output again is refused in one line, before any work ...
+    let again = dir.path("again.safetensors");
+    let (code, stderr) = gemv(&["quantize", "--input", out.to_str().unwrap(), "--output", again.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("already holds NVFP4 tensors (model.layers.0.mlp.up_proj.weight with"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(!again.exists());
+    // ... unless the tensors to quantize are named.
+    let (code, stderr) = gemv(&[
+        "quantize",
+        "--input",
+        out.to_str().unwrap(),
+        "--output",
+        again.to_str().unwrap(),
+        "--names",
+        "lm_head.weight",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("quantized lm_head.weight [24, 48] F32 -> NVFP4"), "{stderr}");
+}

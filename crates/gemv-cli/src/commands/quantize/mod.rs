@@ -30,7 +30,7 @@ use crate::error::CliError;
 use crate::mapped::MappedCheckpoint;
 use crate::safetensors::StreamedFile;
 use model_files::{HF_QUANT_CONFIG, model_files, read_model_config, serving_configs};
-use selection::{Planned, fused_group, select};
+use selection::{LeftOut, Planned, already_quantized, fused_group, select};
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
@@ -101,7 +101,7 @@ struct Job<'a> {
     copies: Vec<(String, PathBuf, u64)>,
     index: String,
     copied_names: Vec<&'a str>,
-    left_out: Vec<String>,
+    left_out: Vec<LeftOut>,
 }
 
 /// The output files: one, or one shard per input file. Each holds its quantized tensors' three
@@ -133,7 +133,7 @@ fn prepare<'a>(
     options: &QuantizeOptions,
     input: &'a MappedCheckpoint,
     planned: &'a [Planned],
-    left_out: Vec<String>,
+    left_out: Vec<LeftOut>,
     destination: Destination,
 ) -> Result<Job<'a>, CliError> {
     let path = &options.input;
@@ -154,7 +154,11 @@ fn prepare<'a>(
         .iter()
         .map(|t| StreamedFile::new(&t.path, t.metadata.as_ref(), &t.layouts()))
         .collect::<Result<_, _>>()?;
-    let configs = if write_hf_config { serving_configs(model_config.as_ref(), &left_out) } else { Vec::new() };
+    let configs = if write_hf_config {
+        serving_configs(model_config.as_ref(), left_out.iter().map(|l| l.name.as_str()))
+    } else {
+        Vec::new()
+    };
     let index = index_text(&targets);
     let needed = files.iter().map(StreamedFile::len).chain(copies.iter().map(|c| c.2)).try_fold(0u64, u64::checked_add);
     let small = (index.len() + configs.iter().map(|c| c.1.len()).sum::<usize>()) as u64;
@@ -236,16 +240,19 @@ fn summary(job: &Job, output: &std::path::Path, globals: &[f32]) -> Vec<String> 
     }
     let left_out = &job.left_out;
     lines.push(format!(
-        "wrote {}{} ({} tensors quantized, {} copied{})",
+        "wrote {}{} ({} quantized, {} copied, {} left unquantized)",
         output.display(),
         match &job.destination {
             Destination::File(_) => String::new(),
             Destination::Directory(_) => format!(": {} and {INDEX}", counted(job.targets.len(), "shard")),
         },
-        planned.count(),
+        counted(planned.count(), "tensor"),
         job.copied_names.len(),
-        if left_out.is_empty() { String::new() } else { format!(", left unquantized: {}", left_out.join(", ")) }
+        left_out.len(),
     ));
+    for LeftOut { name, reason } in left_out {
+        lines.push(format!("left unquantized: {name} ({reason})"));
+    }
     let config_dir = match &job.destination {
         Destination::File(file) => crate::atomic_output::parent_of(file).to_path_buf(),
         Destination::Directory(dir) => dir.clone(),
@@ -272,6 +279,16 @@ pub fn run(options: &QuantizeOptions) -> Result<Vec<String>, CliError> {
     };
     check_options(options, &destination)?;
     let input = MappedCheckpoint::open(&options.input)?;
+    if options.names.is_empty()
+        && let Some(name) = already_quantized(&input)
+    {
+        let reason = format!(
+            "{} already holds NVFP4 tensors ({name} with {name}_scale): quantizing it again would only copy them; \
+             name the float tensors to quantize with --names",
+            options.input.display()
+        );
+        return Err(CliError::BadArgument { argument: "--input", reason });
+    }
     let (planned, left_out) = select(&input, &options.names, &options.exclude)?;
     let job = prepare(options, &input, &planned, left_out, destination)?;
     let group_amax = if options.shared_scales { group_amaxes(&input, &planned)? } else { GroupAmax::new() };

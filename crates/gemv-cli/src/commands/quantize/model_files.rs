@@ -58,11 +58,11 @@ pub fn model_files(input: &Path) -> Result<Vec<(String, PathBuf, u64)>, CliError
 /// `hf_quant_config.json` (ModelOpt's file: weight-only NVFP4, `W4A16_NVFP4`, the modules left
 /// unquantized) and, given the model's config, `config.json` with the `quantization_config`
 /// ModelOpt's export derives from it (compressed-tensors' layout, `quant_method: modelopt`).
-pub fn serving_configs(
+pub fn serving_configs<'a>(
     model_config: Option<&serde_json::Map<String, serde_json::Value>>,
-    left_out: &[String],
+    left_out: impl Iterator<Item = &'a str>,
 ) -> Vec<(&'static str, String)> {
-    let modules: Vec<&str> = left_out.iter().map(|n| n.strip_suffix(".weight").unwrap_or(n)).collect();
+    let modules: Vec<&str> = left_out.map(|n| n.strip_suffix(".weight").unwrap_or(n)).collect();
     let producer = serde_json::json!({"name": "gemv", "version": env!("CARGO_PKG_VERSION")});
     let hf_quant_config = serde_json::json!({
         "producer": producer,

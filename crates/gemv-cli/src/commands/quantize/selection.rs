@@ -66,25 +66,49 @@ impl Planned {
 /// About how many input bytes are in memory at once (as f32, four times as many for BF16).
 pub const PIECE_BYTES: usize = 16 << 20;
 
-/// The tensors to quantize, each validated before any work, and the candidates left out by
-/// the patterns (for the serving configs' list of unquantized modules).
+/// A linear layer's weight the default selection leaves unquantized, and why. Each one is listed
+/// in the serving configs' unquantized modules, so an engine expects its float tensor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeftOut {
+    /// The tensor's name.
+    pub name: String,
+    /// Why it stays unquantized, e.g. "matches *lm_head*".
+    pub reason: String,
+}
+
+/// The tensors to quantize, each validated before any work, and the linear layers' weights left
+/// unquantized with their reasons (for the summary and the serving configs): those a pattern
+/// excludes, and, by default, every 2-D float `*.weight` whose K is not a positive multiple of
+/// 16 (NVFP4's group), which is copied as it is.
 pub fn select(
     input: &MappedCheckpoint,
     names: &[String],
     exclude: &[String],
-) -> Result<(Vec<Planned>, Vec<String>), CliError> {
+) -> Result<(Vec<Planned>, Vec<LeftOut>), CliError> {
     let float = |dtype: &str| matches!(dtype, "BF16" | "F16" | "F32");
-    let quantizable = |name: &str| {
-        input.layout(name).is_some_and(|t| {
-            float(&t.dtype) && t.shape.len() == 2 && t.shape[1] % 16 == 0 && t.shape[0] > 0 && t.shape[1] > 0
-        })
-    };
+    let two_d_float =
+        |name: &str| input.layout(name).is_some_and(|t| float(&t.dtype) && t.shape.len() == 2 && t.shape[0] > 0);
+    let quantizable =
+        |name: &str| two_d_float(name) && input.layout(name).is_some_and(|t| t.shape[1] > 0 && t.shape[1] % 16 == 0);
     let patterns: Vec<String> = DEFAULT_EXCLUDES.iter().map(|p| p.to_string()).chain(exclude.to_vec()).collect();
-    let (selected, left_out): (Vec<String>, Vec<String>) = if names.is_empty() {
-        let candidates: Vec<String> = input.names().filter(|name| quantizable(name)).map(String::from).collect();
-        candidates.into_iter().partition(|name| !patterns.iter().any(|p| matches(p, name)))
+    let mut left_out = Vec::new();
+    let selected: Vec<String> = if names.is_empty() {
+        let mut selected = Vec::new();
+        for name in input.names() {
+            if quantizable(name) {
+                match patterns.iter().find(|p| matches(p, name)) {
+                    Some(pattern) => left_out.push(LeftOut { name: name.into(), reason: format!("matches {pattern}") }),
+                    None => selected.push(name.to_string()),
+                }
+            } else if two_d_float(name) && name.ends_with(".weight") {
+                let k = input.layout(name).map_or(0, |t| t.shape[1]);
+                let reason = format!("K = {k} is not a positive multiple of {}", gemv_core::GROUP_SIZE);
+                left_out.push(LeftOut { name: name.into(), reason });
+            }
+        }
+        selected
     } else {
-        (names.to_vec(), Vec::new())
+        names.to_vec()
     };
 
     // Validate every selected tensor before any work.
@@ -119,6 +143,16 @@ pub fn select(
     }
 
     Ok((planned, left_out))
+}
+
+/// The first tensor of an input that is already NVFP4 (a U8 tensor with an F8_E4M3 `_scale`
+/// beside it), if any.
+pub fn already_quantized(input: &MappedCheckpoint) -> Option<String> {
+    input.names().find_map(|name| {
+        let scale = input.layout(&format!("{name}_scale"))?;
+        let packed = input.layout(name)?;
+        (packed.dtype == "U8" && scale.dtype == "F8_E4M3").then(|| name.to_string())
+    })
 }
 
 #[cfg(test)]
