@@ -158,6 +158,19 @@ pub fn locate_weights(file: &MappedCheckpoint, name: &str, expert: Option<usize>
     let (layout, packed_name, scale_name, global_name) = layer_names(file, name);
     let packed = header(file, &packed_name, "the packed E2M1 weights, U8 [N, K/2]")?;
     let path = file.file_of(&packed_name);
+    if let Ok(dtype @ (Dtype::Bf16 | Dtype::F16 | Dtype::F32)) = packed.dtype {
+        return Err(CliError::BadTensor {
+            path: path.to_path_buf(),
+            name: packed_name.clone(),
+            expected: format!(
+                "U8 [N, K/2] (packed E2M1 pairs); this layer is still {}: quantize the checkpoint to NVFP4 first \
+                 (`gemv quantize --input {} --output nvfp4.safetensors`)",
+                dtype.name(),
+                file.path().display()
+            ),
+            found: format!("{} {:?}", dtype.name(), packed.shape),
+        });
+    }
     expect(path, &packed_name, &packed, &[Dtype::U8], None, "U8 [N, K/2] (packed E2M1 pairs)")?;
     let bad_packed = |expected: &str| CliError::BadTensor {
         path: path.to_path_buf(),
@@ -242,6 +255,11 @@ pub struct ActivationsLocation {
 }
 
 impl ActivationsLocation {
+    /// X's dtype in the file (BF16, F16 or F32).
+    pub fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+
     /// Rows `rows` of X as bf16 bits (BF16 as stored; F16 and F32 rounded to bf16, RNE).
     pub fn rows(&self, file: &MappedCheckpoint, rows: std::ops::Range<usize>) -> Result<Vec<u16>, CliError> {
         let width = match self.dtype {

@@ -116,7 +116,8 @@ enum Command {
         #[arg(long)]
         name: String,
         /// safetensors file with X: BF16, F16 or F32, shaped `[K]`, `[M, K]` or `[..., K]` (leading
-        /// dimensions are flattened into M; Y keeps them, with N in place of K).
+        /// dimensions are flattened into M; Y keeps them, with N in place of K). F16 and F32 are
+        /// rounded to BF16 (to nearest even), the kernels' input type, and a note says so.
         #[arg(long)]
         input: std::path::PathBuf,
         /// Name of X in the input file (default: `x`, or the file's only tensor).
@@ -181,8 +182,9 @@ enum Command {
     /// contract, within the f64 bound, guards, odd shapes, bad input. Exits 1 if any case fails.
     #[command(after_help = EXIT_STATUS)]
     Check {
-        /// Backend to prove.
-        #[arg(long, value_enum, default_value = "host")]
+        /// Backend to prove (default: auto, the one `run` and `bench` pick: a GPU if there is one,
+        /// else the CPU backend).
+        #[arg(long, value_enum, default_value = "auto")]
         backend: BackendChoice,
         /// Only these gates (1..=11; repeatable), in the order given. Default: all, in order. Gates
         /// 10 and 11 check the fast (tensor-core) family and say n/a where the backend lacks it.

@@ -34,6 +34,19 @@ fn check_lists_every_case_on_request() {
 }
 
 #[test]
+fn check_proves_the_backend_run_and_bench_pick_by_default() {
+    // `auto` everywhere: a GPU where there is one, else the CPU backend; never the host oracle
+    // checked against itself.
+    let (code, stdout, stderr) = gemv(&["check", "--gate", "2"]);
+    assert_eq!(code, 0, "{stderr}");
+    let first = stdout.lines().next().unwrap_or_default();
+    assert!(first.starts_with("conformance on "), "{stdout}");
+    assert!(!first.starts_with("conformance on host"), "{stdout}");
+    let help = gemv(&["check", "--help"]).1;
+    assert!(help.contains("[default: auto]"), "{help}");
+}
+
+#[test]
 fn unknown_gate_is_a_usage_error() {
     let (code, _, stderr) = gemv(&["check", "--gate", "12"]);
     assert_eq!(code, 2);

@@ -32,6 +32,7 @@ fn quantize_then_run_matches_the_host_contract_for_any_m() {
         let args = run_args(&quantized, "layers.0.up", &x, y.to_str().unwrap());
         let (code, stderr) = gemv(&args.iter().map(String::as_str).collect::<Vec<_>>());
         assert_eq!(code, 0, "M = {m}: {stderr}");
+        assert!(!stderr.contains("note:"), "BF16 X needs no conversion: {stderr}");
         let (header, found) = read_y(&y);
         let header: serde_json::Value = serde_json::from_str(&header).expect("JSON header");
         assert_eq!(header["y"]["dtype"], "BF16", "{header}");

@@ -29,6 +29,7 @@ fn compressed_tensors_layout_inverts_the_global_scale() {
     let (code, stderr) = gemv(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("CompressedTensors"), "{stderr}");
+    assert!(stderr.contains("note: X is F32; it was rounded to BF16 (to nearest even)"), "{stderr}");
     let (_, found) = read_y(&y);
     let x_bits: Vec<u16> = activations(2).iter().map(|&v| f32_to_bf16(v)).collect();
     // The divisor, inverted, is not bit-identical to the multiplier in general: compare within
@@ -82,6 +83,8 @@ fn every_bad_input_is_a_clear_error_with_exit_code_2_and_no_output() {
             bf16_bytes(&activations(2))[..].iter().chain(&vec![0u8; 64]).copied().collect(),
         )],
     );
+    let unquantized = dir.path("unquantized.safetensors");
+    write_safetensors(&unquantized, &[("w.weight", "F32", vec![N, K], f32_bytes(&weights()))]);
     let x_scalar = dir.path("x_scalar.safetensors");
     write_safetensors(&x_scalar, &[("x", "F32", vec![], f32_bytes(&[1.0]))]);
     let x_int = dir.path("x_int.safetensors");
@@ -111,6 +114,7 @@ fn every_bad_input_is_a_clear_error_with_exit_code_2_and_no_output() {
         (run_args(&rank3, "w", &x_ok, &out_s), vec!["w.weight", "holds 2 experts: pick one with --expert"]),
         (run_args(&k_not_16, "w", &x_ok, &out_s), vec!["w.weight", "multiple of 16", "K = 24"]),
         (run_args(&weights_ok, "missing", &x_ok, &out_s), vec!["missing.weight", "no tensor"]),
+        (run_args(&unquantized, "w", &x_ok, &out_s), vec!["w.weight", "still F32", "`gemv quantize --input"]),
         (run_args(&weights_ok, "w", &x_wrong_k, &out_s), vec!["\"x\"", "[M, 48]", "[2, 64]"]),
         (run_args(&weights_ok, "w", &x_scalar, &out_s), vec!["\"x\"", "a scalar"]),
         (run_args(&weights_ok, "w", &x_int, &out_s), vec!["\"x\"", "found U8"]),

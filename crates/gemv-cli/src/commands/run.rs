@@ -5,7 +5,7 @@ use crate::backends::{BackendChoice, open};
 use crate::checkpoint::{expert_count, locate_activations, locate_weights};
 use crate::error::CliError;
 use crate::mapped::MappedCheckpoint;
-use crate::safetensors::TensorLayout;
+use crate::safetensors::{Dtype, TensorLayout};
 use gemv_backend::{DeviceKind, DeviceMatrix, GpuBackend, ResolvedTiers};
 use gemv_core::{KillSwitches, WIDEST_TIER};
 use std::io::Write;
@@ -142,9 +142,15 @@ pub fn run(options: &RunOptions) -> Result<String, CliError> {
     if let Err(error) = written {
         return Err(failure.into_inner().unwrap_or(error));
     }
+    let conversion = match x.dtype() {
+        Dtype::Bf16 => String::new(),
+        other => {
+            format!("\nnote: X is {}; it was rounded to BF16 (to nearest even), the kernels' input type", other.name())
+        }
+    };
     Ok(format!(
         "wrote {:?} BF16 {shape:?} to {} (X {:?}, M = {m}; {layout:?} weights {:?}{}, N = {n}, K = {k}, \
-         backend {})",
+         backend {}){conversion}",
         options.output_name,
         options.output.display(),
         x.name,
