@@ -39,6 +39,42 @@ pub fn available_disk(_directory: &Path) -> Option<u64> {
     None
 }
 
+/// Why nothing can be written in `directory`, if so: its filesystem is mounted read-only, or
+/// this user may not write there. Free space means nothing on such a filesystem, so this is
+/// asked first.
+#[cfg(target_os = "linux")]
+fn unwritable(directory: &Path) -> Option<&'static str> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(directory.as_os_str().as_bytes()).ok()?;
+    let mut stats = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: as in `available_disk`: a NUL-terminated path and a buffer statvfs fills, read only
+    // after success.
+    let read_only = unsafe {
+        libc::statvfs(path.as_ptr(), stats.as_mut_ptr()) == 0
+            && stats.assume_init().f_flag & libc::ST_RDONLY as libc::c_ulong != 0
+    };
+    // SAFETY: `path` is a NUL-terminated string that outlives the call; access reads only it.
+    let denied = unsafe { libc::access(path.as_ptr(), libc::W_OK) } != 0;
+    let error = denied.then(|| std::io::Error::last_os_error().raw_os_error()).flatten();
+    unwritable_reason(read_only, error)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn unwritable(_directory: &Path) -> Option<&'static str> {
+    None
+}
+
+/// The reason [`unwritable`] gives for a filesystem's read-only flag and `access(W_OK)`'s error.
+#[cfg(target_os = "linux")]
+fn unwritable_reason(read_only: bool, access_error: Option<i32>) -> Option<&'static str> {
+    match access_error {
+        _ if read_only => Some("is on a read-only filesystem"),
+        Some(libc::EROFS) => Some("is on a read-only filesystem"),
+        Some(libc::EACCES | libc::EPERM) => Some("is not writable by this user"),
+        _ => None,
+    }
+}
+
 /// Refuses `needed` bytes of memory for `what` when more than the available memory; `None` (a
 /// size past 64 bits) is refused too.
 pub fn check_memory(what: impl FnOnce() -> String, needed: Option<u64>) -> Result<(), CliError> {
@@ -70,6 +106,10 @@ pub fn check_disk(path: &Path, needed: Option<u64>) -> Result<(), CliError> {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
     };
+    if let Some(reason) = unwritable(directory) {
+        let reason = format!("cannot be written: its directory {} {reason}", directory.display());
+        return Err(CliError::BadOutput { path: path.to_path_buf(), reason });
+    }
     let available = available_disk(directory);
     match (needed, available) {
         (None, available) => Err(CliError::NotEnoughDisk {
@@ -102,5 +142,38 @@ mod tests {
             assert!(matches!(refused, Err(CliError::NotEnoughDisk { .. })), "{refused:?}");
         }
         assert!(check_disk(&dir.join("out"), Some(1)).is_ok());
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_read_only_or_forbidden_directory_is_named_as_such_not_as_lacking_space() {
+        assert_eq!(unwritable_reason(true, None), Some("is on a read-only filesystem"));
+        assert_eq!(unwritable_reason(false, Some(libc::EROFS)), Some("is on a read-only filesystem"));
+        assert_eq!(unwritable_reason(false, Some(libc::EACCES)), Some("is not writable by this user"));
+        assert_eq!(unwritable_reason(false, None), None);
+        assert_eq!(unwritable_reason(false, Some(libc::ENOENT)), None, "a missing directory is reported elsewhere");
+        // A directory this machine can write passes; one on a read-only mount, where the machine
+        // has one, is refused with that reason.
+        assert_eq!(unwritable(&std::env::temp_dir()), None);
+        if let Some(mount) = read_only_mount() {
+            let refused = check_disk(&mount.join("out.safetensors"), Some(1));
+            assert!(
+                matches!(&refused, Err(CliError::BadOutput { reason, .. }) if reason.contains("read-only filesystem")),
+                "{refused:?}"
+            );
+        } else {
+            eprintln!("skipped the read-only mount case: no read-only filesystem is mounted here");
+        }
+    }
+
+    /// A mount point /proc/mounts lists as read-only, if any.
+    #[cfg(target_os = "linux")]
+    fn read_only_mount() -> Option<std::path::PathBuf> {
+        let mounts = std::fs::read_to_string("/proc/mounts").ok()?;
+        mounts.lines().find_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (point, options) = (fields.get(1)?, fields.get(3)?);
+            options.split(',').any(|o| o == "ro").then(|| std::path::PathBuf::from(point))
+        })
     }
 }
