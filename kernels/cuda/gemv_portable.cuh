@@ -173,6 +173,9 @@ __device__ __forceinline__ void gemv_mma_bf16_16816(float (&d)[4], const gemv_u3
 // only what that path executes. Shipped PTX never defines it.
 #ifdef GEMV_SASS_COMMON_PATH
 #define GEMV_ON_COMMON_PATH(condition, common) (common)
+// The paths a constant condition rules out are unreachable there, on purpose (#128: "loop is not
+// reachable").
+#pragma nv_diag_suppress 128
 #else
 #define GEMV_ON_COMMON_PATH(condition, common) (condition)
 #endif
