@@ -42,6 +42,9 @@ pub fn finish() -> Result<(), String> {
         .map(|r| format!("{} for want of {}", counts.get(r.key()).map_or(0, Vec::len), r.describe()))
         .collect();
     eprintln!("xtask: tests skipped: {}", summary.join("; "));
+    for line in reasons(&text) {
+        eprintln!("xtask:   {line}");
+    }
     let Ok(expected) = std::env::var(EXPECTED) else { return Ok(()) };
     let declared: Vec<&str> = expected.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
     if let Some(unknown) = declared.iter().find(|key| Requirement::from_key(key).is_none()) {
@@ -58,5 +61,38 @@ pub fn finish() -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("skips that {EXPECTED}={expected:?} does not declare: {}", undeclared.join("; ")))
+    }
+}
+
+/// One line per distinct reason in the skip log (`key\ttest\treason` lines), most frequent first:
+/// how many tests skipped for it. A reason's case prefix (`case: reason`) is dropped, so the cases
+/// of one test that skip for one reason count together.
+fn reasons(log: &str) -> Vec<String> {
+    let mut by_reason: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for line in log.lines() {
+        let mut fields = line.splitn(3, '\t');
+        let (Some(key), Some(_), Some(reason)) = (fields.next(), fields.next(), fields.next()) else { continue };
+        let reason = reason.rsplit_once(": ").map_or(reason, |(_, why)| why);
+        *by_reason.entry((key, reason)).or_default() += 1;
+    }
+    let mut rows: Vec<((&str, &str), usize)> = by_reason.into_iter().collect();
+    rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    rows.into_iter().map(|((key, reason), n)| format!("{n} x {key}: {reason}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reasons;
+
+    #[test]
+    fn skips_are_counted_per_reason_without_their_case_prefix() {
+        let log = "cpu-feature\tpaths::a\tK=48 M=1: neon is an aarch64 path and this CPU is x86_64\n\
+                   cpu-feature\tpaths::a\tK=48 M=3: neon is an aarch64 path and this CPU is x86_64\n\
+                   cuda\tconf::g1\tbackend cuda is unavailable: no CUDA driver found\n\
+                   cpu-feature\tconf::neon\tbackend cpu is unavailable: neon is an aarch64 path and this CPU is x86_64\n";
+        assert_eq!(
+            reasons(log),
+            ["3 x cpu-feature: neon is an aarch64 path and this CPU is x86_64", "1 x cuda: no CUDA driver found"]
+        );
     }
 }

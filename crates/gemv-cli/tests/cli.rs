@@ -34,6 +34,23 @@ fn check_lists_every_case_on_request() {
 }
 
 #[test]
+fn each_gate_prints_once_on_a_terminal_and_with_its_time_in_a_log() {
+    let (code, _, stderr) = gemv(&["check", "--backend", "host", "--gate", "2"]);
+    assert_eq!(code, 0);
+    assert!(stderr.contains("gate 2 (batch8_rt2 = batch8)... 5 cases, 0 failed"), "a log keeps it: {stderr}");
+    // A terminal, through util-linux's `script` (a pseudo-terminal for stdout and stderr alike).
+    let command = format!("{} check --backend host --gate 2", env!("CARGO_BIN_EXE_gemv"));
+    let Ok(output) = Command::new("script").args(["-qec", &command, "/dev/null"]).output() else {
+        eprintln!("skipped the terminal case: no `script` command here to make a pseudo-terminal");
+        return;
+    };
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}");
+    assert!(text.contains("all 5 cases"), "the table row: {text}");
+    assert!(!text.contains("5 cases, 0 failed"), "the progress line is erased on a terminal: {text}");
+}
+
+#[test]
 fn check_proves_the_backend_run_and_bench_pick_by_default() {
     // `auto` everywhere: a GPU where there is one, else the CPU backend; never the host oracle
     // checked against itself.

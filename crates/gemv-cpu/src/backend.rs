@@ -84,11 +84,8 @@ impl CpuBackend {
     }
 
     fn forced(path: SimdPath, by: ForcedBy) -> Result<Self> {
-        if !path.is_supported() {
-            return Err(Error::Unavailable {
-                backend: NAME,
-                reason: format!("this CPU does not support the {} path", path.name()),
-            });
+        if let Some(reason) = path.unsupported_reason() {
+            return Err(Error::Unavailable { backend: NAME, reason });
         }
         Ok(Self::with_selection(PathSelection::Forced { path, by }))
     }

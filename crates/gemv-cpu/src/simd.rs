@@ -48,6 +48,28 @@ impl SimdPath {
         Self::ALL.into_iter().find(|path| path.name() == name)
     }
 
+    /// The architecture whose instructions the path uses (None: any).
+    pub fn architecture(self) -> Option<&'static str> {
+        match self {
+            SimdPath::Avx512Bf16 | SimdPath::Avx512 | SimdPath::Avx2 => Some("x86_64"),
+            SimdPath::Neon => Some("aarch64"),
+            SimdPath::Portable => None,
+        }
+    }
+
+    /// Why this CPU cannot run the path (None where it can): the path of another architecture,
+    /// or instructions this CPU lacks.
+    pub fn unsupported_reason(self) -> Option<String> {
+        if self.is_supported() {
+            return None;
+        }
+        let here = std::env::consts::ARCH;
+        Some(match self.architecture() {
+            Some(arch) if arch != here => format!("{} is an {arch} path and this CPU is {here}", self.name()),
+            _ => format!("this {here} CPU lacks the {} path's instructions", self.name()),
+        })
+    }
+
     /// Whether this CPU can run the path.
     pub fn is_supported(self) -> bool {
         match self {

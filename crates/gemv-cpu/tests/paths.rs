@@ -26,8 +26,8 @@ fn all_paths_match(case: &str, w: &Nvfp4Matrix, x: &[u16], m: usize) {
 /// Runs `x` through every supported path at 1, 2 and 3 threads and compares with `expected`.
 fn all_paths_give(case: &str, w: &Nvfp4Matrix, x: &[u16], m: usize, expected: &[u16]) {
     for path in SimdPath::ALL {
-        if !path.is_supported() {
-            skip(Requirement::CpuFeature, &format!("{case}: no {} on this CPU", path.name()));
+        if let Some(reason) = path.unsupported_reason() {
+            skip(Requirement::CpuFeature, &format!("{case}: {reason}"));
             continue;
         }
         for threads in [1, 2, 3] {

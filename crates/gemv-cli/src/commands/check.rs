@@ -4,7 +4,7 @@ use crate::backends::{BackendChoice, open};
 use crate::error::CliError;
 use gemv_backend::DeviceKind;
 use gemv_backend::conformance::{Gate, plumbing_note, run_gate};
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 
 /// What `gemv check` runs and prints.
 #[derive(Debug, Clone, Default)]
@@ -59,12 +59,19 @@ pub fn run(choice: BackendChoice, options: &CheckOptions, out: &mut dyn Write) -
     }
     writeln!(out, "{:<4} {:<24} {:<44} result", "gate", "title", "case").map_err(stdout_error)?;
     let (mut passed, mut failed) = (0usize, 0usize);
+    // On a terminal the gate's progress line is erased once its row is due (the row says the
+    // same); in a log it stays, with the gate's time.
+    let terminal = std::io::stderr().is_terminal();
     for gate in selected {
         eprint!("gate {} ({})... ", gate.number(), gate.title());
         let started = std::time::Instant::now();
         let results = run_gate(backend.as_ref(), gate);
         let gate_failed = results.iter().filter(|r| !r.passed()).count();
-        eprintln!("{} cases, {} failed, {:.1} s", results.len(), gate_failed, started.elapsed().as_secs_f64());
+        if terminal {
+            eprint!("\r\x1b[2K");
+        } else {
+            eprintln!("{} cases, {} failed, {:.1} s", results.len(), gate_failed, started.elapsed().as_secs_f64());
+        }
         if results.is_empty() && gate.is_fast_family() {
             writeln!(
                 out,
