@@ -79,6 +79,19 @@ pub fn open(choice: BackendChoice) -> Result<Box<dyn BenchTimers>, String> {
     }
 }
 
+/// Whether a GPU may be present for wgpu: on Linux, a DRM render node or an NVIDIA device node
+/// (every Vulkan driver of a real GPU opens one of them); elsewhere assumed.
+fn gpu_device_nodes() -> bool {
+    if !cfg!(target_os = "linux") {
+        return true;
+    }
+    let named = |dir: &str, prefix: &str| {
+        std::fs::read_dir(dir)
+            .is_ok_and(|entries| entries.flatten().any(|e| e.file_name().to_string_lossy().starts_with(prefix)))
+    };
+    named("/dev/dri", "renderD") || named("/dev", "nvidia")
+}
+
 /// The CUDA kernels under the SIMT emulator, emulating `--emulate`'s capability.
 #[cfg(feature = "emulator")]
 fn open_emulator() -> Result<Box<dyn BenchTimers>, String> {
@@ -99,6 +112,12 @@ fn open_emulator() -> Result<Box<dyn BenchTimers>, String> {
 /// cannot open, which only a bad GEMV_CPU_SIMD causes).
 fn open_auto() -> Result<Box<dyn BenchTimers>, String> {
     for choice in [BackendChoice::Cuda, BackendChoice::Wgpu] {
+        if choice == BackendChoice::Wgpu && !gpu_device_nodes() {
+            // Enumerating adapters loads every Vulkan driver, a software one included (lavapipe:
+            // tens of MB resident), only to skip it: not worth it where no GPU can be there.
+            tracing::debug!("auto skipped wgpu: no GPU device node (/dev/dri/renderD*, /dev/nvidia*)");
+            continue;
+        }
         match open(choice) {
             Ok(backend) if backend.device_info().kind == DeviceKind::Gpu => {
                 tracing::info!(backend = backend.name(), "auto picked a GPU backend");

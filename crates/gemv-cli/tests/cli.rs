@@ -51,6 +51,21 @@ fn each_gate_prints_once_on_a_terminal_and_with_its_time_in_a_log() {
 }
 
 #[test]
+fn auto_opens_no_vulkan_driver_where_no_gpu_device_node_exists() {
+    let has_node = |dir: &str, prefix: &str| {
+        std::fs::read_dir(dir).is_ok_and(|e| e.flatten().any(|e| e.file_name().to_string_lossy().starts_with(prefix)))
+    };
+    if !cfg!(target_os = "linux") || has_node("/dev/dri", "renderD") || has_node("/dev", "nvidia") {
+        eprintln!("skipped: this machine has a GPU device node (or is not Linux), so auto must try wgpu");
+        return;
+    }
+    let (code, _, stderr) = gemv(&["-vv", "check", "--gate", "2"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("auto skipped wgpu: no GPU device node"), "{stderr}");
+    assert!(!stderr.contains("wgpu backend opened"), "{stderr}");
+}
+
+#[test]
 fn check_proves_the_backend_run_and_bench_pick_by_default() {
     // `auto` everywhere: a GPU where there is one, else the CPU backend; never the host oracle
     // checked against itself.
