@@ -27,18 +27,23 @@ struct Cli {
     /// More log output on stderr (-v: info, -vv: debug, -vvv: trace).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Where the commands that run a backend run it (not `quantize`, which runs none).
+#[derive(clap::Args, Clone, Copy, Default)]
+struct DeviceOptions {
     /// Which device where a backend sees several: the CUDA device ordinal, or the N-th wgpu
     /// adapter as the system lists them (default: CUDA device 0; the best wgpu adapter, or the
     /// one GEMV_WGPU_ADAPTER names).
-    #[arg(long, global = true, value_name = "N")]
+    #[arg(long, value_name = "N")]
     device: Option<usize>,
     /// The compute capability `--backend cuda-emu` emulates, as MAJOR.MINOR (default 9.0). It
     /// runs the kernel builds a GPU of that capability loads: 8.0 runs the exact family's sm_75
     /// build where 8.9 and newer run its sm_89 build, and 7.5 has no fast family.
-    #[arg(long, global = true, value_name = "MAJOR.MINOR", value_parser = parse_capability)]
+    #[arg(long, value_name = "MAJOR.MINOR", value_parser = parse_capability)]
     emulate: Option<(i32, i32)>,
-    #[command(subcommand)]
-    command: Command,
 }
 
 #[derive(Subcommand)]
@@ -50,6 +55,8 @@ enum Command {
     /// weights timed in every round of the same run).
     #[command(after_help = EXIT_STATUS)]
     Bench {
+        #[command(flatten)]
+        devices: DeviceOptions,
         /// Backend; auto picks CUDA, then wgpu on a real GPU, then the CPU backend.
         #[arg(long, value_enum, default_value = "auto")]
         backend: BackendChoice,
@@ -98,6 +105,8 @@ enum Command {
     /// M in 1..=32 is dispatched on.
     #[command(after_help = EXIT_STATUS)]
     Info {
+        #[command(flatten)]
+        devices: DeviceOptions,
         /// Only this backend (default: all).
         #[arg(long, value_enum)]
         backend: Option<BackendChoice>,
@@ -106,6 +115,8 @@ enum Command {
     /// detected from the names) and write Y as BF16 [M, N]. Any M: the dispatch plan splits it.
     #[command(after_help = EXIT_STATUS)]
     Run {
+        #[command(flatten)]
+        devices: DeviceOptions,
         /// The weights: a safetensors file, a sharded checkpoint's `*.safetensors.index.json`, or
         /// the directory holding it. Files are memory-mapped; only the named layer is read.
         #[arg(long)]
@@ -182,6 +193,8 @@ enum Command {
     /// contract, within the f64 bound, guards, odd shapes, bad input. Exits 1 if any case fails.
     #[command(after_help = EXIT_STATUS)]
     Check {
+        #[command(flatten)]
+        devices: DeviceOptions,
         /// Backend to prove (default: auto, the one `run` and `bench` pick: a GPU if there is one,
         /// else the CPU backend).
         #[arg(long, value_enum, default_value = "auto")]
@@ -250,8 +263,19 @@ impl Command {
             Command::Bench { backend, .. } | Command::Run { backend, .. } | Command::Check { backend, .. } => {
                 Some(*backend)
             }
-            Command::Info { backend } => backend.filter(|b| *b != BackendChoice::Auto),
+            Command::Info { backend, .. } => backend.filter(|b| *b != BackendChoice::Auto),
             Command::Quantize { .. } => None,
+        }
+    }
+
+    /// Its device options (none for `quantize`).
+    fn devices(&self) -> DeviceOptions {
+        match self {
+            Command::Bench { devices, .. }
+            | Command::Run { devices, .. }
+            | Command::Check { devices, .. }
+            | Command::Info { devices, .. } => *devices,
+            Command::Quantize { .. } => DeviceOptions::default(),
         }
     }
 
@@ -267,24 +291,25 @@ impl Command {
     }
 }
 
-/// Refuses the global options the chosen command or backend would ignore.
-fn check_global_options(cli: &Cli) -> Result<(), CliError> {
-    let backend = cli.command.backend();
-    let all_backends = matches!(cli.command, Command::Info { .. }) && backend.is_none();
-    if cli.device.is_some()
+/// Refuses the device options the chosen backend would ignore.
+fn check_device_options(command: &Command) -> Result<(), CliError> {
+    let backend = command.backend();
+    let devices = command.devices();
+    let all_backends = matches!(command, Command::Info { .. }) && backend.is_none();
+    if devices.device.is_some()
         && !all_backends
         && !matches!(backend, Some(BackendChoice::Auto | BackendChoice::Cuda | BackendChoice::Wgpu))
     {
         let reason = match backend {
             Some(other) => format!("backend {} has one device; --device chooses a CUDA or wgpu device", other.name()),
-            None => format!("gemv {} runs no backend", cli.command.name()),
+            None => format!("gemv {} runs no backend", command.name()),
         };
         return Err(CliError::BadArgument { argument: "--device", reason });
     }
-    if cli.emulate.is_some() && !all_backends && backend != Some(BackendChoice::CudaEmu) {
+    if devices.emulate.is_some() && !all_backends && backend != Some(BackendChoice::CudaEmu) {
         let reason = match backend {
             Some(other) => format!("applies to --backend cuda-emu, not {}", other.name()),
-            None => format!("gemv {} runs no backend", cli.command.name()),
+            None => format!("gemv {} runs no backend", command.name()),
         };
         return Err(CliError::BadArgument { argument: "--emulate", reason });
     }
@@ -307,6 +332,7 @@ fn dispatch(command: Command, stdout: &mut CheckedOutput<std::io::Stdout>) -> Re
             launches,
             cold_mb,
             no_peer,
+            devices: _,
         } => {
             let shapes = if shapes.is_empty() { vec![("qkv/o".to_string(), 5120, 5120)] } else { shapes };
             let options = commands::bench::BenchOptions {
@@ -325,7 +351,7 @@ fn dispatch(command: Command, stdout: &mut CheckedOutput<std::io::Stdout>) -> Re
             };
             commands::bench::run(&options, stdout)
         }
-        Command::Run { weights, name, input, input_name, output, output_name, backend, expert } => {
+        Command::Run { weights, name, input, input_name, output, output_name, backend, expert, devices: _ } => {
             let options =
                 commands::run::RunOptions { weights, name, input, input_name, output, output_name, backend, expert };
             eprintln!("{}", commands::run::run(&options)?);
@@ -346,13 +372,13 @@ fn dispatch(command: Command, stdout: &mut CheckedOutput<std::io::Stdout>) -> Re
             }
             Ok(true)
         }
-        Command::Info { backend } => {
+        Command::Info { backend, devices: _ } => {
             stdout
                 .write_all(commands::info::report(backend).as_bytes())
                 .map_err(|e| CliError::Stdout(e.to_string()))?;
             Ok(true)
         }
-        Command::Check { backend, gates, all_cases, fail_fast } => {
+        Command::Check { backend, gates, all_cases, fail_fast, devices: _ } => {
             let options = commands::check::CheckOptions { gates, all_cases, fail_fast };
             commands::check::run(backend, &options, stdout)
         }
@@ -372,14 +398,15 @@ fn main() -> ExitCode {
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).with_ansi(colour).init();
     let name = cli.command.name();
-    if let Err(error) = check_global_options(&cli) {
+    if let Err(error) = check_device_options(&cli.command) {
         eprintln!("gemv {name}: {error}");
         return ExitCode::from(error.exit_code());
     }
-    if let Some(index) = cli.device {
+    let devices = cli.command.devices();
+    if let Some(index) = devices.device {
         backends::set_device(index);
     }
-    if let Some(capability) = cli.emulate {
+    if let Some(capability) = devices.emulate {
         backends::set_emulated_capability(capability);
     }
     let mut stdout = CheckedOutput::stdout();
