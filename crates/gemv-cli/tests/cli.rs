@@ -260,6 +260,14 @@ fn bench_on_the_host_says_it_is_not_a_gpu() {
     assert!(stdout.contains("note: host (host CPU"), "{stdout}");
     assert!(stdout.contains("is not a GPU"), "{stdout}");
     assert!(stdout.contains("the bit-exact gate has nothing to prove there"), "{stdout}");
+    // No column that no row fills: the host has no nominal peak, so no % peak; given one, it shows.
+    let header = stdout.lines().find(|l| l.starts_with("shape")).unwrap_or_default();
+    assert!(!header.contains("% peak") && header.ends_with("% copy"), "{stdout}");
+    args.extend(["--peak-gbps", "100"]);
+    let (code, stdout, stderr) = gemv(&args);
+    assert_eq!(code, 0, "{stderr}");
+    let header = stdout.lines().find(|l| l.starts_with("shape")).unwrap_or_default();
+    assert!(header.contains("% peak"), "{stdout}");
 }
 
 #[test]

@@ -34,21 +34,30 @@ pub fn print_table(
         options.cold_bytes >> 20,
         peak.map_or("unknown (--peak-gbps)".into(), |p| format!("{p:.0} GB/s"))
     )?;
+    // A column no row fills (% peak where the peak is unknown) is left out.
+    let with_peak = rows.iter().any(|r| r.percent_peak.is_some());
+    let peak_column = |value: String| if with_peak { format!(" {value:>7}") } else { String::new() };
     writeln!(
         out,
-        "{:<9} {:<44} {:>3} {:>11} {:>11} {:>7} {:>7}",
-        "shape", "tier", "M", "time", "eff BW", "% peak", "% copy"
+        "{:<9} {:<44} {:>3} {:>11} {:>11}{} {:>7}",
+        "shape",
+        "tier",
+        "M",
+        "time",
+        "eff BW",
+        peak_column("% peak".into()),
+        "% copy"
     )?;
     for r in rows {
         writeln!(
             out,
-            "{:<9} {:<44} {:>3} {:>8.1} us {:>6.1} GB/s {:>7} {:>7}",
+            "{:<9} {:<44} {:>3} {:>8.1} us {:>6.1} GB/s{} {:>7}",
             r.shape,
             r.kernels,
             r.m,
             r.micros,
             r.gbps,
-            percent(r.percent_peak),
+            peak_column(percent(r.percent_peak)),
             percent(r.percent_copy)
         )?;
     }
