@@ -104,6 +104,27 @@ fn info_shows_switches_kernels_and_tiers() {
 }
 
 #[test]
+fn info_prints_one_report_for_backends_that_agree() {
+    // The CPU backend and the host reference resolve the same kernels and plans: one report
+    // headed by both names, not two copies.
+    let (code, stdout, stderr) = gemv(&["info"]);
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    // Each report's heading (the line before its kernel list) names its backends.
+    let headings: Vec<Vec<&str>> = lines
+        .windows(2)
+        .filter(|pair| pair[1] == "  kernels (module, family)")
+        .map(|pair| pair[0].trim_end_matches(':').split(", ").collect())
+        .collect();
+    assert!(headings.iter().any(|names| names.contains(&"cpu") && names.contains(&"host")), "{stdout}");
+    let names: Vec<&str> = headings.iter().flatten().copied().collect();
+    let mut unique = names.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), names.len(), "a backend reported twice: {stdout}");
+}
+
+#[test]
 fn kill_switch_is_presence_checked_in_info() {
     let output = Command::new(env!("CARGO_BIN_EXE_gemv"))
         .args(["info", "--backend", "host"])

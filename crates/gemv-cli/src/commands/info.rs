@@ -61,11 +61,20 @@ pub fn report(choice: Option<BackendChoice>) -> String {
             }
         }
     }
+    // Backends whose kernels and plans agree share one report, headed by all their names.
+    let mut groups: Vec<(Vec<&str>, String)> = Vec::new();
     for backend in &opened {
-        backend_report(&mut out, backend.as_ref(), switches);
-        if backend.name() == "cpu" {
-            cpu_paths(&mut out);
+        let body = backend_report(backend.as_ref(), switches);
+        match groups.iter_mut().find(|(_, existing)| *existing == body) {
+            Some((names, _)) => names.push(backend.name()),
+            None => groups.push((vec![backend.name()], body)),
         }
+    }
+    for (names, body) in &groups {
+        let _ = write!(out, "\n{}:\n{body}", names.join(", "));
+    }
+    if opened.iter().any(|backend| backend.name() == "cpu") {
+        cpu_paths(&mut out);
     }
     out
 }
@@ -91,8 +100,11 @@ fn cpu_paths(out: &mut String) {
     }
 }
 
-fn backend_report(out: &mut String, backend: &dyn GpuBackend, switches: KillSwitches) {
-    let _ = writeln!(out, "\n{}: kernels (module, family)", backend.name());
+/// One backend's kernels, tier per M and fast plan, without its name (backends that agree share it).
+fn backend_report(backend: &dyn GpuBackend, switches: KillSwitches) -> String {
+    let mut text = String::new();
+    let out = &mut text;
+    let _ = writeln!(out, "  kernels (module, family)");
     for spec in KERNELS {
         let handle = backend.lookup_kernel(spec.module, spec.name);
         let state = match (handle.is_resolved(), spec.family) {
@@ -102,7 +114,7 @@ fn backend_report(out: &mut String, backend: &dyn GpuBackend, switches: KillSwit
         };
         let _ = writeln!(
             out,
-            "  {:<24} {:<10} {:<5} max M {:>2}  {state}",
+            "    {:<24} {:<10} {:<5} max M {:>2}  {state}",
             spec.name,
             spec.module,
             spec.family.name(),
@@ -110,13 +122,9 @@ fn backend_report(out: &mut String, backend: &dyn GpuBackend, switches: KillSwit
         );
     }
     let tiers = ResolvedTiers::resolve(backend, switches);
-    let _ = writeln!(out, "  batch4 resolved: {}", tiers.has_batch4());
-    let _ = writeln!(
-        out,
-        "\n{}: tier per M (batch = the batch tiers of widths 4 to 8; plan = any M, cap {WIDEST_TIER})",
-        backend.name()
-    );
-    let _ = writeln!(out, "  {:>2}  {:<8} plan", "M", "batch");
+    let _ = writeln!(out, "    batch4 resolved: {}", tiers.has_batch4());
+    let _ = writeln!(out, "  tier per M (batch = the batch tiers of widths 4 to 8; plan = any M, cap {WIDEST_TIER})");
+    let _ = writeln!(out, "    {:>2}  {:<8} plan", "M", "batch");
     for m in 1..=32 {
         let batch = tiers.width(m).map_or("-".to_string(), |w| format!("batch{w}"));
         let plan = match tiers.plan(m, WIDEST_TIER) {
@@ -127,17 +135,13 @@ fn backend_report(out: &mut String, backend: &dyn GpuBackend, switches: KillSwit
                 .join(" + "),
             Err(error) => format!("none ({error})"),
         };
-        let _ = writeln!(out, "  {m:>2}  {batch:<8} {plan}");
+        let _ = writeln!(out, "    {m:>2}  {batch:<8} {plan}");
     }
     if tiers.fast_present() == TierMask::NONE {
-        let _ = writeln!(out, "\n{}: no fast (tensor-core) family here", backend.name());
-        return;
+        let _ = writeln!(out, "  no fast (tensor-core) family here");
+        return text;
     }
-    let _ = writeln!(
-        out,
-        "\n{}: family and kernels per M (auto policy; --family fast forces the fast plan)",
-        backend.name()
-    );
+    let _ = writeln!(out, "  family and kernels per M (auto policy; --family fast forces the fast plan)");
     for m in [1, 2, 4, 8, 9, 16, 17, 32] {
         let family = match tiers.family(m, FamilyChoice::Auto) {
             Ok(family) => family.name().to_string(),
@@ -151,6 +155,7 @@ fn backend_report(out: &mut String, backend: &dyn GpuBackend, switches: KillSwit
                 .join(" + "),
             Err(error) => format!("none ({error})"),
         };
-        let _ = writeln!(out, "  {m:>2}  auto: {family:<5}  fast plan: {fast}");
+        let _ = writeln!(out, "    {m:>2}  auto: {family:<5}  fast plan: {fast}");
     }
+    text
 }
