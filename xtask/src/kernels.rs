@@ -41,6 +41,34 @@ pub fn sources() -> Result<Vec<PathBuf>, String> {
     Ok(sources)
 }
 
+/// Every file of the kernel sources the mutation pass mutates: the `.cu` sources and the headers
+/// they include (`*.cuh`, `*.h`), in name order.
+pub fn mutated_files() -> Result<Vec<PathBuf>, String> {
+    files_in(&root().join(KERNEL_DIR))
+}
+
+/// The kernel source files (`*.cu`, `*.cuh`, `*.h`) in `dir`, in name order.
+pub fn files_in(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "cu" || ext == "cuh" || ext == "h"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// The `.cu` sources whose PTX a change to `file` can change: itself, or for a header every
+/// source beside it (each includes the portable header; the table header goes with them).
+pub fn sources_affected_by(file: &Path) -> Result<Vec<PathBuf>, String> {
+    if file.extension().is_some_and(|ext| ext == "cu") {
+        return Ok(vec![file.to_path_buf()]);
+    }
+    let dir = file.parent().ok_or_else(|| format!("{} has no folder", file.display()))?;
+    Ok(files_in(dir)?.into_iter().filter(|path| path.extension().is_some_and(|ext| ext == "cu")).collect())
+}
+
 /// Every (source, build) pair, sources in name order and each source's builds oldest first.
 pub fn builds() -> Result<Vec<(PathBuf, &'static ModuleBuild)>, String> {
     let mut all = Vec::new();

@@ -53,6 +53,18 @@ pub(super) struct Gates {
 /// judged by the exact family's gates. Each build is judged on the capability of its target
 /// (`compute_89` on 8.9).
 pub(super) fn gates_for(source: &Path) -> Gates {
+    if source.extension().is_none_or(|ext| ext != "cu") {
+        // A header reaches every source's kernels: every gate, on every build's capability.
+        let mut capabilities: Vec<String> = crate::kernels::sources_affected_by(source)
+            .unwrap_or_default()
+            .iter()
+            .flat_map(|cu| crate::kernels::builds_of(cu).unwrap_or_default())
+            .map(capability)
+            .collect();
+        capabilities.sort();
+        capabilities.dedup();
+        return Gates { quick: &["8", "5", "2", "6", "3", "4", "9", "1", "10", "11"], large: &["7"], capabilities };
+    }
     let builds = crate::kernels::builds_of(source).unwrap_or_default();
     let mut capabilities: Vec<String> = builds.iter().map(|build| capability(build)).collect();
     if capabilities.is_empty() {
@@ -281,5 +293,11 @@ mod tests {
         let fast = gates_for(Path::new("kernels/w4a16_fast.cu"));
         assert_eq!((fast.quick, fast.large), (&["10", "11"][..], &[][..]), "the fast family's gates");
         assert_eq!(fast.capabilities, ["8.0"]);
+        // A header reaches both families: every gate, on every build (the real kernel folder).
+        let header = gates_for(&crate::util::root().join(crate::kernels::KERNEL_DIR).join("gemv_portable.cuh"));
+        let mut all: Vec<&str> = header.quick.iter().chain(header.large).copied().collect();
+        all.sort_by_key(|gate| gate.parse::<u32>().unwrap_or(0));
+        assert_eq!(all, ["1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11"]);
+        assert_eq!(header.capabilities, ["7.5", "8.0", "8.9"]);
     }
 }

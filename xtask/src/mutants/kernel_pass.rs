@@ -70,14 +70,10 @@ pub(super) fn run(selection: Selection) -> Result<(), String> {
     let tree = if selection.list { root() } else { snapshot(&work)? };
     let source_dir = tree.join(crate::kernels::KERNEL_DIR);
     let scratch = work.join("src");
-    let mut sources: Vec<PathBuf> = std::fs::read_dir(&source_dir)
-        .map_err(|e| e.to_string())?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "cu"))
+    let sources: Vec<PathBuf> = crate::kernels::files_in(&source_dir)?
+        .into_iter()
         .filter(|p| selection.source.as_ref().is_none_or(|stem| p.file_stem().is_some_and(|s| s == stem.as_str())))
         .collect();
-    sources.sort();
     if sources.is_empty() {
         return Err(format!("no kernel source {:?} in {}", selection.source, source_dir.display()));
     }

@@ -6,8 +6,8 @@
 //!   with `--all`; each mutant judged by the tests that cover it (gemv-core's own; gemv-backend's
 //!   and gemv-mock's, where the conformance suite and its planted faults run). Output in
 //!   `target/mutants-<crate>/`.
-//! - With `--kernels`: operator and constant mutants of the CUDA kernel sources
-//!   (kernels/cuda/*.cu), one at a time, each compiled into the emulator (`GEMV_KERNELS_DIR`)
+//! - With `--kernels`: operator, constant and inline-PTX (operand and modifier) mutants of the
+//!   CUDA kernel sources and their headers (kernels/cuda/*.cu, *.cuh, *.h), one at a time, each compiled into the emulator (`GEMV_KERNELS_DIR`)
 //!   and judged by `gemv check --backend cuda-emu --fail-fast`, fastest gates first, with a
 //!   timeout, once per build of its source, the builds side by side (`--emulate` at each build's
 //!   target: the exact family's sm_75 and sm_89 builds); after the quick gates, the emulator's

@@ -162,7 +162,110 @@ pub(super) fn mutants_of(file: &Path) -> Result<Vec<Mutant>, String> {
             });
         }
     }
+    for (start, end, line) in asm_operands(&source) {
+        let original = &source[start..end];
+        for replacement in asm_replacements(original) {
+            mutants.push(Mutant {
+                file: file.to_path_buf(),
+                line,
+                start,
+                end,
+                original: original.to_string(),
+                replacement,
+            });
+        }
+    }
     Ok(mutants)
+}
+
+/// The modifiers of an inline-PTX template the pass swaps for a neighbour: rounding, the packed
+/// half type, the mma's operand order.
+const ASM_MODIFIERS: [(&str, &str); 4] =
+    [(".rn", ".rz"), (".f16x2", ".bf16x2"), (".bf16x2", ".f16x2"), (".row.col", ".col.row")];
+
+/// The operands (`%N`) and swappable modifiers inside the inline-PTX templates of `source` (the
+/// string literals with a `%` and a digit, outside comments and preprocessor lines), as (byte
+/// start, byte end, line). They follow the C++ tokens' mutants, so adding them keeps those
+/// numbers.
+pub(super) fn asm_operands(source: &str) -> Vec<(usize, usize, usize)> {
+    let bytes = source.as_bytes();
+    let mut out = Vec::new();
+    let (mut i, mut line, mut line_start) = (0, 1, true);
+    while i < bytes.len() {
+        let c = bytes[i];
+        if c == b'\n' {
+            line += 1;
+            line_start = true;
+            i += 1;
+            continue;
+        }
+        if c.is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        if line_start && c == b'#' || source[i..].starts_with("//") {
+            while i < bytes.len() && !(bytes[i] == b'\n' && bytes[i - 1] != b'\\') {
+                i += 1;
+            }
+            continue;
+        }
+        line_start = false;
+        if source[i..].starts_with("/*") {
+            let end = source[i + 2..].find("*/").map_or(bytes.len(), |e| i + 2 + e + 2);
+            line += source[i..end].matches('\n').count();
+            i = end;
+            continue;
+        }
+        if c == b'\'' {
+            i += 2;
+            while i < bytes.len() && bytes[i - 1] != b'\'' {
+                i += 1;
+            }
+            continue;
+        }
+        if c != b'"' {
+            i += 1;
+            continue;
+        }
+        let mut j = i + 1;
+        while j < bytes.len() && bytes[j] != b'"' {
+            j += if bytes[j] == b'\\' { 2 } else { 1 };
+        }
+        let literal = &source[i + 1..j.min(bytes.len())];
+        if literal.as_bytes().windows(2).any(|w| w[0] == b'%' && w[1].is_ascii_digit()) {
+            let base = i + 1;
+            let mut k = 0;
+            while k < literal.len() {
+                let rest = &literal[k..];
+                if rest.starts_with('%') && rest[1..].starts_with(|c: char| c.is_ascii_digit()) {
+                    let digits = rest[1..].bytes().take_while(u8::is_ascii_digit).count();
+                    out.push((base + k, base + k + 1 + digits, line));
+                    k += 1 + digits;
+                } else if let Some((from, _)) = ASM_MODIFIERS.iter().find(|(from, _)| {
+                    rest.starts_with(from) && !rest[from.len()..].starts_with(|c: char| c.is_ascii_alphanumeric())
+                }) {
+                    out.push((base + k, base + k + from.len(), line));
+                    k += from.len();
+                } else {
+                    k += rest.chars().next().map_or(1, char::len_utf8);
+                }
+            }
+        }
+        i = j + 1;
+    }
+    out
+}
+
+/// `%N` to `%(N+1)` and `%(N-1)`; a modifier to its neighbour.
+pub(super) fn asm_replacements(token: &str) -> Vec<String> {
+    if let Some(number) = token.strip_prefix('%').and_then(|n| n.parse::<u32>().ok()) {
+        let mut out = vec![format!("%{}", number + 1)];
+        if number > 0 {
+            out.push(format!("%{}", number - 1));
+        }
+        return out;
+    }
+    ASM_MODIFIERS.iter().filter(|(from, _)| *from == token).map(|(_, to)| to.to_string()).collect()
 }
 
 #[cfg(test)]
@@ -175,6 +278,20 @@ mod tests {
         let found: Vec<&str> = tokens(source).iter().map(|&(s, e, _)| &source[s..e]).collect();
         assert_eq!(found, ["int", "f", "(", ")", "{", "return", "a", "+", "b", "+", "0x1p126f", ";", "}"]);
         assert_eq!(tokens(source)[7].2, 4, "line numbers count the skipped lines");
+    }
+
+    #[test]
+    fn asm_operands_and_modifiers_are_found_inside_templates_only() {
+        let source = "// asm(\"mul.rn.f16x2 %0, %1;\")\nx = a % 2;\nasm(\"{ mul.rn.f16x2 %0, %1, %12; }\"\n    \"mma.sync.row.col.bf16x2 %3;\" : \"=r\"(d));\n";
+        let found: Vec<(&str, usize)> = asm_operands(source).iter().map(|&(s, e, l)| (&source[s..e], l)).collect();
+        assert_eq!(
+            found,
+            [(".rn", 3), (".f16x2", 3), ("%0", 3), ("%1", 3), ("%12", 3), (".row.col", 4), (".bf16x2", 4), ("%3", 4)]
+        );
+        assert_eq!(asm_replacements("%0"), ["%1"]);
+        assert_eq!(asm_replacements("%12"), ["%13", "%11"]);
+        assert_eq!(asm_replacements(".rn"), [".rz"]);
+        assert_eq!(asm_replacements(".bf16x2"), [".f16x2"]);
     }
 
     #[test]

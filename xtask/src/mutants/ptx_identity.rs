@@ -61,9 +61,21 @@ impl PtxIdentity {
         Ok(self.compile_builds(source)?.0.iter().all(|&(_, same)| same))
     }
 
-    /// Each build of `source` with whether it compiles to its committed PTX (a build NVRTC
-    /// rejects does not), and the PTX each build compiled to.
-    pub(super) fn compile_builds(&self, source: &Path) -> Result<(BuildsIdentical, BuildsPtx), String> {
+    /// Each build of every source `file` reaches (itself, or for a header every source beside
+    /// it) with whether it compiles to its committed PTX (a build NVRTC rejects does not), and
+    /// the PTX each build compiled to.
+    pub(super) fn compile_builds(&self, file: &Path) -> Result<(BuildsIdentical, BuildsPtx), String> {
+        let mut identical = Vec::new();
+        let mut compiled = Vec::new();
+        for source in crate::kernels::sources_affected_by(file)? {
+            let (same, ptx) = self.compile_source_builds(&source)?;
+            identical.extend(same);
+            compiled.extend(ptx);
+        }
+        Ok((identical, compiled))
+    }
+
+    fn compile_source_builds(&self, source: &Path) -> Result<(BuildsIdentical, BuildsPtx), String> {
         let mut identical = Vec::new();
         let mut compiled = Vec::new();
         for build in crate::kernels::builds_of(source)? {

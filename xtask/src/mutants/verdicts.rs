@@ -176,10 +176,10 @@ fn summary_table(tallies: &[(String, Tally)]) -> String {
     let _ = write!(text, "\n|---|---|---|---|---|---|");
     text.push_str(&"---|".repeat(kinds.len()));
     text.push('\n');
-    for (stem, t) in tallies {
+    for (name, t) in tallies {
         let _ = write!(
             text,
-            "| `{stem}.cu` | {} | {} | {} | {} | {} |",
+            "| `{name}` | {} | {} | {} | {} | {} |",
             t.mutants,
             t.unjudged + t.stale,
             t.equivalent,
@@ -205,13 +205,14 @@ fn with_table(document: &str, table: &str) -> Result<String, String> {
 /// mutant has no argument.
 pub(super) fn summary(check: bool) -> Result<(), String> {
     let mut tallies = Vec::new();
-    for path in crate::kernels::sources()? {
+    for path in crate::kernels::mutated_files()? {
         let stem = path.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+        let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
         let mutants = mutants_of(&path)?;
-        tallies.push((stem.clone(), tally(&mutants, &read(&stem)?)));
+        tallies.push((name, tally(&mutants, &read(&stem)?)));
     }
     let unargued: Vec<String> =
-        tallies.iter().flat_map(|(stem, t)| t.unargued.iter().map(move |n| format!("{stem} #{n}"))).collect();
+        tallies.iter().flat_map(|(name, t)| t.unargued.iter().map(move |n| format!("{name} #{n}"))).collect();
     let path = root().join(TESTING);
     let document = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {TESTING}: {e}"))?;
     let updated = with_table(&document, &summary_table(&tallies))?;
@@ -293,7 +294,7 @@ mod tests {
         assert_eq!((t.mutants, t.stale, t.unjudged, t.equivalent, t.gaps_closed), (4, 2, 0, 1, 0));
         assert_eq!(t.unargued, [2]);
         assert_eq!(t.by_verdict.get("Killed"), Some(&1));
-        let table = summary_table(&[("k".into(), t)]);
+        let table = summary_table(&[("k.cu".into(), t)]);
         assert!(table.contains("| `k.cu` | 4 | 2 | 1 | 0 | 1 | 1 |"), "{table}");
     }
 
