@@ -181,6 +181,7 @@ pub(super) fn run(selection: Selection) -> Result<(), String> {
             stem,
             Verdict {
                 mutant: *number,
+                key: mutant.key.clone(),
                 line: mutant.line,
                 original: mutant.original.clone(),
                 replacement: mutant.replacement.clone(),

@@ -12,6 +12,10 @@ pub(super) struct Mutant {
     pub(super) end: usize,
     pub(super) original: String,
     pub(super) replacement: String,
+    /// What identifies the mutant wherever its code moves (docs/mutants/ keys verdicts by it):
+    /// a hash of the change and the text around it (its line and two on each side, white space
+    /// folded), with `#N` for the N-th repeat of that hash in the file.
+    pub(super) key: String,
 }
 
 /// The token-level mutations: operators swapped for a neighbour, integer literals moved by one,
@@ -159,6 +163,7 @@ pub(super) fn mutants_of(file: &Path) -> Result<Vec<Mutant>, String> {
                 end,
                 original: original.to_string(),
                 replacement,
+                key: String::new(),
             });
         }
     }
@@ -172,10 +177,33 @@ pub(super) fn mutants_of(file: &Path) -> Result<Vec<Mutant>, String> {
                 end,
                 original: original.to_string(),
                 replacement,
+                key: String::new(),
             });
         }
     }
+    assign_keys(&source, &mut mutants);
     Ok(mutants)
+}
+
+/// Gives each mutant its [`Mutant::key`]: the change, its place among equal tokens of its line,
+/// and the folded text of its line and the two on each side, hashed (FNV-1a, 64 bits).
+fn assign_keys(source: &str, mutants: &mut [Mutant]) {
+    let lines: Vec<String> = source.lines().map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")).collect();
+    let line_starts: Vec<usize> = std::iter::once(0).chain(source.match_indices('\n').map(|(i, _)| i + 1)).collect();
+    let mut seen: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
+    for mutant in mutants.iter_mut() {
+        let index = mutant.line.saturating_sub(1);
+        let context = lines[index.saturating_sub(2)..(index + 3).min(lines.len())].join("\n");
+        // Which occurrence of this token on its line (a line may hold `+` twice).
+        let line_start = line_starts.get(index).copied().unwrap_or(0);
+        let before = &source[line_start..mutant.start];
+        let occurrence = before.matches(mutant.original.as_str()).count();
+        let text = format!("{context}\u{1}{occurrence}\u{1}{}\u{1}{}", mutant.original, mutant.replacement);
+        let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+        let repeat = seen.entry(hash).or_default();
+        mutant.key = if *repeat == 0 { format!("{hash:016x}") } else { format!("{hash:016x}#{repeat}") };
+        *repeat += 1;
+    }
 }
 
 /// The modifiers of an inline-PTX template the pass swaps for a neighbour: rounding, the packed
@@ -292,6 +320,42 @@ mod tests {
         assert_eq!(asm_replacements("%12"), ["%13", "%11"]);
         assert_eq!(asm_replacements(".rn"), [".rz"]);
         assert_eq!(asm_replacements(".bf16x2"), [".f16x2"]);
+    }
+
+    #[test]
+    fn keys_follow_code_that_moves_and_tell_repeats_apart() {
+        let dir = std::env::temp_dir().join(format!("gemv-mutant-keys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let body = "int f(int a) {\n    return a + 1;\n}\n";
+        let (first, second) = (dir.join("a.cu"), dir.join("b.cu"));
+        std::fs::write(&first, format!("// one file\n{body}int g(int b) {{ return b - 2; }}\n")).expect("write");
+        // The same function moved to another file, lower down, with other code around it.
+        std::fs::write(&second, format!("// another\n// file\nint h();\n\n\n{body}")).expect("write");
+        let keys = |file: &Path| -> Vec<(String, String, String)> {
+            mutants_of(file).expect("mutants").into_iter().map(|m| (m.original, m.replacement, m.key)).collect()
+        };
+        let (a, b) = (keys(&first), keys(&second));
+        let moved = |original: &str, replacement: &str, list: &[(String, String, String)]| {
+            list.iter().find(|(o, r, _)| o == original && r == replacement).map(|(_, _, k)| k.clone())
+        };
+        assert!(moved("+", "-", &a).is_some());
+        // Context differs at the edges (two lines each side), so compare a mutant whose window
+        // stays inside the moved body: the `1` on the return line sees `{`, `return`, `}` and
+        // one line beyond on each side; those outer lines differ, so keys differ there. The key
+        // is stable under moves when the five-line window moves with it.
+        let window = "x\ny\nint f(int a) {\n    return a + 1;\n}\nz\nw\n";
+        std::fs::write(&first, format!("// top\n{window}")).expect("write");
+        std::fs::write(&second, format!("int other;\n\n\n\n{window}// end\n")).expect("write");
+        let (a, b2) = (keys(&first), keys(&second));
+        assert_eq!(moved("+", "-", &a), moved("+", "-", &b2), "the same change in the same text keeps its key");
+        assert_ne!(moved("+", "-", &a), moved("+", "-", &b), "other surroundings, another key");
+        // Two identical lines: their mutants' keys differ by the repeat suffix.
+        std::fs::write(&first, "a = b + c;\na = b + c;\na = b + c;\n").expect("write");
+        let all = keys(&first);
+        let plus: Vec<&String> = all.iter().filter(|(o, _, _)| o == "+").map(|(_, _, k)| k).collect();
+        assert_eq!(plus.len(), 3);
+        assert!(plus[0] != plus[1] && plus[1] != plus[2] && plus[0] != plus[2], "{plus:?}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
