@@ -13,8 +13,9 @@ pub(super) struct Mutant {
     pub(super) original: String,
     pub(super) replacement: String,
     /// What identifies the mutant wherever its code moves (docs/mutants/ keys verdicts by it):
-    /// a hash of the change and the text around it (its line and two on each side, white space
-    /// folded), with `#N` for the N-th repeat of that hash in the file.
+    /// a hash of the change and the text around it (its line and up to two on each side, not
+    /// past a blank line; white space folded), with `#N` for the N-th repeat of that hash in the
+    /// file.
     pub(super) key: String,
 }
 
@@ -186,14 +187,21 @@ pub(super) fn mutants_of(file: &Path) -> Result<Vec<Mutant>, String> {
 }
 
 /// Gives each mutant its [`Mutant::key`]: the change, its place among equal tokens of its line,
-/// and the folded text of its line and the two on each side, hashed (FNV-1a, 64 bits).
+/// and the folded text of its line and up to two on each side within its paragraph, hashed
+/// (FNV-1a, 64 bits).
 fn assign_keys(source: &str, mutants: &mut [Mutant]) {
     let lines: Vec<String> = source.lines().map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")).collect();
     let line_starts: Vec<usize> = std::iter::once(0).chain(source.match_indices('\n').map(|(i, _)| i + 1)).collect();
     let mut seen: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
     for mutant in mutants.iter_mut() {
         let index = mutant.line.saturating_sub(1);
-        let context = lines[index.saturating_sub(2)..(index + 3).min(lines.len())].join("\n");
+        // The window stops at blank lines: code moves a paragraph (a function, a struct) at a
+        // time, so a key computed inside one survives the move.
+        let first =
+            (index.saturating_sub(2)..index).rev().take_while(|&i| !lines[i].is_empty()).last().unwrap_or(index);
+        let last =
+            (index + 1..(index + 3).min(lines.len())).take_while(|&i| !lines[i].is_empty()).last().unwrap_or(index);
+        let context = lines[first..=last].join("\n");
         // Which occurrence of this token on its line (a line may hold `+` twice).
         let line_start = line_starts.get(index).copied().unwrap_or(0);
         let before = &source[line_start..mutant.start];
