@@ -28,7 +28,7 @@ mod calibrated {
 fn calibrated() -> Option<CpuBackend> {
     let paths = SimdPath::ALL.into_iter().filter(|path| *path != SimdPath::Portable && path.is_supported()).count();
     if paths < 2 {
-        skip(Requirement::CpuFeature, "one SIMD path on this CPU: the calibrated backend is that path's");
+        skip(Requirement::CpuFeature, "one SIMD path on this CPU, so the calibrated backend is that path's");
         return None;
     }
     Some(CpuBackend::calibrated())
