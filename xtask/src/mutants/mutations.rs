@@ -154,23 +154,12 @@ pub(super) fn tokens(source: &str) -> Vec<(usize, usize, usize)> {
 pub(super) fn mutants_of(file: &Path) -> Result<Vec<Mutant>, String> {
     let source = std::fs::read_to_string(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
     let mut mutants = Vec::new();
-    for (start, end, line) in tokens(&source) {
+    let places = tokens(&source).into_iter().map(|place| (place, replacements as fn(&str) -> Vec<String>));
+    let asm_places =
+        asm_operands(&source).into_iter().map(|place| (place, asm_replacements as fn(&str) -> Vec<String>));
+    for ((start, end, line), replace) in places.chain(asm_places) {
         let original = &source[start..end];
-        for replacement in replacements(original) {
-            mutants.push(Mutant {
-                file: file.to_path_buf(),
-                line,
-                start,
-                end,
-                original: original.to_string(),
-                replacement,
-                key: String::new(),
-            });
-        }
-    }
-    for (start, end, line) in asm_operands(&source) {
-        let original = &source[start..end];
-        for replacement in asm_replacements(original) {
+        for replacement in replace(original) {
             mutants.push(Mutant {
                 file: file.to_path_buf(),
                 line,
@@ -347,10 +336,7 @@ mod tests {
             list.iter().find(|(o, r, _)| o == original && r == replacement).map(|(_, _, k)| k.clone())
         };
         assert!(moved("+", "-", &a).is_some());
-        // Context differs at the edges (two lines each side), so compare a mutant whose window
-        // stays inside the moved body: the `1` on the return line sees `{`, `return`, `}` and
-        // one line beyond on each side; those outer lines differ, so keys differ there. The key
-        // is stable under moves when the five-line window moves with it.
+        // The same paragraph (blank lines around it) in another file at another line keeps its keys.
         let window = "x\ny\nint f(int a) {\n    return a + 1;\n}\nz\nw\n";
         std::fs::write(&first, format!("// top\n{window}")).expect("write");
         std::fs::write(&second, format!("int other;\n\n\n\n{window}// end\n")).expect("write");

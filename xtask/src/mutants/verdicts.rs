@@ -189,8 +189,8 @@ fn stale(rows: &BTreeMap<usize, Verdict>, mutants: &[Mutant], current: &std::col
 }
 
 /// Every row of every file, by key (rows written before keys are left out).
-fn keyed_rows(all: &[BTreeMap<usize, Verdict>]) -> BTreeMap<String, Verdict> {
-    all.iter()
+fn keyed_rows<'a>(all: impl IntoIterator<Item = &'a BTreeMap<usize, Verdict>>) -> BTreeMap<String, Verdict> {
+    all.into_iter()
         .flat_map(|rows| rows.values())
         .filter(|v| !v.key.is_empty())
         .map(|v| (v.key.clone(), v.clone()))
@@ -275,7 +275,7 @@ pub(super) fn summary(check: bool) -> Result<(), String> {
         }
         files.push((name, mutants, rows));
     }
-    let keyed = keyed_rows(&files.iter().map(|(_, _, rows)| rows.clone()).collect::<Vec<_>>());
+    let keyed = keyed_rows(files.iter().map(|(_, _, rows)| rows));
     let mut tallies = Vec::new();
     let current: std::collections::HashSet<&str> =
         files.iter().flat_map(|(_, mutants, _)| mutants.iter().map(|m| m.key.as_str())).collect();
@@ -368,7 +368,7 @@ mod tests {
         .into();
         // Mutant d's code moved here from another file, whose row keeps its verdict.
         let other: BTreeMap<usize, Verdict> = [(40, verdict(40, "d", 80, "Killed", ""))].into();
-        let keyed = keyed_rows(&[rows.clone(), other]);
+        let keyed = keyed_rows([&rows, &other]);
         let t = tally(&mutants, &rows, &keyed);
         assert_eq!((t.mutants, t.unjudged, t.equivalent, t.gaps_closed), (4, 0, 1, 0));
         assert_eq!(t.unargued, [2]);
