@@ -14,20 +14,26 @@ pub fn available_memory() -> Option<u64> {
     kib.checked_mul(1024)
 }
 
-/// The bytes an unprivileged user may still write on the filesystem holding `directory`.
+/// The filesystem statistics of `directory` (None where statvfs fails).
 #[cfg(target_os = "linux")]
-pub fn available_disk(directory: &Path) -> Option<u64> {
+fn filesystem(directory: &Path) -> Option<libc::statvfs> {
     use std::os::unix::ffi::OsStrExt;
     let path = std::ffi::CString::new(directory.as_os_str().as_bytes()).ok()?;
     let mut stats = std::mem::MaybeUninit::<libc::statvfs>::uninit();
     // SAFETY: `path` is a NUL-terminated string that outlives the call and `stats` is a writable
     // buffer of the size statvfs fills; it is read only after the call reported success.
-    let stats = unsafe {
+    unsafe {
         if libc::statvfs(path.as_ptr(), stats.as_mut_ptr()) != 0 {
             return None;
         }
-        stats.assume_init()
-    };
+        Some(stats.assume_init())
+    }
+}
+
+/// The bytes an unprivileged user may still write on the filesystem holding `directory`.
+#[cfg(target_os = "linux")]
+pub fn available_disk(directory: &Path) -> Option<u64> {
+    let stats = filesystem(directory)?;
     // fsblkcnt_t and c_ulong are 32 bits wide on some targets.
     #[allow(clippy::useless_conversion)]
     u64::from(stats.f_bavail).checked_mul(u64::from(stats.f_frsize))
@@ -46,13 +52,7 @@ pub fn available_disk(_directory: &Path) -> Option<u64> {
 fn unwritable(directory: &Path) -> Option<&'static str> {
     use std::os::unix::ffi::OsStrExt;
     let path = std::ffi::CString::new(directory.as_os_str().as_bytes()).ok()?;
-    let mut stats = std::mem::MaybeUninit::<libc::statvfs>::uninit();
-    // SAFETY: as in `available_disk`: a NUL-terminated path and a buffer statvfs fills, read only
-    // after success.
-    let read_only = unsafe {
-        libc::statvfs(path.as_ptr(), stats.as_mut_ptr()) == 0
-            && stats.assume_init().f_flag & libc::ST_RDONLY as libc::c_ulong != 0
-    };
+    let read_only = filesystem(directory).is_some_and(|s| s.f_flag & libc::ST_RDONLY as libc::c_ulong != 0);
     // SAFETY: `path` is a NUL-terminated string that outlives the call; access reads only it.
     let denied = unsafe { libc::access(path.as_ptr(), libc::W_OK) } != 0;
     let error = denied.then(|| std::io::Error::last_os_error().raw_os_error()).flatten();
