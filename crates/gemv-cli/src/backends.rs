@@ -71,12 +71,15 @@ pub fn open(choice: BackendChoice) -> Result<Box<dyn BenchTimers>, String> {
         BackendChoice::Cuda => gemv_cuda::CudaBackend::new(DEVICE.get().copied().unwrap_or(0))
             .map(|backend| Box::new(backend) as Box<dyn BenchTimers>)
             .map_err(|error| error.to_string()),
-        BackendChoice::Wgpu => gemv_wgpu::WgpuBackend::with_adapter(
-            DEVICE.get().map_or(gemv_wgpu::AdapterChoice::FromEnvironment, |&i| gemv_wgpu::AdapterChoice::Index(i)),
-        )
-        .map(|backend| Box::new(backend) as Box<dyn BenchTimers>)
-        .map_err(|error| error.to_string()),
+        BackendChoice::Wgpu => open_wgpu(gemv_wgpu::AdapterChoice::FromEnvironment),
     }
+}
+
+/// wgpu on `--device N`'s adapter where given, else on `choice`.
+fn open_wgpu(choice: gemv_wgpu::AdapterChoice) -> Result<Box<dyn BenchTimers>, String> {
+    gemv_wgpu::WgpuBackend::with_adapter(DEVICE.get().map_or(choice, |&i| gemv_wgpu::AdapterChoice::Index(i)))
+        .map(|backend| Box::new(backend) as Box<dyn BenchTimers>)
+        .map_err(|error| error.to_string())
 }
 
 /// Whether a GPU may be present for wgpu: on Linux, a DRM render node or an NVIDIA device node
@@ -118,7 +121,12 @@ fn open_auto() -> Result<Box<dyn BenchTimers>, String> {
             tracing::debug!("auto skipped wgpu: no GPU device node (/dev/dri/renderD*, /dev/nvidia*)");
             continue;
         }
-        match open(choice) {
+        // wgpu on real GPUs only: a software adapter is skipped before a device is created on it.
+        let opened = match choice {
+            BackendChoice::Wgpu => open_wgpu(gemv_wgpu::AdapterChoice::Hardware),
+            other => open(other),
+        };
+        match opened {
             Ok(backend) if backend.device_info().kind == DeviceKind::Gpu => {
                 tracing::info!(backend = backend.name(), "auto picked a GPU backend");
                 return Ok(backend);

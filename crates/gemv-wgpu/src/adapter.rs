@@ -14,6 +14,10 @@ pub enum AdapterChoice {
     NameContains(String),
     /// The best by device type.
     Best,
+    /// As [`AdapterChoice::FromEnvironment`], among the adapters of a real GPU only: a software
+    /// adapter (lavapipe, WARP) is never opened, and where there is no other the choice fails
+    /// before any device is created. For callers that fall back to a CPU path of their own.
+    Hardware,
     /// The adapter at this position in the order the system lists them (0 first); the error for
     /// a position past the end lists them all.
     Index(usize),
@@ -22,7 +26,9 @@ pub enum AdapterChoice {
 impl AdapterChoice {
     pub(crate) fn name_filter(&self) -> Option<String> {
         match self {
-            AdapterChoice::FromEnvironment => std::env::var(ADAPTER_ENV).ok().filter(|s| !s.is_empty()),
+            AdapterChoice::FromEnvironment | AdapterChoice::Hardware => {
+                std::env::var(ADAPTER_ENV).ok().filter(|s| !s.is_empty())
+            }
             AdapterChoice::NameContains(name) => Some(name.clone()),
             AdapterChoice::Best | AdapterChoice::Index(_) => None,
         }
@@ -52,6 +58,16 @@ pub(crate) fn choose(adapters: Vec<wgpu::Adapter>, choice: &AdapterChoice) -> Re
             .nth(index)
             .ok_or_else(|| format!("no adapter {index}: {} found ({})", found.len(), list(&found)));
     }
+    let adapters: Vec<wgpu::Adapter> = if *choice == AdapterChoice::Hardware {
+        let hardware: Vec<wgpu::Adapter> =
+            adapters.into_iter().filter(|a| a.get_info().device_type != wgpu::DeviceType::Cpu).collect();
+        if hardware.is_empty() {
+            return Err(format!("no hardware adapter, only software ones ({})", list(&found)));
+        }
+        hardware
+    } else {
+        adapters
+    };
     if let Some(filter) = choice.name_filter() {
         let wanted = filter.to_lowercase();
         return adapters

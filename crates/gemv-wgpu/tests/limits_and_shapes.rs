@@ -40,6 +40,21 @@ fn an_adapter_index_past_the_list_is_a_typed_error_listing_the_adapters() {
     }
 }
 
+/// Lavapipe (a software adapter) is never opened for the hardware choice; a real GPU is.
+#[test]
+fn the_hardware_choice_never_opens_a_software_adapter() {
+    let Some(best) = backend() else { return };
+    let software = best.device_info().kind == gemv_backend::DeviceKind::SoftwareGpu;
+    match WgpuBackend::with_adapter(AdapterChoice::Hardware) {
+        Ok(hardware) => assert_eq!(hardware.device_info().kind, gemv_backend::DeviceKind::Gpu, "{}", hardware.name()),
+        Err(Error::Unavailable { backend: "wgpu", reason }) => {
+            assert!(software, "a real GPU is there and was refused: {reason}");
+            assert!(reason.contains("no hardware adapter, only software ones"), "{reason}");
+        }
+        Err(other) => panic!("expected Unavailable, got {other}"),
+    }
+}
+
 #[test]
 fn a_buffer_over_the_device_limit_is_refused_naming_it() {
     let Some(backend) = backend() else { return };
