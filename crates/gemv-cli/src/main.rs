@@ -52,7 +52,8 @@ enum Command {
     /// small shape, then times them with cold weights, device events where available,
     /// interleaved rounds and medians, and prints tier, M, time, effective GB/s, % peak (of the
     /// device's nominal bandwidth, where known) and % copy (of the bandwidth of a copy of the
-    /// weights timed in every round of the same run).
+    /// weights timed in every round of the same run); its last line sets the figures beside the
+    /// README's for the same backend, shape and M, measured on another machine.
     #[command(after_help = EXIT_STATUS)]
     Bench {
         #[command(flatten)]

@@ -9,6 +9,7 @@ mod options;
 mod peers;
 mod plot;
 mod protocol;
+mod readme_figures;
 mod report;
 
 pub use options::{BenchOptions, parse_cold_mb, parse_family, parse_ms, parse_peak_gbps, parse_repeats, parse_shape};
@@ -259,10 +260,15 @@ pub fn run(options: &BenchOptions, out: &mut dyn Write) -> Result<bool, CliError
         );
     }
     notes.extend(backend.timing_notes());
+    let closing = readme_figures::closing_line(&info, &results);
     if options.json {
-        writeln!(out, "{}", report::to_json(&info, options, peak, &results, &notes)).map_err(stdout_error)?;
+        writeln!(out, "{}", report::to_json(&info, options, peak, &results, &notes, closing.as_deref()))
+            .map_err(stdout_error)?;
     } else {
         report::print_table(out, &info, options, peak, &results, &notes).map_err(stdout_error)?;
+        if let Some(line) = &closing {
+            writeln!(out, "{line}").map_err(stdout_error)?;
+        }
     }
     if let Some(path) = &options.plot {
         plot::write(path, &results, peak)

@@ -91,6 +91,7 @@ pub fn to_json(
     peak: Option<f64>,
     rows: &[Measurement],
     notes: &[String],
+    readme_comparison: Option<&str>,
 ) -> String {
     let rows: Vec<serde_json::Value> = rows
         .iter()
@@ -113,6 +114,7 @@ pub fn to_json(
         "cold_bytes": options.cold_bytes,
         "rows": rows,
         "notes": notes.iter().map(|n| json_string(n)).collect::<Vec<_>>(),
+        "readme_comparison": readme_comparison,
     });
     serde_json::to_string_pretty(&value).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
