@@ -307,11 +307,11 @@ __device__ __forceinline__ void fast_entry(const gemv_u16* x, const gemv_u8* pac
 #pragma unroll
     for (int i = 1; i < kWarps; ++i) {
         const int w = reversed ? kWarps - 1 - i : i;
-        total += partials[((w * TILES + tile) * 4 + element) * kWarp + source_lane];
+        total = __fadd_rn(total, partials[((w * TILES + tile) * 4 + element) * kWarp + source_lane]);
     }
     if (token < m && row0 + r < n) {
         store_global(y + (gemv_u64)token * (gemv_u64)y_stride + (gemv_u64)(row0 + r),
-                     gemv_f32_to_bf16((total * kOutputScale) * global_scale));
+                     gemv_f32_to_bf16(__fmul_rn(__fmul_rn(total, kOutputScale), global_scale)));
     }
 }
 

@@ -1,9 +1,10 @@
 // W4A16 batched GEMV: Y[t][n] = bf16(global_scale * sum_k dequant(W)[n][k] * X[t][k]).
 //
 // The exact numeric contract (docs/numerics.md): 64 partial sums per output; partial l visits
-// groups l, l+64, ... in order, doing a = fma(e2m1 * e4m3, x, a) term by term (explicitly fused,
-// __fmaf_rn, so the emulator computes what the GPU computes); a fixed tree (d = 32, 16, ..., 1)
-// adds them; one multiply by the global scale, one bf16 rounding.
+// groups l, l+64, ... in order, doing a = fma(e2m1 * e4m3, x, a) term by term; a fixed tree (d =
+// 32, 16, ..., 1) adds them; one multiply by the global scale, one bf16 rounding. Every f32
+// operation is an explicit intrinsic (__fmaf_rn, __fadd_rn, __fmul_rn), so the emulator computes
+// what the GPU computes, NaN bits included.
 //
 // Design (docs/kernels.md has the instruction budget this is built to):
 // - A pass covers 64 consecutive groups (1,024 k): group 2i and 2i+1 belong to lane i, so a lane
@@ -212,15 +213,15 @@ __device__ __forceinline__ float reduce(const float (&acc)[ROWS][2][MAX_M], int 
                 if (i >= half) break;
                 const float keep = upper ? v[half + i] : v[i];
                 const float give = upper ? v[i] : v[half + i];
-                v[i] = keep + __shfl_xor_sync(0xFFFFFFFFu, give, d);
+                v[i] = __fadd_rn(keep, __shfl_xor_sync(0xFFFFFFFFu, give, d));
             }
             count = half;
         } else {
-            v[0] = v[0] + __shfl_xor_sync(0xFFFFFFFFu, v[0], d);
-            v[1] = v[1] + __shfl_xor_sync(0xFFFFFFFFu, v[1], d);
+            v[0] = __fadd_rn(v[0], __shfl_xor_sync(0xFFFFFFFFu, v[0], d));
+            v[1] = __fadd_rn(v[1], __shfl_xor_sync(0xFFFFFFFFu, v[1], d));
         }
     }
-    return v[0] + v[1];
+    return __fadd_rn(v[0], v[1]);
 }
 
 // Whether this lane stores the output it holds (one lane per output, live rows and tokens).
@@ -235,7 +236,7 @@ template <int MAX_M, int ROWS>
 __device__ __forceinline__ void store(float total, gemv_u16* y, float global_scale, int y_stride, int lane, int row0) {
     const int o = lane / Tree<MAX_M, ROWS>::kLanesPerOutput;
     store_global(y + (gemv_u64)(o % MAX_M) * (gemv_u64)y_stride + (row0 + o / MAX_M),
-                 gemv_f32_to_bf16(total * global_scale));
+                 gemv_f32_to_bf16(__fmul_rn(total, global_scale)));
 }
 
 // One warp computes ROWS consecutive weight rows from row0 for every t < m (m <= MAX_M) and returns

@@ -4,7 +4,7 @@
 // E2M1 nibble -> f32, exactly: the magnitude bits at f32 bits 24..22 are the value times 2^-126
 // (code 1 the subnormal 2^-127), so one exact multiply by 2^126 finishes it; bit 3 is the sign.
 __device__ __forceinline__ float e2m1_f32(gemv_u32 nibble) {
-    return __uint_as_float(((nibble & 7u) << 22) | ((nibble & 8u) << 28)) * 0x1p126f;
+    return __fmul_rn(__uint_as_float(((nibble & 7u) << 22) | ((nibble & 8u) << 28)), 0x1p126f);
 }
 
 // E4M3 "fn" -> f32, exactly, with the same trick (subnormals land on f32 subnormals); 0x7F/0xFF
@@ -12,7 +12,7 @@ __device__ __forceinline__ float e2m1_f32(gemv_u32 nibble) {
 __device__ __forceinline__ float e4m3_f32(gemv_u32 code) {
     const gemv_u32 magnitude = code & 0x7Fu;
     const gemv_u32 sign = (code & 0x80u) << 24;
-    const float value = __uint_as_float((magnitude << 20) | sign) * 0x1p120f;
+    const float value = __fmul_rn(__uint_as_float((magnitude << 20) | sign), 0x1p120f);
     return magnitude == 0x7Fu ? __uint_as_float(0x7FC00000u | sign) : value;
 }
 
@@ -49,7 +49,7 @@ __device__ __noinline__ float gemv_rows_plain(const gemv_u16* x, const gemv_u8* 
 #pragma unroll
                     for (int j = 0; j < kGroup; ++j) {
                         const gemv_u32 byte = __ldg(codes + j / 2);
-                        const float ws = e2m1_f32(j % 2 == 0 ? byte & 0xFu : byte >> 4) * scale;
+                        const float ws = __fmul_rn(e2m1_f32(j % 2 == 0 ? byte & 0xFu : byte >> 4), scale);
                         sum = __fmaf_rn(ws, __uint_as_float((gemv_u32)__ldg(xs + j) << 16), sum);
                     }
 #pragma unroll

@@ -63,8 +63,8 @@ __device__ __forceinline__ void stage_chunk(GemvShared<float, SLICE_TOKENS * kTo
         v[2 * i] = __uint_as_float(scaled << 16);
         v[2 * i + 1] = __uint_as_float(scaled & 0xFFFF0000u);
 #else
-        v[2 * i] = __uint_as_float(w[i] << 16) * kXScale;
-        v[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u) * kXScale;
+        v[2 * i] = __fmul_rn(__uint_as_float(w[i] << 16), kXScale);
+        v[2 * i + 1] = __fmul_rn(__uint_as_float(w[i] & 0xFFFF0000u), kXScale);
 #endif
     }
     shared_store<float4>(xs, vector, float4{v[0], v[4], v[1], v[5]});

@@ -29,6 +29,17 @@ __global__ void probe(const float* in, unsigned* out) {
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
         "f"(c[3]));
   out[9] = __float_as_uint(d[0]);
+  // The packed operations the kernels' inline PTX uses (high lane first in each comment).
+  unsigned packed;
+  const unsigned f16_inf_nan = 0x7C00FE01u, f16_zero_one = 0x00003C00u;  // inf, NaN 0xFE01; 0, 1
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(packed) : "r"(f16_inf_nan), "r"(f16_zero_one));
+  out[10] = packed;
+  const unsigned bf16_inf_nan = 0x7F80FFC1u, bf16_zero_one = 0x00003F80u, bf16_zero = 0u;  // inf, NaN 0xFFC1
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(packed) : "r"(bf16_inf_nan), "r"(bf16_zero_one), "r"(bf16_zero));
+  out[11] = packed;
+  const unsigned e4m3_nans = 0xFF7Fu;  // both E4M3 NaN codes
+  asm("{ .reg .b16 c; cvt.u16.u32 c, %1; cvt.rn.f16x2.e4m3x2 %0, c; }" : "=r"(packed) : "r"(e4m3_nans));
+  out[12] = packed;
 }
 
 int main() {
@@ -37,18 +48,20 @@ int main() {
   std::memcpy(&in[3], &payload_bits, 4);
   float* din;
   unsigned* dout;
-  unsigned out[10] = {0};
+  unsigned out[13] = {0};
   if (cudaMalloc(&din, sizeof in) || cudaMalloc(&dout, sizeof out)) { std::puts("cudaMalloc failed"); return 2; }
   cudaMemcpy(din, in, sizeof in, cudaMemcpyHostToDevice);
   probe<<<1, 32>>>(din, dout);  // a full warp: the mma is a warp collective
   if (cudaMemcpy(out, dout, sizeof out, cudaMemcpyDeviceToHost)) { std::puts("kernel failed"); return 2; }
-  const char* what[10] = {"fma(inf, 1, -inf)", "fma(NaN 0xFFC00001, 1, 0)", "add(inf, -inf)", "add(NaN 0xFFC00001, 1)",
+  const char* what[13] = {"fma(inf, 1, -inf)", "fma(NaN 0xFFC00001, 1, 0)", "add(inf, -inf)", "add(NaN 0xFFC00001, 1)",
                           "mul(inf, 0)", "mul(NaN 0xFFC00001, 1)", "f32 NaN 0xFFC00001 to f16", "f32 NaN 0xFFC00001 to bf16",
-                          "cvt.f32.f16 of NaN 0xFE01", "mma.sync bf16, inf x 0"};
-  const unsigned expected[10] = {0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu,
-                                 0x7FFFFFFFu, 0x7FFFu,      0x7FFFu,      0x7FFFFFFFu, 0x7FFFFFFFu};
+                          "cvt.f32.f16 of NaN 0xFE01", "mma.sync bf16, inf x 0", "mul.rn.f16x2 inf x 0, NaN x 1",
+                          "fma.rn.bf16x2 inf x 0, NaN x 1", "cvt.rn.f16x2.e4m3x2 NaN, NaN"};
+  const unsigned expected[13] = {0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu,
+                                 0x7FFFFFFFu, 0x7FFFu,      0x7FFFu,      0x7FFFFFFFu, 0x7FFFFFFFu,
+                                 0x7FFF7FFFu, 0x7FFF7FFFu, 0x7FFF7FFFu};
   int differ = 0;
-  for (int i = 0; i < 10; ++i) {
+  for (int i = 0; i < 13; ++i) {
     std::printf("%-28s 0x%08X (expected 0x%08X)%s\n", what[i], out[i], expected[i], out[i] == expected[i] ? "" : "  DIFFERS");
     differ += out[i] != expected[i];
   }

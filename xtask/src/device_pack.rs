@@ -22,9 +22,11 @@ const SCRIPT_PRELUDE: &str = include_str!("../scripts/device_prelude.sh");
 /// The check: conformance, bench sweep, families, NaN probe, sanitizers, in one time budget.
 const RUN_SH: &str = include_str!("../scripts/device_run.sh");
 
-/// The NaN bits a GPU produces, against what the emulator assumes (gemv-cuda's src/emulator/runtime/cuda_emu.h): f32
-/// FMA, add and multiply give the one NaN 0x7FFFFFFF whatever the inputs' payloads, and the
-/// conversions to binary16 and bfloat16 give 0x7FFF. Compiled on the GPU machine by its nvcc.
+/// The NaN bits a GPU produces, against what the emulator assumes (gemv-cuda's
+/// src/emulator/runtime/cuda_emu.h and its PTX executor): f32 FMA, add and multiply give the one
+/// NaN 0x7FFFFFFF whatever the inputs' payloads, the conversions to binary16 and bfloat16 and the
+/// packed f16x2/bf16x2 operations give 0x7FFF per lane. Compiled on the GPU machine by its nvcc,
+/// and here first (the pinned nvcc, for sm_90), so that a probe that does not compile fails here.
 const NAN_PROBE_CU: &str = include_str!("../scripts/nan_probe.cu");
 
 /// Optional second script: Nsight Compute on one timed launch of a few representative kernels
@@ -66,6 +68,7 @@ fn glibc_needed(path: &std::path::Path) -> String {
 
 /// Builds the pack.
 pub fn run() -> Result<(), String> {
+    compile_nan_probe()?;
     eprintln!("xtask: building release binaries for the device pack");
     let gemv = cargo_json_executable(
         &["build", "--release", "-p", "gemv-cli", "--bin", "gemv", "--message-format=json"],
@@ -134,6 +137,17 @@ pub fn run() -> Result<(), String> {
         total as f64 / (1 << 20) as f64
     );
     Ok(())
+}
+
+/// Compiles `nan_probe.cu` for sm_90 with the pinned nvcc (object only: no GPU here).
+fn compile_nan_probe() -> Result<(), String> {
+    let toolchain = crate::cuda_toolchain::Toolchain::find_or_install()?;
+    let source = root().join("xtask/scripts/nan_probe.cu");
+    let object = root().join("target/nan_probe.o");
+    eprintln!("xtask: compiling nan_probe.cu for sm_90");
+    toolchain
+        .output("nvcc", &["-arch=sm_90", "-c", &source.to_string_lossy(), "-o", &object.to_string_lossy()])
+        .map(|_| ())
 }
 
 /// Installs the pinned compute-sanitizer in a venv under target/ (once) and copies its binary and

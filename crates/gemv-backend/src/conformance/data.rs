@@ -119,6 +119,31 @@ pub fn overflowing_product(n: usize, k: usize) -> (Nvfp4Matrix, Vec<u16>) {
     (w, x)
 }
 
+/// A matrix (`n` rows, K = 48) and two activation rows with values that overflow f32 once
+/// multiplied by 2^7 or more (as a kernel that stages X scaled by a power of two may do) while
+/// every output of the contract stays finite. In every row k = 0 and k = 16 (groups 0 and 1, so
+/// two partial sums) have weight 1.0 under scale 1.0; the other weights are ordinary. Token 0
+/// has x = 2^121 at k = 0: scaled, one infinite partial and an infinite total; unscaled 2^121
+/// plus terms it absorbs. Token 1 has 2^122 at k = 0 and -2^121 at k = 16: scaled, +inf and
+/// -inf in two partials, a NaN where the tree adds them; unscaled 2^121. Global scale 1.0.
+pub fn staged_overflow(n: usize) -> (Nvfp4Matrix, Vec<u16>) {
+    let k = 48;
+    let (mut packed, mut scales, _) = matrix(n, k, 121).into_parts();
+    for row in 0..n {
+        for group in [0, 1] {
+            scales[row * (k / 16) + group] = 0x38; // 1.0
+            let byte = &mut packed[row * (k / 2) + 8 * group];
+            *byte = (*byte & 0xF0) | 0x2; // the group's first k: code 2, 1.0
+        }
+    }
+    let mut x = activations(2, k, 121);
+    x[0] = f32_to_bf16(2f32.powi(121));
+    x[k] = f32_to_bf16(2f32.powi(122));
+    x[k + 16] = f32_to_bf16(-(2f32.powi(121)));
+    let w = Nvfp4Matrix::from_parts(packed, scales, 1.0, n, k).expect("the shape of `matrix`");
+    (w, x)
+}
+
 /// Weights of 1.0 (N = 24, K = 1024: one 128-k chunk per warp of the fast kernels) and `m`
 /// activation rows whose partial sums cancel: chunk 0 is +2^20 (t + 1), chunk 1 -2^20 (t + 1),
 /// the rest 1.0078125. Added in order the big halves cancel first and the total is exact;

@@ -65,23 +65,37 @@ fn the_reference_rounding_is_itself_right_on_known_values() {
     }
 }
 
-/// `fma.rn.f32`: one rounding, and a NaN result is the GPU's one f32 NaN, 0x7FFFFFFF, whatever
-/// made it (0 x infinity, infinity - infinity, an input NaN of either sign and any payload). With
-/// x86's NaNs (0xFFC00000, or the input's payload) bit 0 of a NaN would always be clear, so the
-/// exact kernel's finiteness test with its mask mutated to 0x7F800001 (mutant #1072) would pass
-/// on the emulator and fail on a GPU.
+/// `fma.rn.f32`, `add.rn.f32`, `mul.rn.f32` (`__fmaf_rn`, `__fadd_rn`, `__fmul_rn`, through which
+/// the kernels do all their f32 arithmetic): one rounding each, and a NaN result is the GPU's
+/// one f32 NaN, 0x7FFFFFFF, whatever made it (0 x infinity, infinity - infinity, an input NaN of
+/// either sign and any payload), as the device pack's NaN probe checks on a GPU. With x86's
+/// NaNs (0xFFC00000, or the input's payload) bit 0 of a NaN would always be clear, so the exact
+/// kernel's finiteness test with its mask mutated to 0x7F800001 (mutant #1072) would pass on the
+/// emulator and fail on a GPU.
 #[test]
-fn fma_is_fused_and_its_nan_is_the_gpus_one_nan() {
+fn f32_arithmetic_rounds_once_and_its_nan_is_the_gpus_one_nan() {
+    const NAN: u32 = 0x7FFF_FFFF;
     let one_plus = 1.0 + 2f32.powi(-12);
-    let cases: [(f32, f32, f32, u32); 7] = [
-        (1.5, 2.0, 0.25, 3.25f32.to_bits()),
+    // a, b, c; then fma(a, b, c), a + b, a * b.
+    let cases: [(f32, f32, f32, [u32; 3]); 8] = [
+        (1.5, 2.0, 0.25, [3.25f32.to_bits(), 3.5f32.to_bits(), 3.0f32.to_bits()]),
         // (1 + 2^-12)^2 - 1 = 2^-11 + 2^-24 exactly; rounding the product first would give 2^-11.
-        (one_plus, one_plus, -1.0, (2f32.powi(-11) + 2f32.powi(-24)).to_bits()),
-        (0.0, f32::INFINITY, 1.0, 0x7FFF_FFFF),
-        (f32::INFINITY, -1.0, f32::INFINITY, 0x7FFF_FFFF),
-        (f32::from_bits(0x7FC1_2345), 1.0, 0.0, 0x7FFF_FFFF),
-        (1.0, f32::from_bits(0xFFC0_0000), 2.0, 0x7FFF_FFFF),
-        (f32::from_bits(0x7F80_0001), 1.0, 0.0, 0x7FFF_FFFF),
+        (
+            one_plus,
+            one_plus,
+            -1.0,
+            [
+                (2f32.powi(-11) + 2f32.powi(-24)).to_bits(),
+                (2.0 + 2f32.powi(-11)).to_bits(),
+                (1.0 + 2f32.powi(-11)).to_bits(),
+            ],
+        ),
+        (0.0, f32::INFINITY, 1.0, [NAN, f32::INFINITY.to_bits(), NAN]),
+        (f32::INFINITY, f32::NEG_INFINITY, 0.0, [f32::NEG_INFINITY.to_bits(), NAN, f32::NEG_INFINITY.to_bits()]),
+        (f32::INFINITY, -1.0, f32::INFINITY, [NAN, f32::INFINITY.to_bits(), f32::NEG_INFINITY.to_bits()]),
+        (f32::from_bits(0x7FC1_2345), 1.0, 0.0, [NAN, NAN, NAN]),
+        (1.0, f32::from_bits(0xFFC0_0000), 2.0, [NAN, NAN, NAN]),
+        (f32::from_bits(0x7F80_0001), 1.0, 0.0, [NAN, NAN, NAN]),
     ];
     let mut x = Vec::new();
     for &(a, b, c, _) in &cases {
@@ -90,11 +104,16 @@ fn fma_is_fused_and_its_nan_is_the_gpus_one_nan() {
         }
     }
     x.resize(64, 0);
-    let y = run_on("emu_test_fmaf", &x, 1, 64, 64);
+    let y = run_on("emu_test_f32_arithmetic", &x, 1, 64, 64);
     for (i, &(a, b, c, expected)) in cases.iter().enumerate() {
-        let found = u32::from(y[2 * i]) | (u32::from(y[2 * i + 1]) << 16);
-        eprintln!("fma({a:e}, {b:e}, {c:e}) = {found:#010x}");
-        assert_eq!(found, expected, "fma({a:e}, {b:e}, {c:e}): expected {expected:#010x}, found {found:#010x}");
+        for (j, (what, expected)) in ["fma(a, b, c)", "a + b", "a * b"].into_iter().zip(expected).enumerate() {
+            let at = 6 * i + 2 * j;
+            let found = u32::from(y[at]) | (u32::from(y[at + 1]) << 16);
+            assert_eq!(
+                found, expected,
+                "{what} for a = {a:e}, b = {b:e}, c = {c:e}: expected {expected:#010x}, found {found:#010x}"
+            );
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 //! the contract's documented results, never a panic or an out-of-bounds access.
 
 use super::{CAP, Cases, diff, host, lookup, resolve};
-use crate::conformance::data::{activations, matrix, overflowing_product};
+use crate::conformance::data::{activations, matrix, overflowing_product, staged_overflow};
 use crate::{DeviceMatrix, Error, GemvArgs, GpuBackend, KernelHandle, MultiplyAdd};
 use gemv_core::codec::{BF16_NAN, bf16_to_f32, f32_to_bf16};
 use gemv_core::{CoreError, Nvfp4Matrix};
@@ -106,6 +106,30 @@ pub(super) fn bad_input(backend: &dyn GpuBackend, cases: &mut Cases) {
     }
     nan_and_inf(backend, cases, &w);
     overflowing_products(backend, cases);
+    staged_overflows(backend, cases);
+}
+
+/// X that overflows once scaled by a power of two, as the exact CUDA kernels stage it: an
+/// infinite total (token 0) and a NaN made by the reduction tree's addition (token 1), where
+/// the contract's outputs are finite. A kernel must notice each (any NaN and either infinity)
+/// and still write the contract's bits; each token runs alone too, since a kernel that noticed
+/// one of them would redo the other's outputs with it.
+fn staged_overflows(backend: &dyn GpuBackend, cases: &mut Cases) {
+    let tiers = resolve(backend);
+    let n = 9;
+    let (w, x) = staged_overflow(n);
+    let k = w.k();
+    let runs = [("an infinite total", &x[..k], 1), ("a NaN total", &x[k..], 1), ("both", &x[..], 2)];
+    for (label, x, m) in runs {
+        let expected = host(&w, x, m);
+        let outcome = DeviceMatrix::upload(backend, &w.view()).and_then(|matrix| {
+            if let Some(i) = expected.iter().position(|&v| !bf16_to_f32(v).is_finite()) {
+                return Ok(Some(format!("the contract's output {i} must be finite: {:#06x}", expected[i])));
+            }
+            Ok(diff(&expected, &matrix.gemv(&tiers, x, m, CAP)?, n))
+        });
+        cases.record(format!("X that overflows once staged, M = {m}: {label} there, finite here"), outcome);
+    }
 }
 
 /// A product that overflows f32 inside a chain whose fused result is finite: a backend that

@@ -123,6 +123,16 @@ inline float __fmaf_rn(float a, float b, float c) {
     const float r = std::fma(a, b, c);
     return r != r ? __uint_as_float(0x7FFFFFFFu) : r;
 }
+// f32 add and multiply, round to nearest, with the GPU's one NaN as __fmaf_rn. The kernels do
+// every f32 add and multiply through these (a plain + or * would run as x86 arithmetic here).
+inline float __fadd_rn(float a, float b) {
+    const float r = a + b;
+    return r != r ? __uint_as_float(0x7FFFFFFFu) : r;
+}
+inline float __fmul_rn(float a, float b) {
+    const float r = a * b;
+    return r != r ? __uint_as_float(0x7FFFFFFFu) : r;
+}
 
 template <class T>
 inline T __ldg(const T* p) {

@@ -16,6 +16,7 @@ constexpr int kMaxArgs = 14;
 enum class SlotKind : unsigned char { Operand, Local, Immediate };
 
 struct Slot {
+    Slot(SlotKind kind_, unsigned char bits_) : kind(kind_), bits(bits_) {}
     SlotKind kind;
     unsigned char bits;      // register width: 16, 32 or 64
     int operand = -1;        // SlotKind::Operand: its %N

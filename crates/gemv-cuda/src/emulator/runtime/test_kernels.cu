@@ -350,18 +350,21 @@ GEMV_KERNEL(emu_test_half_to_float, 1024, 1)(EMU_ARGS) {
     store_global(y + 2 * i + 1, (gemv_u16)(bits >> 16));
 }
 
-// y[2i], y[2i+1] = the low / high 16 bits of __fmaf_rn(a, b, c), a, b and c the f32s whose halves
-// are x[6i..6i+6), low half first.
-GEMV_KERNEL(emu_test_fmaf, 1024, 1)(EMU_ARGS) {
+// y[6i..6i+6) = __fmaf_rn(a, b, c), __fadd_rn(a, b), __fmul_rn(a, b) as f32 bits, low half first;
+// a, b and c the f32s whose halves are x[6i..6i+6), low half first.
+GEMV_KERNEL(emu_test_f32_arithmetic, 1024, 1)(EMU_ARGS) {
     const unsigned i = emu_test::global_thread();
-    if (6 * i + 5 >= (unsigned)(m * k) || 2 * i + 1 >= (unsigned)(m * n)) return;
+    if (6 * i + 5 >= (unsigned)(m * k) || 6 * i + 5 >= (unsigned)(m * n)) return;
     float v[3];
     for (int j = 0; j < 3; ++j) {
         v[j] = __uint_as_float((gemv_u32)__ldg(x + 6 * i + 2 * j) | ((gemv_u32)__ldg(x + 6 * i + 2 * j + 1) << 16));
     }
-    const gemv_u32 bits = __float_as_uint(__fmaf_rn(v[0], v[1], v[2]));
-    store_global(y + 2 * i, (gemv_u16)(bits & 0xFFFFu));
-    store_global(y + 2 * i + 1, (gemv_u16)(bits >> 16));
+    const float results[3] = {__fmaf_rn(v[0], v[1], v[2]), __fadd_rn(v[0], v[1]), __fmul_rn(v[0], v[1])};
+    for (int j = 0; j < 3; ++j) {
+        const gemv_u32 bits = __float_as_uint(results[j]);
+        store_global(y + 6 * i + 2 * j, (gemv_u16)(bits & 0xFFFFu));
+        store_global(y + 6 * i + 2 * j + 1, (gemv_u16)(bits >> 16));
+    }
 }
 
 // y[2i], y[2i+1] = prmt(a, b, selector) for a, b and a selector (any nibbles: sign replication
@@ -427,7 +430,7 @@ GEMV_KERNEL(emu_test_prefetch_inside, 1024, 1)(EMU_ARGS) {
     X(emu_test_fast_wrong_fragment, 1, 1)      \
     X(emu_test_fast_order_depends_on_m, 1, 1)  \
     X(emu_test_half_to_float, 1, 1)            \
-    X(emu_test_fmaf, 1, 1)                     \
+    X(emu_test_f32_arithmetic, 1, 1)           \
     X(emu_test_prmt, 1, 1)                     \
     X(emu_test_prefetch_past_end, 1, 1)        \
     X(emu_test_prefetch_inside, 1, 1)
