@@ -107,6 +107,7 @@ mod emulator {
                     "launch.cpp",
                     "warp.cpp",
                     "memory_checks.cpp",
+                    "async_copies.cpp",
                     "ptx_parse.cpp",
                     "ptx_exec.cpp",
                     "ptx_check.cpp",

@@ -20,6 +20,8 @@
 //   gemv_e4m3x2_to_f16x2 (cvt.rn.f16x2.e4m3x2: the E4M3 codes in bits 0..7 and 8..15 become the
 //   low and high binary16, exactly; NaN codes give NaN) and gemv_hmul2_by_lo / _by_hi (mul.rn.f16x2
 //   with the low / high half of the second operand in both lanes).
+// - Asynchronous copies on sm_80 and newer: gemv_shared_address(array, i) (the shared address of
+//   an element), gemv_cp_async16 / _partial, gemv_cp_async_commit, gemv_cp_async_wait<N>.
 // - GEMV_ENTRY_NAME(name): an entry point's name. The emulator links both builds of the exact
 //   family into one library and names the sm_89 build's entries with a suffix
 //   (GEMV_ENTRY_SUFFIX); the GPU modules keep the plain names.
@@ -92,6 +94,11 @@ template <class V, class T, int N>
 __device__ __forceinline__ void shared_store(GemvShared<T, N>& array, int index, V value) {
     reinterpret_cast<V*>(array.data)[index] = value;
 }
+
+template <class T, int N>
+__device__ __forceinline__ gemv_u32 gemv_shared_address(const GemvShared<T, N>& array, int index) {
+    return (gemv_u32)__cvta_generic_to_shared(array.data + index);
+}
 #endif
 
 // ---- Inline-PTX primitives: the same text for nvcc and for the emulator, whose executor runs it.
@@ -99,6 +106,29 @@ __device__ __forceinline__ void shared_store(GemvShared<T, N>& array, int index,
 // A hint to bring the cache line holding `p` into L2 (the memory it names must be a launch input).
 __device__ __forceinline__ void gemv_prefetch_l2(const void* p) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
+// Asynchronous copies (sm_80 and newer): 16 bytes from global `src` to the shared address `dst`
+// (gemv_shared_address), bypassing L1; `src_bytes` (0..16) of them read and the rest zeroed in
+// the _partial form. A copy lands at an unknown time until gemv_cp_async_wait<N>() completes its
+// group (all but the N most recent groups gemv_cp_async_commit() closed); other threads see it
+// after a __syncthreads that follows the wait. The emulator poisons the destination and refuses
+// any access to it while the copy is in flight.
+__device__ __forceinline__ void gemv_cp_async16(gemv_u32 dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(__cvta_generic_to_global(src))
+                 : "memory");
+}
+__device__ __forceinline__ void gemv_cp_async16_partial(gemv_u32 dst, const void* src, gemv_u32 src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(__cvta_generic_to_global(src)),
+                 "r"(src_bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void gemv_cp_async_commit() {
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void gemv_cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
 // Byte permute: result byte i = byte (selector >> 4i) & 7 of {a (bytes 0..3), b (bytes 4..7)}.

@@ -7,6 +7,7 @@
 //! permutes, conversions, mma) against independent references.
 
 mod asm;
+mod async_copies;
 mod harness;
 mod primitives;
 mod tensor_core;

@@ -52,6 +52,15 @@ constexpr unsigned char kSharedPoison = 0xFF;  // NaN as f32 and as bf16 pairs: 
 
 enum class FiberState { Ready, Done, Faulted };
 
+// One cp.async a thread issued and no cp.async.wait_group has completed yet.
+struct AsyncCopy {
+    unsigned dst;                // shared address (offset in the block's arena)
+    const unsigned char* src;    // global source
+    unsigned bytes;              // cp-size
+    unsigned src_bytes;          // bytes read from src; the rest of the destination is zeroed
+    unsigned group;              // the commit group it belongs to (committed groups before its issue)
+};
+
 struct Fiber {
     ucontext_t context;  // only to enter the fiber's stack the first time
     JumpBuffer env;      // where the fiber is suspended
@@ -61,6 +70,8 @@ struct Fiber {
     FiberState state = FiberState::Ready;
     unsigned shuffles_done = 0;  // shuffles this lane completed (its generation)
     unsigned barriers_done = 0;  // __syncthreads this thread completed
+    std::vector<AsyncCopy> async_copies;  // in flight, in issue order
+    unsigned async_groups = 0;            // cp.async.commit_group executed
     void* asan_fake_stack = nullptr;
 };
 
@@ -88,6 +99,7 @@ struct Shadow {
     unsigned short reader = 0;
     unsigned short second_reader = 0;
     bool two_readers = false;
+    bool in_flight = false;  // a cp.async of `writer` targets it and has not completed
 };
 
 struct SharedDecl {
@@ -162,6 +174,12 @@ inline unsigned linear_tid(const ThreadCoords& c) {
 
 // Gives the scheduler a turn; returns when the calling fiber is resumed.
 void yield();
+
+// The shared array holding [offset, offset + bytes) of the arena, or a fault naming `what`.
+const SharedDecl& shared_decl_at(unsigned offset, size_t bytes, const char* what);
+
+// Faults where the calling thread ends with cp.async copies in flight (async_copies.cpp).
+void async_copies_at_exit();
 
 // Runs one block to completion; returns false (with run.fault set) on a fault or deadlock.
 bool run_block(BlockRun& run, dim3 block_idx);

@@ -91,6 +91,19 @@ struct SharedHandle {
     bool tracked;  // the block's accesses are race- and initialisation-checked (shared_check)
 };
 SharedHandle shared_alloc(const void* tag, const char* name, size_t bytes, size_t count);
+// The shared address (as __cvta_generic_to_shared gives it: an offset in the block's shared
+// window) of `p`, a byte of a shared array.
+unsigned shared_address_of(const unsigned char* p);
+
+// cp.async and its groups (async_copies.cpp), for the PTX executor: a copy of `bytes` (4, 8 or
+// 16) from global `src` (of which `src_bytes` are read, the rest zeroed) to the shared address
+// `dst`, in flight until a wait completes it; the destination reads as poison meanwhile, and in
+// a tracked block any access to it is a fault. commit closes the thread's uncommitted copies
+// into a group; wait completes all but the `pending` most recent groups (and no uncommitted
+// copy).
+void async_copy(unsigned dst, const void* src, unsigned bytes, unsigned src_bytes);
+void async_commit();
+void async_wait(unsigned long long pending);
 // Faults on an access out of bounds and, in a tracked block, on a race or an uninitialised read.
 // GemvShared calls it only where it has something to find: an index out of bounds, or any
 // access of a tracked block, so the common access stays inline (docs/emulator.md).
@@ -375,6 +388,11 @@ class GemvShared {
     }
     Ref operator[](long long index) { return Ref(this, index); }
     T operator[](long long index) const { return read(index); }
+    // The shared address of element `index` (for cp.async and other PTX that names shared memory).
+    unsigned address(long long index) const {
+        check(index, sizeof(T), false, false);
+        return emu::shared_address_of(base_ + (size_t)index * sizeof(T));
+    }
 
     T read(long long index) const {
         check(index, sizeof(T), false);
@@ -403,10 +421,11 @@ class GemvShared {
     }
 
    private:
-    // An access of `bytes` from element `element`.
-    void check(long long element, size_t bytes, bool write) const {
+    // An access of `bytes` from element `element` (`access`: false for taking an address, which is
+    // only bounds-checked).
+    void check(long long element, size_t bytes, bool write, bool access = true) const {
         const bool in_bounds = element >= 0 && (unsigned long long)element + bytes / sizeof(T) <= (unsigned long long)N;
-        if (tracked_ || !in_bounds) emu::shared_check(decl_, element, sizeof(T), (size_t)N, bytes, write);
+        if ((tracked_ && access) || !in_bounds) emu::shared_check(decl_, element, sizeof(T), (size_t)N, bytes, write);
     }
 
     unsigned char* base_;
@@ -417,6 +436,16 @@ class GemvShared {
 #define GEMV_SHARED(T, name, count)                     \
     static const char emu_shared_tag_##name = 0;        \
     GemvShared<T, (count)> name(&emu_shared_tag_##name, #name)
+
+template <class T, int N>
+inline gemv_u32 gemv_shared_address(const GemvShared<T, N>& array, int index) {
+    return array.address(index);
+}
+
+// A generic address as a global one: the same bits, as on the GPU for device memory.
+inline size_t __cvta_generic_to_global(const void* p) {
+    return (size_t)p;
+}
 
 template <class V, class T, int N>
 inline V shared_load(const GemvShared<T, N>& array, int index) {

@@ -86,6 +86,7 @@ void fiber_main() {
         BlockRun* run = t_block;
         const EmuArgs& a = run->launch->args;
         run->launch->kernel->entry(a.x, a.packed, a.scales, a.y, a.global_scale, a.m, a.n, a.k, a.x_stride, a.y_stride);
+        async_copies_at_exit();
         run = t_block;
         run->current->state = FiberState::Done;
         run->done++;
@@ -137,6 +138,8 @@ bool run_block(BlockRun& run, dim3 block_idx) {
         f.state = FiberState::Ready;
         f.shuffles_done = 0;
         f.barriers_done = 0;
+        f.async_copies.clear();
+        f.async_groups = 0;
         f.coords.thread_idx = dim3{tid % launch.block.x, (tid / launch.block.x) % launch.block.y,
                                    tid / (launch.block.x * launch.block.y)};
         f.coords.block_idx = block_idx;

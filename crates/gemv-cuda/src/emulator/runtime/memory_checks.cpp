@@ -96,6 +96,17 @@ SharedHandle shared_alloc(const void* tag, const char* name, size_t bytes, size_
     return SharedHandle{run.arena.get() + offset, (unsigned)(run.shared.size() - 1), run.tracking};
 }
 
+unsigned shared_address_of(const unsigned char* p) {
+    return (unsigned)(p - t_block->arena.get());
+}
+
+const SharedDecl& shared_decl_at(unsigned offset, size_t bytes, const char* what) {
+    for (const SharedDecl& d : t_block->shared) {
+        if (offset >= d.offset && (size_t)offset + bytes <= d.offset + d.bytes) return d;
+    }
+    fault("%s: shared address %#x (%zu bytes) is not inside one shared array of this block", what, offset, bytes);
+}
+
 void shared_check(unsigned decl, long long element, size_t element_size, size_t count, size_t vector_size,
                   bool write) {
     BlockRun& run = *t_block;
@@ -124,6 +135,11 @@ void shared_check(unsigned decl, long long element, size_t element_size, size_t 
                          "__syncthreads between them",
                          d.name, at, other, other_did, (unsigned)tid, self_did);
         };
+        if (s.in_flight) {
+            fault("shared %s of '%s' element %lld by thread %u while thread %u's cp.async into it is in flight "
+                  "(no cp.async.wait_group has completed it)",
+                  kind, d.name, at, (unsigned)tid, (unsigned)s.writer);
+        }
         if (write) {
             if (s.write_epoch == epoch && s.writer != tid) race(s.writer, "wrote", "wrote");
             if (s.read_epoch == epoch && s.reader != tid) race(s.reader, "read", "wrote");

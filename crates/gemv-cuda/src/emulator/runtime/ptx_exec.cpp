@@ -157,7 +157,7 @@ std::atomic<unsigned> g_memoized{0};
 
 bool memoizable(const Program& p) {
     for (const Instruction& in : p.code) {
-        if (in.op == Op::PrefetchL2 || in.op == Op::MmaBf16) return false;
+        if (has_effects(in.op) || in.op == Op::MmaBf16) return false;
     }
     int inputs = 0;
     for (int i = 0; i < p.operand_count; ++i) {
@@ -306,6 +306,23 @@ void Statement::execute(Operand* operands, int count) const {
                 check_access(reinterpret_cast<const void*>(address), 1, 1, Access::Prefetch);
                 break;
             }
+            case Op::CpAsync: {
+                const unsigned dst = (unsigned)(regs[x[0]] + (unsigned long long)in.offset);
+                const unsigned long long src = regs[x[1]] + (unsigned long long)in.source_offset;
+                const unsigned src_bytes = in.arg_count == 3 ? (unsigned)regs[x[2]] : in.copy_bytes;
+                async_copy(dst, reinterpret_cast<const void*>(src), in.copy_bytes, src_bytes);
+                break;
+            }
+            case Op::CpAsyncCommit:
+                async_commit();
+                break;
+            case Op::CpAsyncWait:
+                async_wait(regs[x[0]]);
+                break;
+            case Op::CpAsyncWaitAll:
+                async_commit();
+                async_wait(0);
+                break;
         }
     }
     for (int i = 0; i < p.output_count; ++i) std::memcpy(operands[i].target, &regs[i], operands[i].size);

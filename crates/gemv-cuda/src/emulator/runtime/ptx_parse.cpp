@@ -246,7 +246,7 @@ class Parser {
         int first_written = 0, written = 1;
         if (in.op == Op::MmaBf16) written = 4;
         if (in.op == Op::MovUnpack) first_written = 1, written = in.arg_count - 1;
-        if (in.op == Op::PrefetchL2) written = 0;
+        if (has_effects(in.op)) written = 0;
         for (int a = 0; a < in.arg_count; ++a) {
             const bool is_written = a >= first_written && a < first_written + written;
             (is_written ? in.writes : in.reads) |= 1ull << in.args[a];
@@ -317,6 +317,49 @@ class Parser {
             if (bits(args[0].slots[0]) != 64) return "the address must be a 64-bit register";
             in.args[in.arg_count++] = args[0].slots[0];
             in.offset = args[0].offset;
+            return "";
+        }
+        if (opcode == "cp.async.ca.shared.global" || opcode == "cp.async.cg.shared.global") {
+            // cp.async.{ca,cg}.shared.global [dst], [src], cp-size{, src-size}: dst a 32-bit shared
+            // address, src a 64-bit global one; .cg copies 16 bytes only.
+            in.op = Op::CpAsync;
+            if (args.size() != 3 && args.size() != 4) return "takes [dst], [src], cp-size and an optional src-size";
+            if (args[0].kind != Arg::Memory || bits(args[0].slots[0]) != 32) {
+                return "the destination must be a 32-bit shared address in brackets";
+            }
+            if (args[1].kind != Arg::Memory || bits(args[1].slots[0]) != 64) {
+                return "the source must be a 64-bit global address in brackets";
+            }
+            const Slot& size = program_.slots[args[2].slots[0]];
+            if (args[2].kind != Arg::Register || size.kind != SlotKind::Immediate) return "cp-size must be a constant";
+            const bool cg = opcode.rfind("cp.async.cg", 0) == 0;
+            if (!(size.value == 16 || (!cg && (size.value == 4 || size.value == 8)))) {
+                return std::string("cp-size ") + std::to_string(size.value) + " is not one of " +
+                       (cg ? "16 (.cg)" : "4, 8, 16");
+            }
+            in.copy_bytes = (unsigned)size.value;
+            in.args[in.arg_count++] = args[0].slots[0];
+            in.args[in.arg_count++] = args[1].slots[0];
+            in.offset = args[0].offset;
+            in.source_offset = args[1].offset;
+            if (args.size() == 4) {
+                if (args[3].kind != Arg::Register) return "src-size must be a register or a constant";
+                const Slot& s = program_.slots[args[3].slots[0]];
+                if (s.kind != SlotKind::Immediate && s.bits != 32) return "src-size must be a 32-bit register";
+                in.args[in.arg_count++] = args[3].slots[0];
+            }
+            return "";
+        }
+        if (opcode == "cp.async.commit_group" || opcode == "cp.async.wait_all") {
+            in.op = opcode == "cp.async.wait_all" ? Op::CpAsyncWaitAll : Op::CpAsyncCommit;
+            return args.empty() ? "" : "takes no operands";
+        }
+        if (opcode == "cp.async.wait_group") {
+            in.op = Op::CpAsyncWait;
+            if (args.size() != 1 || args[0].kind != Arg::Register) return "takes one constant";
+            const Slot& n = program_.slots[args[0].slots[0]];
+            if (n.kind != SlotKind::Immediate && n.constraint != 'n') return "the group count must be a constant";
+            in.args[in.arg_count++] = args[0].slots[0];
             return "";
         }
         if (opcode == "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") {

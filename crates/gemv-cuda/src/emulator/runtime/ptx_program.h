@@ -39,7 +39,18 @@ enum class Op : unsigned char {
     FmaBf16x2,       // fma.rn.bf16x2
     MmaBf16,         // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
     PrefetchL2,      // prefetch.global.L2 [a]
+    CpAsync,         // cp.async.{ca,cg}.shared.global [d], [s], size{, src_size}
+    CpAsyncCommit,   // cp.async.commit_group
+    CpAsyncWait,     // cp.async.wait_group n
+    CpAsyncWaitAll,  // cp.async.wait_all
 };
+
+// Whether an instruction touches memory or other threads' state (never remembered, and writes
+// no register).
+inline bool has_effects(Op op) {
+    return op == Op::PrefetchL2 || op == Op::CpAsync || op == Op::CpAsyncCommit || op == Op::CpAsyncWait ||
+           op == Op::CpAsyncWaitAll;
+}
 
 struct Instruction {
     Op op;
@@ -49,7 +60,9 @@ struct Instruction {
     int to_bits = 0, from_bits = 0;
     bool from_signed = false;
     int part_bits = 0;     // MovPack / MovUnpack: the width of each vector element
-    long long offset = 0;  // PrefetchL2: the address's displacement
+    long long offset = 0;  // PrefetchL2, CpAsync: the (first) address's displacement
+    long long source_offset = 0;  // CpAsync: the global address's displacement
+    unsigned copy_bytes = 0;      // CpAsync: cp-size
     unsigned long long reads = 0, writes = 0;  // slots read and written, as bit masks
     std::string text;      // the instruction as written, for messages
 };

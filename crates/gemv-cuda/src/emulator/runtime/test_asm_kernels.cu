@@ -202,6 +202,76 @@ GEMV_KERNEL(emu_test_asm_out_of_scope, 1024, 1)(EMU_ARGS) {
     emu_test::out(y, m, n, d);
 }
 
+// ---- cp.async ------------------------------------------------------------------------------
+
+namespace emu_async_test {
+
+// The faults planted in `pipeline` (kNone: the correct pipeline).
+enum Fault { kNone, kReadBeforeWait, kReuseBeforeBarrier, kNoBarrierAfterWait, kNeverWaited, kMisaligned };
+constexpr int kThreads = 256;
+constexpr int kStage = kThreads * 8;  // elements of X per stage: 16 bytes a thread
+
+// Streams the first k - 5 elements of X through two shared stages with cp.async, one stage ahead
+// (the last stage's tail zero-filled: a partial copy and empty ones). From every stage thread t
+// reads the 16 bytes thread (7t + 3) % 256 copied; y[2t], y[2t + 1] = the low and high halves of
+// an FNV-1a hash of the words it read. One block of 256 threads.
+template <int FAULT>
+__device__ __forceinline__ void pipeline(const gemv_u16* x, gemv_u16* y, int k) {
+    GEMV_SHARED(uint4, stages, 2 * kThreads);
+    const int tid = (int)threadIdx.x;
+    const int count = k - 5;
+    const int chunks = (count + kStage - 1) / kStage;
+    auto issue = [&](int chunk) {
+        const int first = chunk * kStage + 8 * tid;
+        const int left = count - first;
+        const gemv_u32 bytes = left >= 8 ? 16u : left > 0 ? 2u * (gemv_u32)left : 0u;
+        const gemv_u32 dst = gemv_shared_address(stages, (chunk % 2) * kThreads + tid) + (FAULT == kMisaligned ? 4u : 0u);
+        if (bytes == 16u) {
+            gemv_cp_async16(dst, x + first);
+        } else {
+            gemv_cp_async16_partial(dst, left > 0 ? x + first : x, bytes);
+        }
+        gemv_cp_async_commit();
+    };
+    gemv_u32 hash = 0x811C9DC5u;
+    issue(0);
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+        if (chunk + 1 < chunks) {
+            issue(chunk + 1);
+            if (FAULT == kReadBeforeWait) {
+                gemv_cp_async_wait<2>();
+            } else {
+                gemv_cp_async_wait<1>();
+            }
+        } else if (FAULT == kReadBeforeWait) {
+            gemv_cp_async_wait<1>();
+        } else {
+            gemv_cp_async_wait<0>();
+        }
+        if (FAULT != kNoBarrierAfterWait) __syncthreads();
+        const uint4 v = shared_load<uint4>(stages, (chunk % 2) * kThreads + (7 * tid + 3) % kThreads);
+        const gemv_u32 words[4] = {v.x, v.y, v.z, v.w};
+        for (gemv_u32 w : words) hash = (hash ^ w) * 0x01000193u;
+        if (FAULT != kReuseBeforeBarrier) __syncthreads();
+    }
+    if (FAULT == kNeverWaited) issue(chunks);
+    store_global(y + 2 * tid, (gemv_u16)(hash & 0xFFFFu));
+    store_global(y + 2 * tid + 1, (gemv_u16)(hash >> 16));
+}
+
+}  // namespace emu_async_test
+
+#define EMU_ASYNC_TEST(name, fault)                       \
+    GEMV_KERNEL(name, 256, 1)(EMU_ARGS) {                 \
+        emu_async_test::pipeline<emu_async_test::fault>(x, y, k); \
+    }
+EMU_ASYNC_TEST(emu_test_cp_async, kNone)
+EMU_ASYNC_TEST(emu_test_cp_async_read_before_wait, kReadBeforeWait)
+EMU_ASYNC_TEST(emu_test_cp_async_reuse_before_barrier, kReuseBeforeBarrier)
+EMU_ASYNC_TEST(emu_test_cp_async_no_barrier_after_wait, kNoBarrierAfterWait)
+EMU_ASYNC_TEST(emu_test_cp_async_never_waited, kNeverWaited)
+EMU_ASYNC_TEST(emu_test_cp_async_misaligned, kMisaligned)
+
 #define GEMV_ASM_TEST_KERNELS(X)                    \
     X(emu_test_asm_oracle, 1, 1)                    \
     X(emu_test_asm_oracle_mma, 1, 1)                \
@@ -214,4 +284,10 @@ GEMV_KERNEL(emu_test_asm_out_of_scope, 1024, 1)(EMU_ARGS) {
     X(emu_test_asm_wrong_binding, 1, 1)             \
     X(emu_test_asm_wrong_width, 1, 1)               \
     X(emu_test_asm_uninitialised_register, 1, 1)    \
-    X(emu_test_asm_out_of_scope, 1, 1)
+    X(emu_test_asm_out_of_scope, 1, 1)              \
+    X(emu_test_cp_async, 1, 1)                      \
+    X(emu_test_cp_async_read_before_wait, 1, 1)     \
+    X(emu_test_cp_async_reuse_before_barrier, 1, 1) \
+    X(emu_test_cp_async_no_barrier_after_wait, 1, 1) \
+    X(emu_test_cp_async_never_waited, 1, 1)         \
+    X(emu_test_cp_async_misaligned, 1, 1)

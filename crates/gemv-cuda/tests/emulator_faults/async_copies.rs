@@ -1,0 +1,103 @@
+//! `cp.async` with its commit groups, executed from the portable header's wrappers: a
+//! double-buffered pipeline gives the bits a plain copy gives (a partial, zero-filled copy and
+//! empty ones included), and each way of getting the pipeline wrong is reported: a stage read
+//! before its wait, a stage reissued while another thread still reads it, another thread's copy
+//! read with no barrier after the wait, a thread ending with copies in flight, a misaligned
+//! destination.
+
+use gemv_backend::Error;
+use gemv_cuda::{CudaEmulator, HostLaunch, ThreadOrder};
+
+/// K of the launch: 3 full stages of 2048 elements and a fourth of 112, of which the kernel
+/// copies K - 5 (thread 13 copies 6 bytes of its 16, threads 14 and up none).
+const K: usize = 3 * 2048 + 112;
+const THREADS: usize = 256;
+
+/// X as the kernel reads it: `K` elements starting on a 16-byte boundary (cp.async's alignment).
+fn activations(storage: &mut Vec<u16>) -> &[u16] {
+    *storage = (0..K + 8).map(|i| (i as u16).wrapping_mul(40503) ^ 0x5A5A).collect();
+    let skip = (16 - storage.as_ptr() as usize % 16) % 16 / 2;
+    &storage[skip..skip + K]
+}
+
+fn run(kernel: &str, order: ThreadOrder) -> Result<Vec<u16>, Error> {
+    let mut storage = Vec::new();
+    let x = activations(&mut storage);
+    let n = 2 * THREADS;
+    let mut y = vec![0u16; n];
+    CudaEmulator::new().with_thread_order(order).launch_on_host(HostLaunch {
+        kernel,
+        grid: 1,
+        block: THREADS as u32,
+        x,
+        packed: &vec![0u8; n * K / 2],
+        scales: &vec![0u8; n * K / 16],
+        y: &mut y,
+        global_scale: 1.0,
+        m: 1,
+        n,
+        k: K,
+    })?;
+    Ok(y)
+}
+
+/// What the pipeline must give: thread t hashes, from every stage, the 8 elements thread
+/// (7t + 3) % 256 copied (zero past K - 5), as four little-endian words.
+fn expected(x: &[u16]) -> Vec<u16> {
+    let count = K - 5;
+    let stages = count.div_ceil(THREADS * 8);
+    let mut y = Vec::new();
+    for t in 0..THREADS {
+        let source = (7 * t + 3) % THREADS;
+        let mut hash = 0x811C_9DC5u32;
+        for stage in 0..stages {
+            let first = stage * THREADS * 8 + 8 * source;
+            let at = |i: usize| if first + i < count { u32::from(x[first + i]) } else { 0 };
+            for w in 0..4 {
+                hash = (hash ^ (at(2 * w) | (at(2 * w + 1) << 16))).wrapping_mul(0x0100_0193);
+            }
+        }
+        y.extend([(hash & 0xFFFF) as u16, (hash >> 16) as u16]);
+    }
+    y
+}
+
+#[test]
+fn a_double_buffered_pipeline_gives_what_a_plain_copy_gives() {
+    let mut storage = Vec::new();
+    let want = expected(activations(&mut storage));
+    for order in [ThreadOrder::Forward, ThreadOrder::Reversed] {
+        let found = run("emu_test_cp_async", order).unwrap_or_else(|e| panic!("the correct pipeline ({order:?}): {e}"));
+        assert_eq!(found, want, "{order:?}");
+    }
+}
+
+fn fault(kernel: &str, order: ThreadOrder) -> String {
+    match run(kernel, order) {
+        Err(Error::KernelFault { message, .. }) => message,
+        other => panic!("{kernel} ({order:?}): expected a kernel fault, got {other:?}"),
+    }
+}
+
+#[test]
+fn each_wrong_pipeline_is_reported_in_both_thread_orders() {
+    let planted: [(&str, &[&str]); 5] = [
+        ("emu_test_cp_async_read_before_wait", &["cp.async into it is in flight"]),
+        (
+            "emu_test_cp_async_reuse_before_barrier",
+            &["shared-memory race on 'stages' element", "cp.async wrote it with no __syncthreads between them"],
+        ),
+        ("emu_test_cp_async_never_waited", &["ended with 1 cp.async copy in flight"]),
+        ("emu_test_cp_async_misaligned", &["cp.async: shared address", "is not aligned to the copy's 16 bytes"]),
+        ("emu_test_cp_async_no_barrier_after_wait", &["'stages' element"]),
+    ];
+    for order in [ThreadOrder::Forward, ThreadOrder::Reversed] {
+        for (kernel, needles) in planted {
+            let message = fault(kernel, order);
+            eprintln!("{kernel} ({order:?}): {message}");
+            for needle in needles {
+                assert!(message.contains(needle), "{kernel} ({order:?}): {message}");
+            }
+        }
+    }
+}
