@@ -108,6 +108,7 @@ mod emulator {
                     "warp.cpp",
                     "memory_checks.cpp",
                     "async_copies.cpp",
+                    "mbarriers.cpp",
                     "ptx_parse.cpp",
                     "ptx_exec.cpp",
                     "ptx_check.cpp",

@@ -21,7 +21,9 @@
 //   low and high binary16, exactly; NaN codes give NaN) and gemv_hmul2_by_lo / _by_hi (mul.rn.f16x2
 //   with the low / high half of the second operand in both lanes).
 // - Asynchronous copies on sm_80 and newer: gemv_shared_address(array, i) (the shared address of
-//   an element), gemv_cp_async16 / _partial, gemv_cp_async_commit, gemv_cp_async_wait<N>.
+//   an element), gemv_cp_async16 / _partial, gemv_cp_async_commit, gemv_cp_async_wait<N>; on
+//   sm_90 and newer, mbarriers (gemv_mbarrier_init / _arrive / _arrive_expect_tx /
+//   _try_wait_parity / _wait_parity), gemv_bulk_copy and gemv_fence_proxy_async.
 // - GEMV_ENTRY_NAME(name): an entry point's name. The emulator links both builds of the exact
 //   family into one library and names the sm_89 build's entries with a suffix
 //   (GEMV_ENTRY_SUFFIX); the GPU modules keep the plain names.
@@ -129,6 +131,53 @@ __device__ __forceinline__ void gemv_cp_async_commit() {
 template <int N>
 __device__ __forceinline__ void gemv_cp_async_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// mbarriers and bulk copies (sm_90 and newer). An mbarrier is an 8-byte element of a shared
+// array (GEMV_SHARED(gemv_u64, ...)), named by its shared address; its phase completes when its
+// count of arrivals and the transaction bytes announced by arrive_expect_tx have all come. A
+// bulk copy moves `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to
+// shared and completes them on the mbarrier; threads that see the phase complete
+// (gemv_mbarrier_wait_parity with the phase's parity, 0 for its first phase) see the data.
+// gemv_fence_proxy_async orders the initialising thread's writes before the copies use the
+// mbarrier. The emulator poisons a bulk copy's destination until a thread waits on its
+// mbarrier, and reports a phase that can never complete as a deadlock.
+__device__ __forceinline__ void gemv_mbarrier_init(gemv_u32 mbarrier, gemv_u32 count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(mbarrier), "r"(count) : "memory");
+}
+__device__ __forceinline__ gemv_u64 gemv_mbarrier_arrive(gemv_u32 mbarrier) {
+    gemv_u64 state;
+    asm volatile("mbarrier.arrive.shared::cta.b64 %0, [%1];" : "=l"(state) : "r"(mbarrier) : "memory");
+    return state;
+}
+__device__ __forceinline__ gemv_u64 gemv_mbarrier_arrive_expect_tx(gemv_u32 mbarrier, gemv_u32 bytes) {
+    gemv_u64 state;
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 %0, [%1], %2;"
+                 : "=l"(state)
+                 : "r"(mbarrier), "r"(bytes)
+                 : "memory");
+    return state;
+}
+__device__ __forceinline__ bool gemv_mbarrier_try_wait_parity(gemv_u32 mbarrier, gemv_u32 parity) {
+    gemv_u32 done;
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(mbarrier), "r"(parity)
+        : "memory");
+    return done != 0;
+}
+__device__ __forceinline__ void gemv_mbarrier_wait_parity(gemv_u32 mbarrier, gemv_u32 parity) {
+    while (!gemv_mbarrier_try_wait_parity(mbarrier, parity)) {
+    }
+}
+__device__ __forceinline__ void gemv_bulk_copy(gemv_u32 dst, const void* src, gemv_u32 bytes, gemv_u32 mbarrier) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+                 "l"(__cvta_generic_to_global(src)), "r"(bytes), "r"(mbarrier)
+                 : "memory");
+}
+__device__ __forceinline__ void gemv_fence_proxy_async() {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
 // Byte permute: result byte i = byte (selector >> 4i) & 7 of {a (bytes 0..3), b (bytes 4..7)}.

@@ -104,16 +104,27 @@ impl Nvrtc {
 /// Compiles one build of a source to PTX at `out`, with extra `-D` defines (none for the shipped
 /// PTX). Headers come from the source's own directory (the mutation pass compiles copies).
 pub fn compile(nvrtc: &Nvrtc, source: &Path, build: &ModuleBuild, out: &Path, defines: &[&str]) -> Result<(), String> {
-    let arch = format!("-arch={}", build.virtual_arch());
-    let include = format!("-I{}", source.parent().unwrap_or(&root().join(KERNEL_DIR)).display());
-    let (out, source) = (out.to_string_lossy(), source.to_string_lossy());
-    let script = root().join(NVRTC_SCRIPT);
-    let (script, library) = (script.to_string_lossy(), nvrtc.library.to_string_lossy());
-    // -fmad=false: only the kernels' explicit __fmaf_rn fuse, exactly what the emulator computes.
-    let mut args = vec![&*script, &*library, &*source, &*out, &arch, "-std=c++17", "-fmad=false", &include];
-    let defines: Vec<String> = build.defines.iter().chain(defines).map(|d| format!("-D{d}")).collect();
-    args.extend(defines.iter().map(String::as_str));
-    crate::util::run(&nvrtc.python.to_string_lossy(), &args)
+    let defines: Vec<&str> = build.defines.iter().chain(defines).copied().collect();
+    nvrtc.ptx(source, &build.virtual_arch(), out, &defines)
+}
+
+impl Nvrtc {
+    /// Compiles `source` for the virtual architecture `arch` (e.g. `compute_90`) to PTX at `out`,
+    /// as the kernels are: headers from the source's own directory and kernels/cuda, `-fmad=false`
+    /// (only the explicit `__fmaf_rn` fuse, exactly what the emulator computes).
+    pub fn ptx(&self, source: &Path, arch: &str, out: &Path, defines: &[&str]) -> Result<(), String> {
+        let arch = format!("-arch={arch}");
+        let include = format!("-I{}", source.parent().unwrap_or(&root().join(KERNEL_DIR)).display());
+        let kernels = format!("-I{}", root().join(KERNEL_DIR).display());
+        let (out, source) = (out.to_string_lossy(), source.to_string_lossy());
+        let script = root().join(NVRTC_SCRIPT);
+        let (script, library) = (script.to_string_lossy(), self.library.to_string_lossy());
+        let mut args =
+            vec![&*script, &*library, &*source, &*out, &arch, "-std=c++17", "-fmad=false", &include, &kernels];
+        let defines: Vec<String> = defines.iter().map(|d| format!("-D{d}")).collect();
+        args.extend(defines.iter().map(String::as_str));
+        crate::util::run(&self.python.to_string_lossy(), &args)
+    }
 }
 
 /// Builds every PTX; with `check`, builds into target/ and fails if the committed files differ.

@@ -33,6 +33,24 @@ const REPORT: &str = "docs/sass.md";
 /// The define that selects the common path (see the kernel source).
 const COMMON_PATH: &str = "GEMV_SASS_COMMON_PATH";
 
+/// Every inline-PTX primitive of the portable header, called from one probe kernel, through the
+/// pinned NVRTC and ptxas for sm_90: text the emulator executes but no kernel calls yet must
+/// still assemble.
+fn assemble_primitives(toolchain: &Toolchain, nvrtc: &Nvrtc, out_dir: &std::path::Path) -> Result<(), String> {
+    let probe = root().join(PRIMITIVES_PROBE);
+    let ptx = out_dir.join("primitives_probe.ptx");
+    nvrtc.ptx(&probe, "compute_90", &ptx, &[])?;
+    let cubin = out_dir.join("primitives_probe.sm_90.cubin");
+    toolchain
+        .output("ptxas", &["-arch=sm_90", &ptx.to_string_lossy(), "-o", &cubin.to_string_lossy()])
+        .map_err(|e| format!("{PRIMITIVES_PROBE}: the portable header's primitives do not assemble for sm_90: {e}"))?;
+    eprintln!("xtask: the portable header's primitives assemble for sm_90 ({PRIMITIVES_PROBE})");
+    Ok(())
+}
+
+/// The probe kernel that calls every primitive of kernels/cuda/gemv_portable.cuh.
+const PRIMITIVES_PROBE: &str = "xtask/scripts/primitives_probe.cu";
+
 fn render(stats: &PerArch<KernelStats>, loops: &PerArch<PassLoop>, fast_loops: &PerArch<MmaLoop>, ptx: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# SASS report\n");
@@ -64,6 +82,7 @@ pub fn run(check: bool) -> Result<(), String> {
     let nvrtc = Nvrtc::find_or_install()?;
     let out_dir = root().join("target/sass");
     std::fs::create_dir_all(&out_dir).map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
+    assemble_primitives(&toolchain, &nvrtc, &out_dir)?;
     let mut stats: PerArch<KernelStats> = BTreeMap::new();
     let mut loops: PerArch<PassLoop> = BTreeMap::new();
     let mut fast_loops: PerArch<MmaLoop> = BTreeMap::new();

@@ -67,7 +67,7 @@ fn a_divergent_syncthreads_is_caught() {
 fn a_barrier_inside_a_shuffle_is_a_deadlock() {
     let message = fault_message("emu_test_deadlock", 32);
     assert!(message.starts_with("block (0,0,0): deadlock: no thread can proceed; waiting:"), "{message}");
-    assert!(message.contains("t5(shuffle #0, barrier #0)") && message.contains("t0(shuffle #0"), "{message}");
+    assert!(message.contains(" t0-31 (warp 0): shuffle #0, barrier #0;"), "{message}");
 }
 
 // ---- Shuffles ----

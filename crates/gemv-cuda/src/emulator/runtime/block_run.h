@@ -72,6 +72,9 @@ struct Fiber {
     unsigned barriers_done = 0;  // __syncthreads this thread completed
     std::vector<AsyncCopy> async_copies;  // in flight, in issue order
     unsigned async_groups = 0;            // cp.async.commit_group executed
+    unsigned mbarrier_arrivals = 0;       // mbarrier arrives executed (releases of what it read)
+    int waiting_mbarrier = -1;            // the mbarrier (index in BlockRun::mbarriers) it spins on
+    unsigned waiting_parity = 0;
     void* asan_fake_stack = nullptr;
 };
 
@@ -100,6 +103,31 @@ struct Shadow {
     unsigned short second_reader = 0;
     bool two_readers = false;
     bool in_flight = false;  // a cp.async of `writer` targets it and has not completed
+    // mbarrier arrives each reader had executed when it read (see bulk copies, mbarriers.cpp).
+    unsigned reader_arrivals = 0;
+    unsigned second_reader_arrivals = 0;
+};
+
+// The write epoch of data a bulk copy landed: made visible by its mbarrier's phase, not by a
+// __syncthreads, so it races with no epoch.
+constexpr unsigned kAsyncProxyEpoch = 0xFFFFFFFEu;
+
+// One cp.async.bulk in flight: it lands when a thread waits on its mbarrier.
+struct BulkCopy {
+    unsigned dst;
+    const unsigned char* src;
+    unsigned bytes;
+    unsigned short issuer;
+};
+
+// An mbarrier object of the block (at a shared address).
+struct Mbarrier {
+    unsigned address;
+    unsigned count;         // arrivals per phase
+    unsigned pending;       // arrivals still missing in the current phase
+    long long tx;           // transaction bytes still expected in the current phase
+    unsigned phase = 0;     // phases completed
+    std::vector<BulkCopy> copies;
 };
 
 struct SharedDecl {
@@ -134,6 +162,7 @@ struct BlockRun {
     size_t shared_used = 0;
     std::unique_ptr<unsigned char[]> arena{new unsigned char[kMaxSharedBytes]};
     std::vector<Shadow> shadow = std::vector<Shadow>(kMaxSharedBytes);
+    std::vector<Mbarrier> mbarriers;
     bool tracking = false;  // this block's shared accesses are race-checked
     const void* scheduler_stack = nullptr;
     size_t scheduler_stack_size = 0;
@@ -180,6 +209,10 @@ const SharedDecl& shared_decl_at(unsigned offset, size_t bytes, const char* what
 
 // Faults where the calling thread ends with cp.async copies in flight (async_copies.cpp).
 void async_copies_at_exit();
+// Faults where the block ends with bulk copies that never landed (mbarriers.cpp).
+void bulk_copies_at_block_end(BlockRun& run);
+// What a thread spinning on an mbarrier waits for, for the deadlock report.
+std::string mbarrier_wait_description(const BlockRun& run, const Fiber& f);
 
 // Runs one block to completion; returns false (with run.fault set) on a fault or deadlock.
 bool run_block(BlockRun& run, dim3 block_idx);

@@ -104,6 +104,15 @@ unsigned shared_address_of(const unsigned char* p);
 void async_copy(unsigned dst, const void* src, unsigned bytes, unsigned src_bytes);
 void async_commit();
 void async_wait(unsigned long long pending);
+
+// mbarriers and cp.async.bulk (mbarriers.cpp), for the PTX executor: init, arrive (with the
+// transaction bytes the phase also waits for; returns the phase as its state), try_wait on a
+// phase parity (false after giving the block's other threads a turn), and a bulk copy that
+// lands, completing its bytes on the mbarrier, when a thread waits on it.
+void mbarrier_init(unsigned address, unsigned count);
+unsigned long long mbarrier_arrive(unsigned address, unsigned long long expect_tx);
+bool mbarrier_try_wait_parity(unsigned address, unsigned parity);
+void bulk_copy(unsigned dst, const void* src, unsigned bytes, unsigned address);
 // Faults on an access out of bounds and, in a tracked block, on a race or an uninitialised read.
 // GemvShared calls it only where it has something to find: an index out of bounds, or any
 // access of a tracked block, so the common access stays inline (docs/emulator.md).

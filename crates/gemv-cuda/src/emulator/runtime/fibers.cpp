@@ -133,6 +133,7 @@ bool run_block(BlockRun& run, dim3 block_idx) {
     // Every block declares its shared arrays afresh; shared_alloc poisons them.
     run.shared.clear();
     run.shared_used = 0;
+    run.mbarriers.clear();
     for (unsigned tid = 0; tid < threads; ++tid) {
         Fiber& f = run.fibers[tid];
         f.state = FiberState::Ready;
@@ -140,6 +141,8 @@ bool run_block(BlockRun& run, dim3 block_idx) {
         f.barriers_done = 0;
         f.async_copies.clear();
         f.async_groups = 0;
+        f.mbarrier_arrivals = 0;
+        f.waiting_mbarrier = -1;
         f.coords.thread_idx = dim3{tid % launch.block.x, (tid / launch.block.x) % launch.block.y,
                                    tid / (launch.block.x * launch.block.y)};
         f.coords.block_idx = block_idx;
@@ -156,16 +159,36 @@ bool run_block(BlockRun& run, dim3 block_idx) {
             resume(run, f);
             if (f.state == FiberState::Faulted) return false;
         }
-        if (!any_live) return true;
+        if (!any_live) {
+            bulk_copies_at_block_end(run);
+            if (run.fault.empty()) return true;
+            run.fault = format("block (%u,%u,%u): ", block_idx.x, block_idx.y, block_idx.z) + run.fault;
+            return false;
+        }
         if (run.events == before) {
             // Nobody arrived anywhere new in a full pass: every live thread waits for one that
             // never comes.
+            // Each run of consecutive threads of one warp that wait for the same thing, once.
             std::string waiting;
-            for (unsigned tid = 0; tid < threads && waiting.size() < 300; ++tid) {
-                const Fiber& f = run.fibers[tid];
-                if (f.state == FiberState::Ready) {
-                    waiting += format(" t%u(shuffle #%u, barrier #%u)", tid, f.shuffles_done, f.barriers_done);
+            auto waits_for = [&](const Fiber& f) {
+                return f.waiting_mbarrier >= 0 ? mbarrier_wait_description(run, f)
+                                               : format("shuffle #%u, barrier #%u", f.shuffles_done, f.barriers_done);
+            };
+            for (unsigned tid = 0; tid < threads && waiting.size() < 1000;) {
+                if (run.fibers[tid].state != FiberState::Ready) {
+                    ++tid;
+                    continue;
                 }
+                const std::string what = waits_for(run.fibers[tid]);
+                unsigned last = tid;
+                while (last + 1 < threads && (last + 1) / 32 == tid / 32 &&
+                       run.fibers[last + 1].state == FiberState::Ready && waits_for(run.fibers[last + 1]) == what) {
+                    ++last;
+                }
+                waiting += last == tid ? format(" t%u (warp %u): ", tid, tid / 32)
+                                       : format(" t%u-%u (warp %u): ", tid, last, tid / 32);
+                waiting += what + ";";
+                tid = last + 1;
             }
             run.fault = format("block (%u,%u,%u): deadlock: no thread can proceed; waiting:", block_idx.x,
                                block_idx.y, block_idx.z) +

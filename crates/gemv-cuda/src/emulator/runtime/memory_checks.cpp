@@ -136,8 +136,8 @@ void shared_check(unsigned decl, long long element, size_t element_size, size_t 
                          d.name, at, other, other_did, (unsigned)tid, self_did);
         };
         if (s.in_flight) {
-            fault("shared %s of '%s' element %lld by thread %u while thread %u's cp.async into it is in flight "
-                  "(no cp.async.wait_group has completed it)",
+            fault("shared %s of '%s' element %lld by thread %u while thread %u's asynchronous copy into it is in "
+                  "flight (no wait has completed it)",
                   kind, d.name, at, (unsigned)tid, (unsigned)s.writer);
         }
         if (write) {
@@ -160,6 +160,11 @@ void shared_check(unsigned decl, long long element, size_t element_size, size_t 
             } else if (s.reader != tid && !s.two_readers) {
                 s.second_reader = tid;
                 s.two_readers = true;
+            }
+            if (s.reader == tid) {
+                s.reader_arrivals = self.mbarrier_arrivals;
+            } else if (s.two_readers && s.second_reader == tid) {
+                s.second_reader_arrivals = self.mbarrier_arrivals;
             }
         }
     }

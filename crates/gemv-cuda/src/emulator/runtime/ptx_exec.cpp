@@ -157,7 +157,7 @@ std::atomic<unsigned> g_memoized{0};
 
 bool memoizable(const Program& p) {
     for (const Instruction& in : p.code) {
-        if (has_effects(in.op) || in.op == Op::MmaBf16) return false;
+        if (has_effects(in.op) || has_effects_and_result(in.op) || in.op == Op::MmaBf16) return false;
     }
     int inputs = 0;
     for (int i = 0; i < p.operand_count; ++i) {
@@ -322,6 +322,24 @@ void Statement::execute(Operand* operands, int count) const {
             case Op::CpAsyncWaitAll:
                 async_commit();
                 async_wait(0);
+                break;
+            case Op::Selp:
+                set(x[0], (regs[x[3]] & 1ull) ? regs[x[1]] : regs[x[2]]);
+                break;
+            case Op::FenceProxyAsync:
+                break;
+            case Op::MbarrierInit:
+                mbarrier_init((unsigned)regs[x[0]], (unsigned)regs[x[1]]);
+                break;
+            case Op::MbarrierArrive:
+                set(x[0], mbarrier_arrive((unsigned)regs[x[1]], in.arg_count == 3 ? (unsigned)regs[x[2]] : 0u));
+                break;
+            case Op::MbarrierTryWait:
+                set(x[0], mbarrier_try_wait_parity((unsigned)regs[x[1]], (unsigned)regs[x[2]]) ? 1u : 0u);
+                break;
+            case Op::BulkCopy:
+                bulk_copy((unsigned)regs[x[0]], reinterpret_cast<const void*>(regs[x[1]]), (unsigned)regs[x[2]],
+                          (unsigned)regs[x[3]]);
                 break;
         }
     }

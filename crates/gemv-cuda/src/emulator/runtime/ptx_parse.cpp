@@ -56,6 +56,9 @@ class Lexer {
                 if (d == '%' && j + 1 < s_.size() && s_[j + 1] == '%') {
                     word += '%';
                     j += 2;
+                } else if (d == ':' && j + 1 < s_.size() && s_[j + 1] == ':' && j > i_) {
+                    word += "::";  // a state space or qualifier (`shared::cta`), not a label
+                    j += 2;
                 } else if (std::isalnum((unsigned char)d) || d == '_' || d == '.' || d == '$' ||
                            (d == '%' && j == i_)) {
                     word += d;
@@ -84,6 +87,7 @@ struct Arg {
 };
 
 int register_bits(const std::string& type) {
+    if (type == ".pred") return 1;
     static const char* const k16[] = {".b16", ".u16", ".s16", ".f16", ".bf16"};
     static const char* const k32[] = {".b32", ".u32", ".s32", ".f32", ".f16x2", ".bf16x2"};
     static const char* const k64[] = {".b64", ".u64", ".s64", ".f64"};
@@ -290,6 +294,25 @@ class Parser {
         return "";
     }
 
+    // A 32-bit shared address in brackets, with no displacement.
+    std::string shared_address(const Arg& a, Instruction& in, const char* what) {
+        if (a.kind != Arg::Memory || bits(a.slots[0]) != 32 || a.offset != 0) {
+            return std::string(what) + " must be a 32-bit shared address in brackets";
+        }
+        in.args[in.arg_count++] = a.slots[0];
+        return "";
+    }
+
+    // A 32-bit register or a constant.
+    std::string count_operand(const Arg& a, Instruction& in, const char* what) {
+        const Slot& s = program_.slots[a.slots[0]];
+        if (a.kind != Arg::Register || (s.kind != SlotKind::Immediate && s.constraint != 'n' && s.bits != 32)) {
+            return std::string(what) + " must be a 32-bit register or a constant";
+        }
+        in.args[in.arg_count++] = a.slots[0];
+        return "";
+    }
+
     std::string build(const std::string& opcode, const std::vector<Arg>& args, Instruction& in) {
         if (opcode == "prmt.b32") {
             in.op = Op::Prmt;
@@ -349,6 +372,48 @@ class Parser {
                 in.args[in.arg_count++] = args[3].slots[0];
             }
             return "";
+        }
+        if (opcode == "selp.b32" || opcode == "selp.u32" || opcode == "selp.s32") {
+            in.op = Op::Selp;
+            return registers(args, {32, 32, 32, 1}, in);
+        }
+        if (opcode == "fence.proxy.async.shared::cta") {
+            in.op = Op::FenceProxyAsync;
+            return args.empty() ? "" : "takes no operands";
+        }
+        if (opcode == "mbarrier.init.shared::cta.b64") {
+            in.op = Op::MbarrierInit;
+            if (args.size() != 2 || args[1].kind != Arg::Register) return "takes [address] and a count";
+            if (std::string e = shared_address(args[0], in, "the mbarrier"); !e.empty()) return e;
+            return count_operand(args[1], in, "the count");
+        }
+        if (opcode == "mbarrier.arrive.shared::cta.b64" || opcode == "mbarrier.arrive.expect_tx.shared::cta.b64") {
+            in.op = Op::MbarrierArrive;
+            const bool tx = opcode.find("expect_tx") != std::string::npos;
+            if (args.size() != (tx ? 3u : 2u)) return tx ? "takes state, [address] and a byte count" : "takes state and [address]";
+            if (args[0].kind != Arg::Register || bits(args[0].slots[0]) != 64) return "the state must be a 64-bit register";
+            in.args[in.arg_count++] = args[0].slots[0];
+            if (std::string e = shared_address(args[1], in, "the mbarrier"); !e.empty()) return e;
+            return tx ? count_operand(args[2], in, "the byte count") : "";
+        }
+        if (opcode == "mbarrier.try_wait.parity.shared::cta.b64") {
+            in.op = Op::MbarrierTryWait;
+            if (args.size() != 3) return "takes a predicate, [address] and a parity";
+            if (args[0].kind != Arg::Register || bits(args[0].slots[0]) != 1) return "the result must be a .pred register";
+            in.args[in.arg_count++] = args[0].slots[0];
+            if (std::string e = shared_address(args[1], in, "the mbarrier"); !e.empty()) return e;
+            return count_operand(args[2], in, "the parity");
+        }
+        if (opcode == "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes") {
+            in.op = Op::BulkCopy;
+            if (args.size() != 4) return "takes [dst], [src], a size and [mbarrier]";
+            if (std::string e = shared_address(args[0], in, "the destination"); !e.empty()) return e;
+            if (args[1].kind != Arg::Memory || bits(args[1].slots[0]) != 64 || args[1].offset != 0) {
+                return "the source must be a 64-bit global address in brackets";
+            }
+            in.args[in.arg_count++] = args[1].slots[0];
+            if (std::string e = count_operand(args[2], in, "the size"); !e.empty()) return e;
+            return shared_address(args[3], in, "the mbarrier");
         }
         if (opcode == "cp.async.commit_group" || opcode == "cp.async.wait_all") {
             in.op = opcode == "cp.async.wait_all" ? Op::CpAsyncWaitAll : Op::CpAsyncCommit;

@@ -43,13 +43,24 @@ enum class Op : unsigned char {
     CpAsyncCommit,   // cp.async.commit_group
     CpAsyncWait,     // cp.async.wait_group n
     CpAsyncWaitAll,  // cp.async.wait_all
+    Selp,            // selp.{b,u,s}32 d, a, b, p
+    MbarrierInit,    // mbarrier.init.shared::cta.b64 [a], count
+    MbarrierArrive,  // mbarrier.arrive{.expect_tx}.shared::cta.b64 state, [a]{, tx}
+    MbarrierTryWait, // mbarrier.try_wait.parity.shared::cta.b64 p, [a], parity
+    BulkCopy,        // cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [d], [s], n, [a]
+    FenceProxyAsync, // fence.proxy.async.shared::cta
 };
 
 // Whether an instruction touches memory or other threads' state (never remembered, and writes
 // no register).
 inline bool has_effects(Op op) {
     return op == Op::PrefetchL2 || op == Op::CpAsync || op == Op::CpAsyncCommit || op == Op::CpAsyncWait ||
-           op == Op::CpAsyncWaitAll;
+           op == Op::CpAsyncWaitAll || op == Op::MbarrierInit || op == Op::BulkCopy || op == Op::FenceProxyAsync;
+}
+// Whether an instruction touches memory or other threads' state but writes its first operand
+// (never remembered).
+inline bool has_effects_and_result(Op op) {
+    return op == Op::MbarrierArrive || op == Op::MbarrierTryWait;
 }
 
 struct Instruction {

@@ -272,6 +272,79 @@ EMU_ASYNC_TEST(emu_test_cp_async_no_barrier_after_wait, kNoBarrierAfterWait)
 EMU_ASYNC_TEST(emu_test_cp_async_never_waited, kNeverWaited)
 EMU_ASYNC_TEST(emu_test_cp_async_misaligned, kMisaligned)
 
+// ---- mbarriers and cp.async.bulk ----------------------------------------------------------------
+
+namespace emu_bulk_test {
+
+enum Fault { kNone, kNoWait, kWrongParity, kExpectTooMuch, kReuseBeforeBarrier, kNoInit, kNoBarrierAfterInit };
+constexpr int kThreads = 128;
+constexpr int kStageVectors = 128;         // 2 KB a stage
+constexpr int kStage = kStageVectors * 8;  // elements of X per stage
+
+// Streams X (K elements) through two shared stages with bulk copies that thread 0 issues on one
+// mbarrier per stage, one stage ahead (the last stage partial); every thread waits on the
+// stage's mbarrier (phase parity: the stage's use count mod 2) and reads the 16 bytes at vector
+// (7t + 3) % 128 (zero past the stage's end); y[2t], y[2t + 1] = an FNV-1a hash of the words it
+// read. One block of 128 threads.
+template <int FAULT>
+__device__ __forceinline__ void pipeline(const gemv_u16* x, gemv_u16* y, int k) {
+    GEMV_SHARED(uint4, stages, 2 * kStageVectors);
+    GEMV_SHARED(gemv_u64, full, 2);
+    const int tid = (int)threadIdx.x;
+    const int chunks = (k + kStage - 1) / kStage;
+    if (tid == 0 && FAULT != kNoInit) {
+        gemv_mbarrier_init(gemv_shared_address(full, 0), 1);
+        gemv_mbarrier_init(gemv_shared_address(full, 1), 1);
+        gemv_fence_proxy_async();
+    }
+    if (FAULT != kNoBarrierAfterInit) __syncthreads();
+    auto vectors_in = [&](int chunk) {
+        const int left = k - chunk * kStage;
+        return (left >= kStage ? kStage : left) / 8;
+    };
+    auto issue = [&](int chunk) {
+        if (tid != 0) return;
+        const gemv_u32 bytes = 16u * (gemv_u32)vectors_in(chunk);
+        const gemv_u32 mbarrier = gemv_shared_address(full, chunk % 2);
+        gemv_mbarrier_arrive_expect_tx(mbarrier, bytes + (FAULT == kExpectTooMuch ? 16u : 0u));
+        gemv_bulk_copy(gemv_shared_address(stages, (chunk % 2) * kStageVectors), x + chunk * kStage, bytes, mbarrier);
+    };
+    gemv_u32 hash = 0x811C9DC5u;
+    issue(0);
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+        if (chunk + 1 < chunks) issue(chunk + 1);
+        const gemv_u32 parity = (gemv_u32)(chunk / 2) % 2u;
+        const gemv_u32 mbarrier = gemv_shared_address(full, chunk % 2);
+        if (FAULT == kWrongParity) {
+            gemv_mbarrier_wait_parity(mbarrier, parity ^ 1u);
+        } else if (FAULT != kNoWait) {
+            gemv_mbarrier_wait_parity(mbarrier, parity);
+        }
+        const int j = (7 * tid + 3) % kStageVectors;
+        uint4 v = {0u, 0u, 0u, 0u};
+        if (j < vectors_in(chunk)) v = shared_load<uint4>(stages, (chunk % 2) * kStageVectors + j);
+        const gemv_u32 words[4] = {v.x, v.y, v.z, v.w};
+        for (gemv_u32 w : words) hash = (hash ^ w) * 0x01000193u;
+        if (FAULT != kReuseBeforeBarrier) __syncthreads();
+    }
+    store_global(y + 2 * tid, (gemv_u16)(hash & 0xFFFFu));
+    store_global(y + 2 * tid + 1, (gemv_u16)(hash >> 16));
+}
+
+}  // namespace emu_bulk_test
+
+#define EMU_BULK_TEST(name, fault)                                \
+    GEMV_KERNEL(name, 128, 1)(EMU_ARGS) {                         \
+        emu_bulk_test::pipeline<emu_bulk_test::fault>(x, y, k);   \
+    }
+EMU_BULK_TEST(emu_test_bulk, kNone)
+EMU_BULK_TEST(emu_test_bulk_no_wait, kNoWait)
+EMU_BULK_TEST(emu_test_bulk_wrong_parity, kWrongParity)
+EMU_BULK_TEST(emu_test_bulk_expect_too_much, kExpectTooMuch)
+EMU_BULK_TEST(emu_test_bulk_reuse_before_barrier, kReuseBeforeBarrier)
+EMU_BULK_TEST(emu_test_bulk_no_init, kNoInit)
+EMU_BULK_TEST(emu_test_bulk_no_barrier_after_init, kNoBarrierAfterInit)
+
 #define GEMV_ASM_TEST_KERNELS(X)                    \
     X(emu_test_asm_oracle, 1, 1)                    \
     X(emu_test_asm_oracle_mma, 1, 1)                \
@@ -290,4 +363,11 @@ EMU_ASYNC_TEST(emu_test_cp_async_misaligned, kMisaligned)
     X(emu_test_cp_async_reuse_before_barrier, 1, 1) \
     X(emu_test_cp_async_no_barrier_after_wait, 1, 1) \
     X(emu_test_cp_async_never_waited, 1, 1)         \
-    X(emu_test_cp_async_misaligned, 1, 1)
+    X(emu_test_cp_async_misaligned, 1, 1)           \
+    X(emu_test_bulk, 1, 1)                          \
+    X(emu_test_bulk_no_wait, 1, 1)                  \
+    X(emu_test_bulk_wrong_parity, 1, 1)             \
+    X(emu_test_bulk_expect_too_much, 1, 1)          \
+    X(emu_test_bulk_reuse_before_barrier, 1, 1)     \
+    X(emu_test_bulk_no_init, 1, 1)                  \
+    X(emu_test_bulk_no_barrier_after_init, 1, 1)
