@@ -18,16 +18,10 @@ namespace {
 
 // Marks the destination's elements in flight (issue) or written (completion) in the shadow.
 void shadow_copy(const AsyncCopy& copy, bool issue) {
-    BlockRun& run = *t_block;
-    if (!run.tracking) return;
-    const SharedDecl& d = shared_decl_at(copy.dst, copy.bytes, "cp.async");
-    const size_t element = d.bytes / d.count;
-    Fiber& self = *run.current;
+    const Fiber& self = *t_block->current;
     const unsigned short tid = (unsigned short)linear_tid(self.coords);
     const unsigned epoch = self.barriers_done + 1;
-    const size_t first = (copy.dst - d.offset) / element, last = (copy.dst + copy.bytes - 1 - d.offset) / element;
-    for (size_t e = first; e <= last; ++e) {
-        Shadow& s = run.shadow[d.offset + e * element];
+    for_each_element_shadow(copy.dst, copy.bytes, "cp.async", [&](const SharedDecl& d, size_t e, Shadow& s) {
         if (issue) {
             if (s.in_flight) {
                 fault("cp.async by thread %u into '%s' element %zu while thread %u's cp.async into it is in flight",
@@ -45,7 +39,7 @@ void shadow_copy(const AsyncCopy& copy, bool issue) {
         s.in_flight = issue;
         s.writer = tid;
         s.write_epoch = epoch;
-    }
+    });
 }
 
 void complete(const AsyncCopy& copy) {

@@ -207,6 +207,18 @@ void yield();
 // The shared array holding [offset, offset + bytes) of the arena, or a fault naming `what`.
 const SharedDecl& shared_decl_at(unsigned offset, size_t bytes, const char* what);
 
+// Calls visit(array, element index, shadow) for each element of the shared array that
+// [address, address + bytes) touches, in a tracked block (an asynchronous copy's destination).
+template <class Visit>
+void for_each_element_shadow(unsigned address, unsigned bytes, const char* what, Visit&& visit) {
+    BlockRun& run = *t_block;
+    if (!run.tracking) return;
+    const SharedDecl& d = shared_decl_at(address, bytes, what);
+    const size_t element = d.bytes / d.count;
+    const size_t first = (address - d.offset) / element, last = (address + bytes - 1 - d.offset) / element;
+    for (size_t e = first; e <= last; ++e) visit(d, e, run.shadow[d.offset + e * element]);
+}
+
 // Faults where the calling thread ends with cp.async copies in flight (async_copies.cpp).
 void async_copies_at_exit();
 // Faults where the block ends with bulk copies that never landed (mbarriers.cpp).

@@ -57,14 +57,9 @@ void complete_phase_if_done(Mbarrier& b) {
 // the destination in this barrier interval that has not arrived on an mbarrier since it read
 // may still be reading: refilling under it is a race.
 void shadow_bulk(const BulkCopy& copy, bool issue) {
-    BlockRun& run = *t_block;
-    if (!run.tracking) return;
-    const SharedDecl& d = shared_decl_at(copy.dst, copy.bytes, "cp.async.bulk");
-    const size_t element = d.bytes / d.count;
+    const BlockRun& run = *t_block;
     const unsigned epoch = run.current->barriers_done + 1;
-    const size_t first = (copy.dst - d.offset) / element, last = (copy.dst + copy.bytes - 1 - d.offset) / element;
-    for (size_t e = first; e <= last; ++e) {
-        Shadow& s = run.shadow[d.offset + e * element];
+    for_each_element_shadow(copy.dst, copy.bytes, "cp.async.bulk", [&](const SharedDecl& d, size_t e, Shadow& s) {
         if (issue) {
             if (s.in_flight) {
                 fault("cp.async.bulk by thread %u into '%s' element %zu while thread %u's copy into it is in flight",
@@ -85,7 +80,7 @@ void shadow_bulk(const BulkCopy& copy, bool issue) {
         }
         s.in_flight = issue;
         s.writer = copy.issuer;
-    }
+    });
 }
 
 void land(Mbarrier& b) {

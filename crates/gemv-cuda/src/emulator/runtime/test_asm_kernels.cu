@@ -204,6 +204,20 @@ GEMV_KERNEL(emu_test_asm_out_of_scope, 1024, 1)(EMU_ARGS) {
 
 // ---- cp.async ------------------------------------------------------------------------------
 
+namespace emu_pipeline_test {
+// FNV-1a over the four words of `v`.
+__device__ __forceinline__ gemv_u32 fold(gemv_u32 hash, const uint4& v) {
+    const gemv_u32 words[4] = {v.x, v.y, v.z, v.w};
+    for (gemv_u32 w : words) hash = (hash ^ w) * 0x01000193u;
+    return hash;
+}
+// y[2t], y[2t + 1] = the low and high halves of `hash`.
+__device__ __forceinline__ void store_hash(gemv_u16* y, int t, gemv_u32 hash) {
+    store_global(y + 2 * t, (gemv_u16)(hash & 0xFFFFu));
+    store_global(y + 2 * t + 1, (gemv_u16)(hash >> 16));
+}
+}  // namespace emu_pipeline_test
+
 namespace emu_async_test {
 
 // The faults planted in `pipeline` (kNone: the correct pipeline).
@@ -249,14 +263,11 @@ __device__ __forceinline__ void pipeline(const gemv_u16* x, gemv_u16* y, int k) 
             gemv_cp_async_wait<0>();
         }
         if (FAULT != kNoBarrierAfterWait) __syncthreads();
-        const uint4 v = shared_load<uint4>(stages, (chunk % 2) * kThreads + (7 * tid + 3) % kThreads);
-        const gemv_u32 words[4] = {v.x, v.y, v.z, v.w};
-        for (gemv_u32 w : words) hash = (hash ^ w) * 0x01000193u;
+        hash = emu_pipeline_test::fold(hash, shared_load<uint4>(stages, (chunk % 2) * kThreads + (7 * tid + 3) % kThreads));
         if (FAULT != kReuseBeforeBarrier) __syncthreads();
     }
     if (FAULT == kNeverWaited) issue(chunks);
-    store_global(y + 2 * tid, (gemv_u16)(hash & 0xFFFFu));
-    store_global(y + 2 * tid + 1, (gemv_u16)(hash >> 16));
+    emu_pipeline_test::store_hash(y, tid, hash);
 }
 
 }  // namespace emu_async_test
@@ -323,12 +334,10 @@ __device__ __forceinline__ void pipeline(const gemv_u16* x, gemv_u16* y, int k) 
         const int j = (7 * tid + 3) % kStageVectors;
         uint4 v = {0u, 0u, 0u, 0u};
         if (j < vectors_in(chunk)) v = shared_load<uint4>(stages, (chunk % 2) * kStageVectors + j);
-        const gemv_u32 words[4] = {v.x, v.y, v.z, v.w};
-        for (gemv_u32 w : words) hash = (hash ^ w) * 0x01000193u;
+        hash = emu_pipeline_test::fold(hash, v);
         if (FAULT != kReuseBeforeBarrier) __syncthreads();
     }
-    store_global(y + 2 * tid, (gemv_u16)(hash & 0xFFFFu));
-    store_global(y + 2 * tid + 1, (gemv_u16)(hash >> 16));
+    emu_pipeline_test::store_hash(y, tid, hash);
 }
 
 }  // namespace emu_bulk_test
