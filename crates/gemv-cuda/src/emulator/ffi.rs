@@ -57,6 +57,7 @@ unsafe extern "C" {
         region_count: c_int,
         workers: c_int,
         reversed: c_int,
+        seed: u64,
         counts: *mut EmuCounts,
         error: *mut c_char,
         error_len: usize,

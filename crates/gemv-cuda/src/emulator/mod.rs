@@ -22,15 +22,18 @@ use std::sync::{Mutex, PoisonError};
 
 const NAME: &str = "cuda-emu";
 
-/// The order in which the emulator resumes the threads of a block. Results must not depend on
-/// it: the conformance suite runs in both.
+/// The order in which the emulator runs blocks and resumes the threads of a block. Results must
+/// not depend on it: the conformance suite runs in the first two, tests of orders in the third.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ThreadOrder {
-    /// Thread 0 first.
+    /// Blocks in index order; in each round, thread 0 first.
     #[default]
     Forward,
-    /// The last thread first.
+    /// Blocks in index order; in each round, the last thread first.
     Reversed,
+    /// Blocks in an order drawn from the seed, and in each round the threads of a block in a
+    /// fresh order drawn from it: reproducible, and a different interleaving for every seed.
+    Seeded(u64),
 }
 
 /// The compute capability an emulator emulates unless told otherwise: an H100/H200's (sm_90),
@@ -269,6 +272,10 @@ impl CudaEmulator {
                 regions.len() as c_int,
                 c_int::try_from(self.workers).unwrap_or(1),
                 c_int::from(self.order == ThreadOrder::Reversed),
+                match self.order {
+                    ThreadOrder::Seeded(seed) => seed,
+                    ThreadOrder::Forward | ThreadOrder::Reversed => 0,
+                },
                 &mut counts,
                 message.as_mut_ptr().cast(),
                 message.len(),

@@ -16,6 +16,16 @@ use gemv_cuda::{CudaEmulator, HostLaunch, ThreadOrder};
 const K: usize = 3 * 2048 + 112;
 const THREADS: usize = 256;
 
+/// Every order the emulator offers: the two fixed ones and four seeded ones.
+const ORDERS: [ThreadOrder; 6] = [
+    ThreadOrder::Forward,
+    ThreadOrder::Reversed,
+    ThreadOrder::Seeded(1),
+    ThreadOrder::Seeded(2),
+    ThreadOrder::Seeded(3),
+    ThreadOrder::Seeded(0xDEC0DE),
+];
+
 /// X as the kernel reads it: `K` elements starting on a 16-byte boundary (cp.async's alignment).
 fn activations(storage: &mut Vec<u16>) -> &[u16] {
     *storage = (0..K + 8).map(|i| (i as u16).wrapping_mul(40503) ^ 0x5A5A).collect();
@@ -28,13 +38,18 @@ fn run(kernel: &str, order: ThreadOrder) -> Result<Vec<u16>, Error> {
 }
 
 fn run_with(kernel: &str, threads: usize, order: ThreadOrder) -> Result<Vec<u16>, Error> {
+    run_grid(kernel, 1, threads, order)
+}
+
+/// `grid` blocks, each computing the same pipeline into the same Y.
+fn run_grid(kernel: &str, grid: u32, threads: usize, order: ThreadOrder) -> Result<Vec<u16>, Error> {
     let mut storage = Vec::new();
     let x = activations(&mut storage);
     let n = 2 * threads;
     let mut y = vec![0u16; n];
     CudaEmulator::new().with_thread_order(order).launch_on_host(HostLaunch {
         kernel,
-        grid: 1,
+        grid,
         block: threads as u32,
         x,
         packed: &vec![0u8; n * K / 2],
@@ -73,7 +88,7 @@ fn expected(x: &[u16]) -> Vec<u16> {
 fn a_double_buffered_pipeline_gives_what_a_plain_copy_gives() {
     let mut storage = Vec::new();
     let want = expected(activations(&mut storage));
-    for order in [ThreadOrder::Forward, ThreadOrder::Reversed] {
+    for order in ORDERS {
         let found = run("emu_test_cp_async", order).unwrap_or_else(|e| panic!("the correct pipeline ({order:?}): {e}"));
         assert_eq!(found, want, "{order:?}");
     }
@@ -87,7 +102,7 @@ fn fault(kernel: &str, order: ThreadOrder) -> String {
 }
 
 #[test]
-fn each_wrong_pipeline_is_reported_in_both_thread_orders() {
+fn each_wrong_pipeline_is_reported_in_every_order() {
     let planted: [(&str, &[&str]); 5] = [
         ("emu_test_cp_async_read_before_wait", &["asynchronous copy into it is in flight"]),
         (
@@ -98,7 +113,7 @@ fn each_wrong_pipeline_is_reported_in_both_thread_orders() {
         ("emu_test_cp_async_misaligned", &["cp.async: shared address", "is not aligned to the copy's 16 bytes"]),
         ("emu_test_cp_async_no_barrier_after_wait", &["'stages' element"]),
     ];
-    for order in [ThreadOrder::Forward, ThreadOrder::Reversed] {
+    for order in ORDERS {
         for (kernel, needles) in planted {
             let message = fault(kernel, order);
             eprintln!("{kernel} ({order:?}): {message}");
@@ -136,7 +151,7 @@ fn bulk_expected(x: &[u16]) -> Vec<u16> {
 fn a_bulk_copy_pipeline_on_mbarriers_gives_what_a_plain_copy_gives() {
     let mut storage = Vec::new();
     let want = bulk_expected(activations(&mut storage));
-    for order in [ThreadOrder::Forward, ThreadOrder::Reversed] {
+    for order in ORDERS {
         let found = run_with("emu_test_bulk", BULK_THREADS, order)
             .unwrap_or_else(|e| panic!("the correct bulk pipeline ({order:?}): {e}"));
         assert_eq!(found, want, "{order:?}");
@@ -144,23 +159,24 @@ fn a_bulk_copy_pipeline_on_mbarriers_gives_what_a_plain_copy_gives() {
 }
 
 #[test]
-fn each_wrong_bulk_pipeline_is_reported_in_both_thread_orders() {
+fn each_wrong_bulk_pipeline_is_reported_in_every_order() {
     // Each planted fault with the reports it may get (which thread meets it first depends on the
-    // order): a stage read in flight, or before its copy was even issued.
+    // order): a stage read in flight, or before its copy was even issued, or refilled under a
+    // reader.
     let in_flight = "asynchronous copy into it is in flight";
     let never_written = "which no thread of this block has written (uninitialised shared memory)";
     let planted: [(&str, &[&str]); 6] = [
         ("emu_test_bulk_no_wait", &[in_flight, never_written]),
-        ("emu_test_bulk_wrong_parity", &[in_flight]),
+        ("emu_test_bulk_wrong_parity", &[in_flight, never_written]),
         ("emu_test_bulk_expect_too_much", &["deadlock"]),
-        ("emu_test_bulk_reuse_before_barrier", &[in_flight]),
+        ("emu_test_bulk_reuse_before_barrier", &[in_flight, never_written, "cp.async.bulk refills it"]),
         ("emu_test_bulk_no_init", &["'full' element 0, which no thread of this block has written"]),
         (
             "emu_test_bulk_no_barrier_after_init",
             &["shared-memory race on 'full' element 0: thread 0 wrote it", "'full' element 0, which no thread"],
         ),
     ];
-    for order in [ThreadOrder::Forward, ThreadOrder::Reversed] {
+    for order in ORDERS {
         for (kernel, reports) in planted {
             let message = match run_with(kernel, BULK_THREADS, order) {
                 Err(Error::KernelFault { message, .. }) => message,
@@ -183,4 +199,36 @@ fn each_wrong_bulk_pipeline_is_reported_in_both_thread_orders() {
             "{order:?}: {message}"
         );
     }
+}
+
+// ---- Seeded orders ----
+
+/// The block and thread that a fault report names ("block (b,0,0) thread (t,0,0): ...").
+fn reported_block_and_thread(message: &str) -> (u32, u32) {
+    let number = |after: &str| -> u32 {
+        let rest = &message[message.find(after).unwrap_or_else(|| panic!("no {after:?} in {message}")) + after.len()..];
+        rest.split(',').next().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{message}"))
+    };
+    (number("block ("), number("thread ("))
+}
+
+/// A seeded order is another order, not forward under another name: the first thread to read
+/// another's stage without a barrier (which the report names), and the first block to start
+/// (whose fault is the one reported), come from the seed. And it is reproducible.
+#[test]
+fn seeded_orders_change_which_thread_and_block_run_first_and_repeat_themselves() {
+    let first = |order| {
+        let message = match run_grid("emu_test_cp_async_no_barrier_after_wait", 4, THREADS, order) {
+            Err(Error::KernelFault { message, .. }) => message,
+            other => panic!("{order:?}: expected a kernel fault, got {other:?}"),
+        };
+        reported_block_and_thread(&message)
+    };
+    assert_eq!(first(ThreadOrder::Forward), (0, 0));
+    assert_eq!(first(ThreadOrder::Reversed), (0, 255));
+    let seeded: Vec<(u32, u32)> = (1..=4).map(|seed| first(ThreadOrder::Seeded(seed))).collect();
+    assert!(seeded.iter().any(|&(_, thread)| thread != 0 && thread != 255), "{seeded:?}");
+    assert!(seeded.iter().any(|&(block, _)| block != 0), "{seeded:?}");
+    assert!(seeded.windows(2).any(|w| w[0] != w[1]), "every seed gave the same order: {seeded:?}");
+    assert_eq!(first(ThreadOrder::Seeded(3)), seeded[2], "a seed's order repeats");
 }

@@ -164,6 +164,7 @@ struct BlockRun {
     std::vector<Shadow> shadow = std::vector<Shadow>(kMaxSharedBytes);
     std::vector<Mbarrier> mbarriers;
     bool tracking = false;  // this block's shared accesses are race-checked
+    unsigned long long order_state = 0;  // seeded orders: the state each round's order is drawn from
     const void* scheduler_stack = nullptr;
     size_t scheduler_stack_size = 0;
     void* scheduler_fake_stack = nullptr;
@@ -176,15 +177,41 @@ struct Launch {
     int region_count;
     dim3 grid, block;
     bool reversed;
+    unsigned long long seed = 0;  // non-zero: block and thread orders drawn from it
     std::atomic<unsigned> next_block{0};
     std::atomic<bool> failed{false};
     std::atomic<unsigned long long> fallback_blocks{0};  // gemv_note_fallback calls
     EmuCounts counts{};                                  // every worker's loads and stores, under error_lock
     std::mutex error_lock;
     std::string error;
-    // The lowest block whose fault is in `error`: blocks start in order and a started block runs
-    // to its end, so with several workers the report is still that of the first faulting block.
+    // The lowest block (in start order) whose fault is in `error`: blocks start in order and a
+    // started block runs to its end, so with several workers the report is still that of the
+    // first faulting block.
     unsigned error_block = ~0u;
+};
+
+// A permutation of 0..n - 1 drawn from a seed: i -> (a i + c) mod n with a coprime to n. Cheap
+// to evaluate at any i, so a launch of millions of blocks needs no table.
+class Permutation {
+   public:
+    Permutation(unsigned n, unsigned long long seed) : n_(n) {
+        const unsigned long long h = mix(seed);
+        a_ = n_ <= 1 ? 1 : 1 + (h % (n_ - 1));
+        while (gcd(a_, n_) != 1) a_ = a_ % (n_ - 1) + 1;
+        c_ = n_ == 0 ? 0 : (mix(h) % n_);
+    }
+    unsigned at(unsigned i) const { return (unsigned)(((unsigned long long)a_ * i + c_) % n_); }
+    static unsigned long long mix(unsigned long long x) {
+        x += 0x9E3779B97F4A7C15ull;
+        x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+        x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+        return x ^ (x >> 31);
+    }
+
+   private:
+    static unsigned long long gcd(unsigned long long a, unsigned long long b) { return b == 0 ? a : gcd(b, a % b); }
+    unsigned n_;
+    unsigned long long a_ = 1, c_ = 0;
 };
 
 // The block the calling worker thread runs (a plain TLS pointer: no initialisation wrapper on the

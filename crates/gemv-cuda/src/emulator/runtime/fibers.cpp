@@ -149,11 +149,15 @@ bool run_block(BlockRun& run, dim3 block_idx) {
         f.coords.block_dim = launch.block;
         f.coords.grid_dim = launch.grid;
     }
+    run.order_state = launch.seed ^ ((unsigned long long)block_idx.x * 0xD1B54A32D192ED03ull);
     for (;;) {
         bool any_live = false;
         const unsigned long long before = run.events;
+        // A seeded launch draws a fresh order of the threads for every round.
+        const Permutation round(launch.seed ? threads : 1, run.order_state = Permutation::mix(run.order_state));
         for (unsigned i = 0; i < threads; ++i) {
-            Fiber& f = run.fibers[launch.reversed ? threads - 1 - i : i];
+            const unsigned t = launch.seed ? round.at(i) : launch.reversed ? threads - 1 - i : i;
+            Fiber& f = run.fibers[t];
             if (f.state != FiberState::Ready) continue;
             any_live = true;
             resume(run, f);

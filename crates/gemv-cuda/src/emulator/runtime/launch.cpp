@@ -29,14 +29,16 @@ void worker(Launch* launch) {
     const unsigned blocks = launch->grid.x * launch->grid.y * launch->grid.z;
     for (;;) {
         if (launch->failed.load()) break;
-        const unsigned b = launch->next_block.fetch_add(1);
-        if (b >= blocks) break;
+        const unsigned started = launch->next_block.fetch_add(1);
+        if (started >= blocks) break;
+        // The started-th block to run: itself, or its image under the seed's permutation.
+        const unsigned b = launch->seed ? Permutation(blocks, launch->seed).at(started) : started;
         const dim3 block_idx{b % launch->grid.x, (b / launch->grid.x) % launch->grid.y,
                              b / (launch->grid.x * launch->grid.y)};
         if (!run_block(run, block_idx)) {
             std::lock_guard<std::mutex> guard(launch->error_lock);
-            if (b < launch->error_block) {
-                launch->error_block = b;
+            if (started < launch->error_block) {
+                launch->error_block = started;
                 launch->error = run.fault;
             }
             launch->failed.store(true);
@@ -85,7 +87,7 @@ extern "C" unsigned gemv_emu_launch_bound(const EmuKernel* kernel) {
 
 extern "C" int gemv_emu_launch(const EmuKernel* kernel, unsigned grid_x, unsigned block_x, const EmuArgs* args,
                                const EmuRegion* regions, int region_count, int workers, int reversed,
-                               EmuCounts* counts, char* error, size_t error_len) {
+                               unsigned long long seed, EmuCounts* counts, char* error, size_t error_len) {
     auto report = [&](const std::string& message) {
         if (error && error_len) std::snprintf(error, error_len, "%s", message.c_str());
         return 1;
@@ -105,6 +107,7 @@ extern "C" int gemv_emu_launch(const EmuKernel* kernel, unsigned grid_x, unsigne
     launch.grid = dim3{grid_x, 1, 1};
     launch.block = dim3{block_x, 1, 1};
     launch.reversed = reversed != 0;
+    launch.seed = seed;
     const unsigned count = workers < 1 ? 1u : (unsigned)workers;
     std::vector<std::thread> pool;
     for (unsigned i = 1; i < count && i < grid_x; ++i) pool.emplace_back(emu::worker, &launch);
