@@ -65,7 +65,7 @@ mod emulator {
     /// The emulator's own test kernels (`runtime/test_*.cu`), their asm rewritten the same way
     /// (not listed: some of their statements are planted faults).
     fn rewrite_test_kernels(runtime: &Path, out: &Path) {
-        for name in ["test_kernels.cu", "test_asm_kernels.cu"] {
+        for name in ["test_kernels.cu", "test_asm_kernels.cu", "test_async_kernels.cu"] {
             let source = std::fs::read_to_string(runtime.join(name)).expect("read a test kernel source");
             let rewritten = asm_rewrite::rewrite(&source, name).unwrap_or_else(|error| panic!("{error}"));
             std::fs::write(out.join(name), rewritten.text).expect("write a rewritten test kernel source");
@@ -109,6 +109,7 @@ mod emulator {
                     "memory_checks.cpp",
                     "async_copies.cpp",
                     "mbarriers.cpp",
+                    "grid.cpp",
                     "ptx_parse.cpp",
                     "ptx_exec.cpp",
                     "ptx_check.cpp",

@@ -23,7 +23,9 @@
 // - Asynchronous copies on sm_80 and newer: gemv_shared_address(array, i) (the shared address of
 //   an element), gemv_cp_async16 / _partial, gemv_cp_async_commit, gemv_cp_async_wait<N>; on
 //   sm_90 and newer, mbarriers (gemv_mbarrier_init / _arrive / _arrive_expect_tx /
-//   _try_wait_parity / _wait_parity), gemv_bulk_copy and gemv_fence_proxy_async.
+//   _try_wait_parity / _wait_parity), gemv_bulk_copy and gemv_fence_proxy_async; programmatic
+//   dependent launch (gemv_launch_dependents, gemv_grid_dependency_wait); global atomics
+//   (gemv_atomic_add, gemv_reduce_add).
 // - GEMV_ENTRY_NAME(name): an entry point's name. The emulator links both builds of the exact
 //   family into one library and names the sm_89 build's entries with a suffix
 //   (GEMV_ENTRY_SUFFIX); the GPU modules keep the plain names.
@@ -178,6 +180,32 @@ __device__ __forceinline__ void gemv_bulk_copy(gemv_u32 dst, const void* src, ge
 }
 __device__ __forceinline__ void gemv_fence_proxy_async() {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// Programmatic dependent launch (sm_90 and newer): gemv_launch_dependents lets the next kernel
+// start its prologue; gemv_grid_dependency_wait waits until the previous kernel has finished and
+// its writes are visible. A kernel launched as a dependent reads weights before the wait and X
+// (and writes Y) only after it; the emulator refuses X reads and Y writes before it in such a
+// launch. In a launch without the attribute both return at once.
+__device__ __forceinline__ void gemv_launch_dependents() {
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+__device__ __forceinline__ void gemv_grid_dependency_wait() {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
+// Global atomics (tickets and counters of a persistent grid): gemv_atomic_add returns the word
+// before the add, gemv_reduce_add returns nothing.
+__device__ __forceinline__ gemv_u32 gemv_atomic_add(gemv_u32* p, gemv_u32 value) {
+    gemv_u32 before;
+    asm volatile("atom.global.add.u32 %0, [%1], %2;"
+                 : "=r"(before)
+                 : "l"(__cvta_generic_to_global(p)), "r"(value)
+                 : "memory");
+    return before;
+}
+__device__ __forceinline__ void gemv_reduce_add(gemv_u32* p, gemv_u32 value) {
+    asm volatile("red.global.add.u32 [%0], %1;" ::"l"(__cvta_generic_to_global(p)), "r"(value) : "memory");
 }
 
 // Byte permute: result byte i = byte (selector >> 4i) & 7 of {a (bytes 0..3), b (bytes 4..7)}.

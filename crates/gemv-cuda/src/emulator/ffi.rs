@@ -58,6 +58,7 @@ unsafe extern "C" {
         workers: c_int,
         reversed: c_int,
         seed: u64,
+        dependent: c_int,
         counts: *mut EmuCounts,
         error: *mut c_char,
         error_len: usize,

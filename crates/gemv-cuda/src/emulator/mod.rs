@@ -51,6 +51,7 @@ pub struct CudaEmulator {
     memory: HostMemory,
     workers: usize,
     order: ThreadOrder,
+    dependent: bool,
     capability: (i32, i32),
     fallback_blocks: AtomicU64,
     accesses: Mutex<GlobalAccesses>,
@@ -112,6 +113,7 @@ impl CudaEmulator {
             memory: HostMemory::new(NAME),
             workers: host_threads(),
             order: ThreadOrder::Forward,
+            dependent: false,
             capability: DEFAULT_EMULATED_CAPABILITY,
             fallback_blocks: AtomicU64::new(0),
             accesses: Mutex::new(GlobalAccesses::default()),
@@ -157,6 +159,15 @@ impl CudaEmulator {
     /// Resumes the threads of each block in `order`.
     pub fn with_thread_order(mut self, order: ThreadOrder) -> Self {
         self.order = order;
+        self
+    }
+
+    /// Launches as a programmatic dependent of the previous kernel (CUDA's programmatic
+    /// dependent launch): that kernel may still be writing X and reading Y, so a thread that
+    /// reads X or writes Y before its `griddepcontrol.wait` is a fault. Weights may be read
+    /// before it.
+    pub fn with_dependent_launch(mut self, dependent: bool) -> Self {
+        self.dependent = dependent;
         self
     }
 
@@ -276,6 +287,7 @@ impl CudaEmulator {
                     ThreadOrder::Seeded(seed) => seed,
                     ThreadOrder::Forward | ThreadOrder::Reversed => 0,
                 },
+                c_int::from(self.dependent),
                 &mut counts,
                 message.as_mut_ptr().cast(),
                 message.len(),

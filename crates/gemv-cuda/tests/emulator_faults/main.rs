@@ -8,6 +8,7 @@
 
 mod asm;
 mod async_copies;
+mod grid;
 mod harness;
 mod primitives;
 mod tensor_core;

@@ -74,6 +74,7 @@ struct Fiber {
     unsigned async_groups = 0;            // cp.async.commit_group executed
     unsigned mbarrier_arrivals = 0;       // mbarrier arrives executed (releases of what it read)
     int waiting_mbarrier = -1;            // the mbarrier (index in BlockRun::mbarriers) it spins on
+    bool grid_dependency_waited = false;  // griddepcontrol.wait executed
     unsigned waiting_parity = 0;
     void* asan_fake_stack = nullptr;
 };
@@ -178,6 +179,7 @@ struct Launch {
     dim3 grid, block;
     bool reversed;
     unsigned long long seed = 0;  // non-zero: block and thread orders drawn from it
+    bool dependent = false;       // a programmatic dependent launch (see grid_dependency_wait)
     std::atomic<unsigned> next_block{0};
     std::atomic<bool> failed{false};
     std::atomic<unsigned long long> fallback_blocks{0};  // gemv_note_fallback calls

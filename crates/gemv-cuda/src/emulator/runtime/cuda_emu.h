@@ -113,6 +113,14 @@ void mbarrier_init(unsigned address, unsigned count);
 unsigned long long mbarrier_arrive(unsigned address, unsigned long long expect_tx);
 bool mbarrier_try_wait_parity(unsigned address, unsigned parity);
 void bulk_copy(unsigned dst, const void* src, unsigned bytes, unsigned address);
+
+// Grid dependencies and global atomics (grid.cpp), for the PTX executor. In a launch made as a
+// programmatic dependent of the previous kernel, X (its output) may be read and Y (which it may
+// still read) written only after the thread's griddepcontrol.wait; launch_dependents changes
+// nothing here. atomic_add adds `value` to the 4-byte word at `p` of a writable launch buffer
+// and returns the word before.
+void grid_dependency_wait();
+unsigned atomic_add(void* p, unsigned value);
 // Faults on an access out of bounds and, in a tracked block, on a race or an uninitialised read.
 // GemvShared calls it only where it has something to find: an index out of bounds, or any
 // access of a tracked block, so the common access stays inline (docs/emulator.md).

@@ -142,6 +142,7 @@ bool run_block(BlockRun& run, dim3 block_idx) {
         f.async_copies.clear();
         f.async_groups = 0;
         f.mbarrier_arrivals = 0;
+        f.grid_dependency_waited = false;
         f.waiting_mbarrier = -1;
         f.coords.thread_idx = dim3{tid % launch.block.x, (tid / launch.block.x) % launch.block.y,
                                    tid / (launch.block.x * launch.block.y)};

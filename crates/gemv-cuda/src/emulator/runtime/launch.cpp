@@ -87,7 +87,8 @@ extern "C" unsigned gemv_emu_launch_bound(const EmuKernel* kernel) {
 
 extern "C" int gemv_emu_launch(const EmuKernel* kernel, unsigned grid_x, unsigned block_x, const EmuArgs* args,
                                const EmuRegion* regions, int region_count, int workers, int reversed,
-                               unsigned long long seed, EmuCounts* counts, char* error, size_t error_len) {
+                               unsigned long long seed, int dependent, EmuCounts* counts, char* error,
+                               size_t error_len) {
     auto report = [&](const std::string& message) {
         if (error && error_len) std::snprintf(error, error_len, "%s", message.c_str());
         return 1;
@@ -108,6 +109,7 @@ extern "C" int gemv_emu_launch(const EmuKernel* kernel, unsigned grid_x, unsigne
     launch.block = dim3{block_x, 1, 1};
     launch.reversed = reversed != 0;
     launch.seed = seed;
+    launch.dependent = dependent != 0;
     const unsigned count = workers < 1 ? 1u : (unsigned)workers;
     std::vector<std::thread> pool;
     for (unsigned i = 1; i < count && i < grid_x; ++i) pool.emplace_back(emu::worker, &launch);

@@ -44,6 +44,13 @@ void check_access(const void* p, size_t size, size_t align, Access access) {
                              "return stale data for memory the launch writes",
                              size, r.name, offset);
             }
+            // Regions 0 and 3 are X and Y: what a previous kernel writes, and what it may still read.
+            if (launch.dependent && (i == 0 || i == 3) && access != Access::Prefetch &&
+                !run.current->grid_dependency_waited) {
+                fault("%s of '%s' before griddepcontrol.wait: in a programmatic dependent launch the previous "
+                      "kernel may still be %s it",
+                      kind, r.name, write ? "reading" : "writing");
+            }
             if (address % align != 0) {
                 fault("misaligned %zu-byte %s at offset %zu of '%s' (address %% %zu = %zu)", size, kind, offset,
                              r.name, align, (size_t)(address % align));

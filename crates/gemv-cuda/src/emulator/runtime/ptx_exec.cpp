@@ -337,6 +337,17 @@ void Statement::execute(Operand* operands, int count) const {
             case Op::MbarrierTryWait:
                 set(x[0], mbarrier_try_wait_parity((unsigned)regs[x[1]], (unsigned)regs[x[2]]) ? 1u : 0u);
                 break;
+            case Op::GridDepWait:
+                grid_dependency_wait();
+                break;
+            case Op::GridDepLaunch:
+                break;
+            case Op::AtomAdd:
+                set(x[0], atomic_add(reinterpret_cast<void*>(regs[x[1]]), (unsigned)regs[x[2]]));
+                break;
+            case Op::RedAdd:
+                atomic_add(reinterpret_cast<void*>(regs[x[0]]), (unsigned)regs[x[1]]);
+                break;
             case Op::BulkCopy:
                 bulk_copy((unsigned)regs[x[0]], reinterpret_cast<const void*>(regs[x[1]]), (unsigned)regs[x[2]],
                           (unsigned)regs[x[3]]);

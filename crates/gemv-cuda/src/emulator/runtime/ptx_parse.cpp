@@ -415,6 +415,25 @@ class Parser {
             if (std::string e = count_operand(args[2], in, "the size"); !e.empty()) return e;
             return shared_address(args[3], in, "the mbarrier");
         }
+        if (opcode == "griddepcontrol.wait" || opcode == "griddepcontrol.launch_dependents") {
+            in.op = opcode == "griddepcontrol.wait" ? Op::GridDepWait : Op::GridDepLaunch;
+            return args.empty() ? "" : "takes no operands";
+        }
+        if (opcode == "atom.global.add.u32" || opcode == "red.global.add.u32") {
+            const bool atom = opcode[0] == 'a';
+            in.op = atom ? Op::AtomAdd : Op::RedAdd;
+            if (args.size() != (atom ? 3u : 2u)) return atom ? "takes d, [address] and a value" : "takes [address] and a value";
+            if (atom) {
+                if (args[0].kind != Arg::Register || bits(args[0].slots[0]) != 32) return "d must be a 32-bit register";
+                in.args[in.arg_count++] = args[0].slots[0];
+            }
+            const Arg& address = args[atom ? 1 : 0];
+            if (address.kind != Arg::Memory || bits(address.slots[0]) != 64 || address.offset != 0) {
+                return "the address must be a 64-bit global address in brackets";
+            }
+            in.args[in.arg_count++] = address.slots[0];
+            return count_operand(args[atom ? 2 : 1], in, "the value");
+        }
         if (opcode == "cp.async.commit_group" || opcode == "cp.async.wait_all") {
             in.op = opcode == "cp.async.wait_all" ? Op::CpAsyncWaitAll : Op::CpAsyncCommit;
             return args.empty() ? "" : "takes no operands";

@@ -49,18 +49,23 @@ enum class Op : unsigned char {
     MbarrierTryWait, // mbarrier.try_wait.parity.shared::cta.b64 p, [a], parity
     BulkCopy,        // cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [d], [s], n, [a]
     FenceProxyAsync, // fence.proxy.async.shared::cta
+    GridDepWait,     // griddepcontrol.wait
+    GridDepLaunch,   // griddepcontrol.launch_dependents
+    AtomAdd,         // atom.global.add.u32 d, [a], b
+    RedAdd,          // red.global.add.u32 [a], b
 };
 
 // Whether an instruction touches memory or other threads' state (never remembered, and writes
 // no register).
 inline bool has_effects(Op op) {
     return op == Op::PrefetchL2 || op == Op::CpAsync || op == Op::CpAsyncCommit || op == Op::CpAsyncWait ||
-           op == Op::CpAsyncWaitAll || op == Op::MbarrierInit || op == Op::BulkCopy || op == Op::FenceProxyAsync;
+           op == Op::CpAsyncWaitAll || op == Op::MbarrierInit || op == Op::BulkCopy || op == Op::FenceProxyAsync ||
+           op == Op::GridDepWait || op == Op::GridDepLaunch || op == Op::RedAdd;
 }
 // Whether an instruction touches memory or other threads' state but writes its first operand
 // (never remembered).
 inline bool has_effects_and_result(Op op) {
-    return op == Op::MbarrierArrive || op == Op::MbarrierTryWait;
+    return op == Op::MbarrierArrive || op == Op::MbarrierTryWait || op == Op::AtomAdd;
 }
 
 struct Instruction {
