@@ -24,8 +24,8 @@
 //   an element), gemv_cp_async16 / _partial, gemv_cp_async_commit, gemv_cp_async_wait<N>; on
 //   sm_90 and newer, mbarriers (gemv_mbarrier_init / _arrive / _arrive_expect_tx /
 //   _try_wait_parity / _wait_parity), gemv_bulk_copy and gemv_fence_proxy_async; programmatic
-//   dependent launch (gemv_launch_dependents, gemv_grid_dependency_wait); global atomics
-//   (gemv_atomic_add, gemv_reduce_add).
+//   dependent launch (gemv_launch_dependents, gemv_grid_dependency_wait); gemv_elect_one; global
+//   atomics (gemv_atomic_add, gemv_reduce_add).
 // - GEMV_ENTRY_NAME(name): an entry point's name. The emulator links both builds of the exact
 //   family into one library and names the sm_89 build's entries with a suffix
 //   (GEMV_ENTRY_SUFFIX); the GPU modules keep the plain names.
@@ -192,6 +192,14 @@ __device__ __forceinline__ void gemv_launch_dependents() {
 }
 __device__ __forceinline__ void gemv_grid_dependency_wait() {
     asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
+// elect.sync (sm_90 and newer): true in exactly one lane of the full warp, the lowest, which
+// every lane must reach (a warp collective, like a shuffle).
+__device__ __forceinline__ bool gemv_elect_one() {
+    gemv_u32 elected;
+    asm volatile("{ .reg .pred p; elect.sync _|p, 0xFFFFFFFF; selp.u32 %0, 1, 0, p; }" : "=r"(elected));
+    return elected != 0;
 }
 
 // Global atomics (tickets and counters of a persistent grid): gemv_atomic_add returns the word

@@ -37,6 +37,6 @@ extern "C" __global__ void __launch_bounds__(128, 1)
     const gemv_u64 state = t == 1 ? gemv_mbarrier_arrive(gemv_shared_address(full, 1)) : 0;
     gemv_launch_dependents();
     gemv_grid_dependency_wait();
-    gemv_reduce_add(y + 128, 1u);
+    if (gemv_elect_one()) gemv_reduce_add(y + 128, 1u);
     y[t] = word ^ __float_as_uint(d[0] + d[3]) ^ (gemv_u32)state ^ gemv_atomic_add(y + 129, 1u);
 }

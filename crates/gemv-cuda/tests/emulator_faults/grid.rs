@@ -1,6 +1,6 @@
 //! Grid-level primitives executed from the portable header's wrappers: programmatic dependent
-//! launch (X read and Y written only after `griddepcontrol.wait`, weights before it) and global
-//! atomics (a persistent grid's tickets under every block order).
+//! launch (X read and Y written only after `griddepcontrol.wait`, weights before it), global
+//! atomics (a persistent grid's tickets under every block order) and `elect.sync`.
 
 use gemv_backend::Error;
 use gemv_cuda::{CudaEmulator, HostLaunch, ThreadOrder};
@@ -75,4 +75,16 @@ fn tickets_are_taken_once_each_in_every_block_order() {
 fn an_atomic_on_read_only_memory_is_reported() {
     let message = fault("emu_test_atomic_on_x", CudaEmulator::new());
     assert!(message.contains("write of 4 bytes to read-only 'x'"), "{message}");
+}
+
+#[test]
+fn elect_sync_chooses_one_lane_per_warp_and_needs_the_whole_warp() {
+    for order in [ThreadOrder::Forward, ThreadOrder::Reversed, ThreadOrder::Seeded(5)] {
+        let y = run("emu_test_elect", 1, CudaEmulator::new().with_thread_order(order)).expect("a full warp elects");
+        let word = |i: usize| u32::from(y[2 * i]) | (u32::from(y[2 * i + 1]) << 16);
+        assert!((0..8).all(|warp| word(warp) == 1), "{order:?}: lane 0 of every warp elected");
+        assert_eq!(word(8), 256, "{order:?}: every lane went through");
+    }
+    let message = fault("emu_test_elect_divergent", CudaEmulator::new());
+    assert!(message.contains("elect.sync"), "{message}");
 }

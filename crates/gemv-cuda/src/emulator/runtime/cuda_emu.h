@@ -62,7 +62,7 @@ enum class Access { Load, Store, Prefetch };
 // reports and never returns on a fault.
 void check_access(const void* p, size_t size, size_t align, Access access);
 
-enum class ShuffleKind { Index, Up, Down, Xor, Mma };
+enum class ShuffleKind { Index, Up, Down, Xor, Mma, Elect };
 // The value of `value` in the lane the shuffle selects; checks mask, kind and width agreement.
 unsigned shuffle(ShuffleKind kind, unsigned mask, unsigned value, int lane_arg, int width);
 void sync_threads();
@@ -71,6 +71,9 @@ constexpr unsigned kMmaWords = 6;
 // The warp-collective half of mma.sync: every lane of the warp must call it (a full mask, like
 // `.aligned`), none may be calling a shuffle instead; returns every lane's words.
 void mma_exchange(const unsigned (&mine)[kMmaWords], unsigned (&all)[32][kMmaWords]);
+// elect.sync: every lane of `mask` (which must hold the caller) meets, as in a shuffle; returns
+// the elected lane, the lowest of the mask.
+unsigned elect_sync(unsigned mask);
 // A barrier that also returns whether any thread of the block passed a non-zero predicate.
 int sync_threads_or(int predicate);
 unsigned lane_id();

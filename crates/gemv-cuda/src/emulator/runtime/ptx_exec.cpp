@@ -345,6 +345,12 @@ void Statement::execute(Operand* operands, int count) const {
             case Op::AtomAdd:
                 set(x[0], atomic_add(reinterpret_cast<void*>(regs[x[1]]), (unsigned)regs[x[2]]));
                 break;
+            case Op::ElectSync: {
+                const unsigned elected = elect_sync((unsigned)regs[x[1]]);
+                set(x[0], lane_id() == elected ? 1u : 0u);
+                if (in.arg_count == 3) set(x[2], elected);
+                break;
+            }
             case Op::RedAdd:
                 atomic_add(reinterpret_cast<void*>(regs[x[0]]), (unsigned)regs[x[1]]);
                 break;

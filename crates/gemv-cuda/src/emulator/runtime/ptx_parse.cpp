@@ -231,7 +231,42 @@ class Parser {
         return "";
     }
 
+    // elect.sync d|p, membermask: d a 32-bit register or `_`, p a predicate.
+    std::string elect(Instruction& in) {
+        in.op = Op::ElectSync;
+        in.text = "elect.sync";
+        int lane = -1, predicate = -1, mask = -1;
+        const Token d = lexer_.next();
+        if (!(d.kind == Token::Word && d.text == "_")) {
+            if (std::string e = register_operand(d, lane); !e.empty()) return e;
+            if (bits(lane) != 32) return "the elected lane must be a 32-bit register or _";
+        }
+        if (lexer_.next().text != "|") return "expected `|` between the lane and the predicate";
+        if (std::string e = register_operand(lexer_.next(), predicate); !e.empty()) return e;
+        if (bits(predicate) != 1) return "the result must be a .pred register";
+        if (lexer_.next().text != ",") return "expected `,` before the member mask";
+        if (std::string e = register_operand(lexer_.next(), mask); !e.empty()) return e;
+        const Slot& m = program_.slots[mask];
+        if (m.kind != SlotKind::Immediate && m.constraint != 'n' && m.bits != 32) return "the member mask is 32 bits";
+        if (lexer_.next().text != ";") return "`elect.sync` is not ended by `;`";
+        in.args[in.arg_count++] = predicate;
+        in.args[in.arg_count++] = mask;
+        in.writes |= 1ull << predicate;
+        in.reads |= 1ull << mask;
+        if (lane >= 0) {
+            in.args[in.arg_count++] = lane;
+            in.writes |= 1ull << lane;
+        }
+        return "";
+    }
+
     std::string instruction(const std::string& opcode) {
+        if (opcode == "elect.sync") {
+            Instruction in;
+            if (std::string e = elect(in); !e.empty()) return "`elect.sync`: " + e;
+            program_.code.push_back(in);
+            return "";
+        }
         std::vector<Arg> args;
         Token t = lexer_.next();
         while (!(t.kind == Token::Punct && t.text == ";")) {

@@ -53,6 +53,7 @@ enum class Op : unsigned char {
     GridDepLaunch,   // griddepcontrol.launch_dependents
     AtomAdd,         // atom.global.add.u32 d, [a], b
     RedAdd,          // red.global.add.u32 [a], b
+    ElectSync,       // elect.sync d|p, mask (d may be _): args p, mask{, d}
 };
 
 // Whether an instruction touches memory or other threads' state (never remembered, and writes
@@ -65,7 +66,7 @@ inline bool has_effects(Op op) {
 // Whether an instruction touches memory or other threads' state but writes its first operand
 // (never remembered).
 inline bool has_effects_and_result(Op op) {
-    return op == Op::MbarrierArrive || op == Op::MbarrierTryWait || op == Op::AtomAdd;
+    return op == Op::MbarrierArrive || op == Op::MbarrierTryWait || op == Op::AtomAdd || op == Op::ElectSync;
 }
 
 struct Instruction {

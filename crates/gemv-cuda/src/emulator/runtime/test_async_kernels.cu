@@ -199,6 +199,18 @@ GEMV_KERNEL(emu_test_tickets, 256, 1)(EMU_ARGS) {
     gemv_reduce_add(words + 1 + gridDim.x, 1u);
 }
 
+// y[warp] = 1 + the lane elect.sync chose in each warp (every lane counts itself in with red).
+GEMV_KERNEL(emu_test_elect, 256, 1)(EMU_ARGS) {
+    gemv_u32* words = reinterpret_cast<gemv_u32*>(y);
+    if (gemv_elect_one()) store_global(words + threadIdx.x / 32, threadIdx.x % 32 + 1u);
+    gemv_reduce_add(words + 8, 1u);
+}
+
+// elect.sync reached by half a warp.
+GEMV_KERNEL(emu_test_elect_divergent, 256, 1)(EMU_ARGS) {
+    if (threadIdx.x % 32 < 16) (void)gemv_elect_one();
+}
+
 // An atomic on read-only memory (X).
 GEMV_KERNEL(emu_test_atomic_on_x, 256, 1)(EMU_ARGS) {
     gemv_atomic_add(reinterpret_cast<gemv_u32*>(const_cast<gemv_u16*>(x)), 1u);
@@ -222,4 +234,6 @@ GEMV_KERNEL(emu_test_atomic_on_x, 256, 1)(EMU_ARGS) {
     X(emu_test_dependent_reads_x_early, 1, 1)        \
     X(emu_test_dependent_writes_y_early, 1, 1)       \
     X(emu_test_tickets, 1, 1)                        \
-    X(emu_test_atomic_on_x, 1, 1)
+    X(emu_test_atomic_on_x, 1, 1)                    \
+    X(emu_test_elect, 1, 1)                          \
+    X(emu_test_elect_divergent, 1, 1)

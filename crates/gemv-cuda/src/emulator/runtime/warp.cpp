@@ -21,6 +21,8 @@ const char* shuffle_name(ShuffleKind kind) {
             return "__shfl_xor_sync";
         case ShuffleKind::Mma:
             return "mma.sync";
+        case ShuffleKind::Elect:
+            return "elect.sync";
     }
     return "shuffle";
 }
@@ -121,6 +123,7 @@ unsigned shuffle(ShuffleKind kind, unsigned mask, unsigned value, int lane_arg, 
             break;
         }
         case ShuffleKind::Mma:
+        case ShuffleKind::Elect:
             break;
     }
     if (src >= 32 || !(mask & (1u << src))) {
@@ -128,6 +131,11 @@ unsigned shuffle(ShuffleKind kind, unsigned mask, unsigned value, int lane_arg, 
     }
     self.shuffles_done = generation + 1;
     return w.value[slot][src];
+}
+
+unsigned elect_sync(unsigned mask) {
+    (void)shuffle(ShuffleKind::Elect, mask, 0u, 0, 32);
+    return (unsigned)__builtin_ctz(mask);
 }
 
 // An mma is a full-warp shuffle of kind Mma (same arrival, agreement and exit checks) whose
