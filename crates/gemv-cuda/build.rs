@@ -111,6 +111,7 @@ mod emulator {
                     "mbarriers.cpp",
                     "grid.cpp",
                     "ptx_parse.cpp",
+                    "ptx_forms.cpp",
                     "ptx_exec.cpp",
                     "ptx_check.cpp",
                 ]
