@@ -10,18 +10,12 @@
 //! backend that keeps the order and fuses the multiply-add writes the same bits. An unfused
 //! `a + ws * x` differs only where the product overflows f32 (|x| beyond about 2^115).
 
-use crate::codec::{bf16_to_f32, decode_e2m1, decode_e4m3, f32_to_bf16};
+use crate::codec::{bf16_to_f32, decode_e2m1, e4m3_table, f32_to_bf16};
 use crate::shape::GROUP_SIZE;
 use crate::{CoreError, Nvfp4View, Result};
-use std::sync::OnceLock;
 
 /// Partial sums per output.
 pub const PARTIALS: usize = 64;
-
-fn e4m3_table() -> &'static [f32; 256] {
-    static TABLE: OnceLock<[f32; 256]> = OnceLock::new();
-    TABLE.get_or_init(|| std::array::from_fn(|code| decode_e4m3(code as u8)))
-}
 
 /// `fma(ws, x, a)`: `ws * x + a` with one rounding.
 ///

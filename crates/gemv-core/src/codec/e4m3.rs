@@ -17,6 +17,13 @@ pub fn decode_e4m3(code: u8) -> f32 {
     sign * magnitude
 }
 
+/// The 256 E4M3 codes decoded ([`decode_e4m3`]; 0x7F and 0xFF are NaN), built once: the table
+/// the contract and the CPU kernels look scales up in.
+pub fn e4m3_table() -> &'static [f32; 256] {
+    static TABLE: std::sync::OnceLock<[f32; 256]> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| std::array::from_fn(|code| decode_e4m3(code as u8)))
+}
+
 /// Encodes with round-to-nearest-even, as ml_dtypes' `float8_e4m3fn`: magnitudes that round
 /// above 448 (>= 464, and infinities) become NaN (0x7F, sign kept); NaN stays NaN.
 pub fn encode_e4m3(value: f32) -> u8 {

@@ -10,7 +10,7 @@ mod e4m3;
 
 pub use bf16::{BF16_NAN, bf16_to_f32, f32_to_bf16};
 pub use e2m1::{E2M1_MAX, decode_e2m1, encode_e2m1};
-pub use e4m3::{E4M3_MAX, decode_e4m3, encode_e4m3, encode_e4m3_saturating};
+pub use e4m3::{E4M3_MAX, decode_e4m3, e4m3_table, encode_e4m3, encode_e4m3_saturating};
 
 /// Rounds `value` (finite, non-negative) to an integer multiple of `2^exp`, ties to even.
 /// Shared by the narrow-format encoders, whose grids are all power-of-two spaced per binade.

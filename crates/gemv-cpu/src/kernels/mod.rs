@@ -22,8 +22,7 @@ mod portable;
 use crate::activations::Pairs;
 use crate::layout::{Geometry, READ_PAST, TILE_ROWS};
 use crate::simd::SimdPath;
-use gemv_core::codec::decode_e4m3;
-use std::sync::OnceLock;
+pub(crate) use gemv_core::codec::e4m3_table;
 
 /// Calls `$pass::<T, P>($args)` for a pass of `$tokens` tokens, choosing from the `(T, P)` pairs
 /// listed: `T` tokens share each decoded weight and `P` groups of a block advance together, so
@@ -37,12 +36,6 @@ macro_rules! pass_for_tokens {
     };
 }
 pub(crate) use pass_for_tokens;
-
-/// The 256 E4M3 codes as f32 (0x7F and 0xFF are NaN).
-pub(crate) fn e4m3_table() -> &'static [f32; 256] {
-    static TABLE: OnceLock<[f32; 256]> = OnceLock::new();
-    TABLE.get_or_init(|| std::array::from_fn(|code| decode_e4m3(code as u8)))
-}
 
 /// The fewest tokens a launch runs on the pair kernel: with one, a pass is bound by the decode,
 /// which costs the pair kernel more than the AVX-512F kernel's one multiply per 16 weights
