@@ -1,14 +1,11 @@
 //! NVFP4 weights from checkpoint tensors, in either layout (ModelOpt or compressed-tensors),
 //! detected from the names present (`gemv_core::Nvfp4TensorNames`). `--name` is the prefix; the
-//! weight tensor's own name (`PREFIX.weight`, `PREFIX.weight_packed`) is accepted too.
-//!
-//! And activations: a BF16, F16 or F32 tensor `[K]`, `[M, K]` or `[..., K]` (leading dimensions
-//! flattened into M; rounded to bf16, RNE).
+//! weight tensor's own name (`PREFIX.weight`, `PREFIX.weight_packed`) is accepted too. The
+//! header checks here serve the activations too (`crate::activations`).
 
 use crate::error::CliError;
 use crate::mapped::MappedCheckpoint;
 use crate::safetensors::Dtype;
-use gemv_core::codec::f32_to_bf16;
 use gemv_core::{Nvfp4Layout, Nvfp4Matrix, Nvfp4TensorNames};
 use std::path::Path;
 
@@ -19,12 +16,15 @@ fn present(file: &MappedCheckpoint) -> String {
 }
 
 /// A tensor's dtype and shape from the header, without its bytes.
-struct Header {
-    dtype: Result<Dtype, String>,
-    shape: Vec<usize>,
+pub(crate) struct Header {
+    /// Its dtype, or the header's name for one this tool does not read.
+    pub(crate) dtype: Result<Dtype, String>,
+    /// Its shape.
+    pub(crate) shape: Vec<usize>,
 }
 
-fn header(file: &MappedCheckpoint, name: &str, why: &str) -> Result<Header, CliError> {
+/// The header of tensor `name`, or an error saying `why` it was wanted and what the file holds.
+pub(crate) fn header(file: &MappedCheckpoint, name: &str, why: &str) -> Result<Header, CliError> {
     let layout = file.layout(name).ok_or_else(|| CliError::MissingTensor {
         path: file.path().to_path_buf(),
         name: name.to_string(),
@@ -34,7 +34,9 @@ fn header(file: &MappedCheckpoint, name: &str, why: &str) -> Result<Header, CliE
     Ok(Header { dtype: Dtype::parse(&layout.dtype).ok_or(layout.dtype), shape: layout.shape })
 }
 
-fn expect(
+/// Ok where the tensor has one of `dtypes` (and `shape`, where given); else an error saying
+/// `what` was expected and what was found.
+pub(crate) fn expect(
     path: &Path,
     name: &str,
     tensor: &Header,
@@ -209,109 +211,4 @@ pub fn locate_weights(file: &MappedCheckpoint, name: &str, expert: Option<usize>
     )?;
     let global_scale = layout.global_scale(global_f32(file, &global_name, experts)?);
     Ok(WeightsLocation { layout, packed_name, scale_name, n, k, expert: experts.map_or(0, |(e, _)| e), global_scale })
-}
-
-/// f16 bits to f32, exactly.
-pub fn f16_to_f32(bits: u16) -> f32 {
-    let sign = u32::from(bits >> 15) << 31;
-    let exponent = u32::from((bits >> 10) & 0x1F);
-    let mantissa = u32::from(bits & 0x3FF);
-    let magnitude = match (exponent, mantissa) {
-        (0, 0) => 0,
-        (0, m) => {
-            let value = m as f32 * 2f32.powi(-24); // subnormal: exact in f32
-            return if sign != 0 { -value } else { value };
-        }
-        (0x1F, 0) => 0x7F80_0000,
-        (0x1F, m) => 0x7FC0_0000 | (m << 13),
-        (e, m) => ((e + 112) << 23) | (m << 13),
-    };
-    f32::from_bits(sign | magnitude)
-}
-
-/// Little-endian BF16, F16 or F32 bytes as f32 (None for other dtypes).
-pub fn bytes_to_f32(dtype: Dtype, data: &[u8]) -> Option<Vec<f32>> {
-    let words2 = || data.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]]));
-    Some(match dtype {
-        Dtype::Bf16 => words2().map(gemv_core::codec::bf16_to_f32).collect(),
-        Dtype::F16 => words2().map(f16_to_f32).collect(),
-        Dtype::F32 => data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
-        Dtype::U8 | Dtype::F8E4M3 => return None,
-    })
-}
-
-/// X as the header describes it, validated: rows are read on request, so X need not fit in
-/// memory whole.
-#[derive(Debug, Clone)]
-pub struct ActivationsLocation {
-    /// The tensor's name.
-    pub name: String,
-    /// Rows: the product of the leading dimensions (1 for a `[K]` tensor).
-    pub m: usize,
-    /// The dimensions before K (empty for `[K]`).
-    pub leading: Vec<usize>,
-    k: usize,
-    dtype: Dtype,
-}
-
-impl ActivationsLocation {
-    /// X's dtype in the file (BF16, F16 or F32).
-    pub fn dtype(&self) -> Dtype {
-        self.dtype
-    }
-
-    /// Rows `rows` of X as bf16 bits (BF16 as stored; F16 and F32 rounded to bf16, RNE).
-    pub fn rows(&self, file: &MappedCheckpoint, rows: std::ops::Range<usize>) -> Result<Vec<u16>, CliError> {
-        let width = match self.dtype {
-            Dtype::F32 => 4,
-            _ => 2,
-        };
-        let row_bytes = self.k * width;
-        let bytes =
-            file.bytes(&self.name, rows.start * row_bytes..rows.end * row_bytes).ok_or_else(|| CliError::Io {
-                path: file.file_of(&self.name).to_path_buf(),
-                error: format!("tensor {:?} could not be read (the file changed while open?)", self.name),
-            })?;
-        Ok(match self.dtype {
-            Dtype::Bf16 => bytes.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect(),
-            other => bytes_to_f32(other, &bytes).unwrap_or_default().into_iter().map(f32_to_bf16).collect(),
-        })
-    }
-}
-
-/// Finds and validates X (`[K]`, `[M, K]` or `[..., K]`); reads none of its bytes. `name` None
-/// takes `x`, or the file's only tensor.
-pub fn locate_activations(
-    file: &MappedCheckpoint,
-    name: Option<&str>,
-    k: usize,
-) -> Result<ActivationsLocation, CliError> {
-    let name = match name {
-        Some(name) => name.to_string(),
-        None if file.contains("x") || file.len() != 1 => "x".to_string(),
-        None => file.names().next().unwrap_or("x").to_string(),
-    };
-    let x = header(file, &name, "the activations [..., K]; --input-name names another")?;
-    let path = file.file_of(&name);
-    let what = format!("a BF16, F16 or F32 tensor [{k}], [M, {k}] or [..., {k}]");
-    expect(path, &name, &x, &[Dtype::Bf16, Dtype::F16, Dtype::F32], None, &what)?;
-    let Some((&cols, leading)) = x.shape.split_last() else {
-        return Err(CliError::BadTensor {
-            path: path.to_path_buf(),
-            name,
-            expected: what,
-            found: format!("a scalar {:?}", x.shape),
-        });
-    };
-    let m = leading.iter().product::<usize>();
-    let dtype = x.dtype.clone().unwrap_or(Dtype::U8);
-    if cols != k || m == 0 {
-        return Err(CliError::BadTensor {
-            path: path.to_path_buf(),
-            name,
-            expected: what,
-            found: format!("{} {:?}", dtype.name(), x.shape),
-        });
-    }
-    Ok(ActivationsLocation { name, m, leading: leading.to_vec(), k, dtype })
 }

@@ -1,5 +1,6 @@
 //! `gemv`: inspect backends and tiers, and prove a backend against the exact numeric contract.
 
+mod activations;
 mod atomic_directory;
 mod atomic_output;
 mod backends;

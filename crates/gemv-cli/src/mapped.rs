@@ -318,7 +318,8 @@ impl MappedCheckpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checkpoint::{locate_activations, locate_weights};
+    use crate::activations::locate_activations;
+    use crate::checkpoint::locate_weights;
 
     fn lcg(state: &mut u64) -> u64 {
         *state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);

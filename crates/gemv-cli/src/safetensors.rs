@@ -24,6 +24,17 @@ pub enum Dtype {
 }
 
 impl Dtype {
+    /// Little-endian BF16, F16 or F32 bytes as f32, exactly (None for other dtypes).
+    pub fn floats(self, data: &[u8]) -> Option<Vec<f32>> {
+        let words = || data.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+        Some(match self {
+            Dtype::Bf16 => words().map(gemv_core::codec::bf16_to_f32).collect(),
+            Dtype::F16 => words().map(|bits| gemv_core::half::f16::from_bits(bits).to_f32()).collect(),
+            Dtype::F32 => data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+            Dtype::U8 | Dtype::F8E4M3 => return None,
+        })
+    }
+
     /// From the name in the header; None for dtypes this tool does not handle.
     pub fn parse(text: &str) -> Option<Self> {
         Some(match text {
@@ -170,6 +181,33 @@ pub fn check_output_path(path: &Path) -> Result<(), CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every F16 code decodes to its exact value (normals, subnormals, zeros, infinities; NaN as
+    /// NaN), and the other float dtypes as their own bits; packed dtypes are not floats.
+    #[test]
+    fn float_dtypes_decode_exactly() {
+        let codes: Vec<u16> = (0..=u16::MAX).collect();
+        let bytes: Vec<u8> = codes.iter().flat_map(|c| c.to_le_bytes()).collect();
+        let values = Dtype::F16.floats(&bytes).expect("F16 is a float dtype");
+        for (&code, &value) in codes.iter().zip(&values) {
+            let (sign, exponent, mantissa) = (code >> 15, i32::from((code >> 10) & 0x1F), f64::from(code & 0x3FF));
+            let magnitude = match exponent {
+                0 => mantissa * 2f64.powi(-24),
+                31 if mantissa == 0.0 => f64::INFINITY,
+                31 => f64::NAN,
+                e => (1.0 + mantissa / 1024.0) * 2f64.powi(e - 15),
+            };
+            let expected = if sign == 1 { -magnitude } else { magnitude };
+            assert!(
+                (expected.is_nan() && value.is_nan())
+                    || (f64::from(value) == expected && value.is_sign_negative() == (sign == 1)),
+                "F16 {code:#06x}: {value} for {expected}"
+            );
+        }
+        assert_eq!(Dtype::Bf16.floats(&[0x80, 0x3F]), Some(vec![1.0]));
+        assert_eq!(Dtype::F32.floats(&1.5f32.to_le_bytes()), Some(vec![1.5]));
+        assert_eq!(Dtype::U8.floats(&[1, 2]), None);
+    }
 
     #[test]
     fn a_streamed_file_must_hold_exactly_the_bytes_its_header_announces() {

@@ -1,8 +1,9 @@
 //! `gemv run`: Y = W X for NVFP4 checkpoint tensors, on any backend, for any M (the dispatch plan
 //! splits it).
 
+use crate::activations::locate_activations;
 use crate::backends::{BackendChoice, open};
-use crate::checkpoint::{expert_count, locate_activations, locate_weights};
+use crate::checkpoint::{expert_count, locate_weights};
 use crate::error::CliError;
 use crate::mapped::MappedCheckpoint;
 use crate::safetensors::{Dtype, TensorLayout};

@@ -3,7 +3,6 @@
 //! quantization), with copies streamed the same way.
 
 use super::selection::{PIECE_BYTES, Planned, fused_group};
-use crate::checkpoint::bytes_to_f32;
 use crate::commands::progress::progress;
 use crate::mapped::MappedCheckpoint;
 use crate::safetensors::TensorLayout;
@@ -60,7 +59,7 @@ pub fn tensor_amax(input: &MappedCheckpoint, plan: &Planned) -> std::io::Result<
     input
         .for_each_piece(&plan.name, plan.piece_bytes(), |bytes| {
             stop_if_interrupted()?;
-            let values = bytes_to_f32(plan.dtype, bytes).unwrap_or_default();
+            let values = plan.dtype.floats(bytes).unwrap_or_default();
             amax = values.iter().fold(amax, |acc, v| acc.max(v.abs()));
             Ok(())
         })
@@ -96,7 +95,7 @@ fn write_quantized(
     input
         .for_each_piece(&plan.name, plan.piece_bytes(), |bytes| {
             stop_if_interrupted()?;
-            let values = bytes_to_f32(plan.dtype, bytes).unwrap_or_default();
+            let values = plan.dtype.floats(bytes).unwrap_or_default();
             let (mut packed, mut scales) = (vec![0u8; values.len() / 2], vec![0u8; values.len() / 16]);
             quantize_rows(&values, k, global, &mut packed, &mut scales).map_err(|error| {
                 let error = match error {
