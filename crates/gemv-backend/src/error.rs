@@ -63,17 +63,19 @@ pub enum Error {
         /// Why, in one line.
         reason: String,
     },
-    /// A request over a device limit (binding size, allocation).
-    #[error("{backend}: {what} needs {requested} bytes, over the device limit of {limit}")]
+    /// A request over a device limit (binding size, allocation, grid size, a 32-bit parameter).
+    #[error("{backend}: {what} needs {requested} {unit}, over the limit of {limit} {unit}")]
     LimitExceeded {
         /// Backend name.
         backend: &'static str,
         /// What was too large.
         what: String,
-        /// Bytes requested.
+        /// How much was requested, in `unit`.
         requested: u64,
-        /// The limit.
+        /// The limit, in `unit`.
         limit: u64,
+        /// What `requested` and `limit` count: `bytes`, `blocks`, `elements`.
+        unit: &'static str,
     },
     /// A kernel fault: an out-of-bounds access or a barrier/shuffle error (emulator), or a
     /// device-side error.

@@ -23,9 +23,10 @@ pub fn grid_size(backend: &'static str, kernel: &KernelSpec, n: usize) -> gemv_b
     if blocks > MAX_GRID_BLOCKS {
         return Err(gemv_backend::Error::LimitExceeded {
             backend,
-            what: format!("a grid of {blocks} blocks for N = {n} rows of {}", kernel.name),
+            what: format!("the grid for N = {n} rows of {}", kernel.name),
             requested: blocks,
             limit: MAX_GRID_BLOCKS,
+            unit: "blocks",
         });
     }
     Ok(blocks as u32)
@@ -35,9 +36,10 @@ pub fn grid_size(backend: &'static str, kernel: &KernelSpec, n: usize) -> gemv_b
 pub fn kernel_int(backend: &'static str, what: &str, value: usize) -> gemv_backend::Result<i32> {
     i32::try_from(value).map_err(|_| gemv_backend::Error::LimitExceeded {
         backend,
-        what: format!("{what} = {value} (kernel parameters are 32-bit)"),
+        what: format!("{what} (a 32-bit kernel parameter)"),
         requested: value as u64,
         limit: i32::MAX as u64,
+        unit: "elements",
     })
 }
 
@@ -61,8 +63,11 @@ mod tests {
         assert!(grid_size("t", single, i32::MAX as usize).is_ok());
         let rows = (MAX_GRID_BLOCKS as usize + 1) * per_block(single);
         match grid_size("t", single, rows) {
-            Err(gemv_backend::Error::LimitExceeded { requested, limit, .. }) => {
-                assert_eq!((requested, limit), (MAX_GRID_BLOCKS + 1, MAX_GRID_BLOCKS))
+            Err(error @ gemv_backend::Error::LimitExceeded { requested, limit, unit: "blocks", .. }) => {
+                assert_eq!((requested, limit), (MAX_GRID_BLOCKS + 1, MAX_GRID_BLOCKS));
+                assert!(
+                    error.to_string().ends_with(&format!("needs {requested} blocks, over the limit of {limit} blocks"))
+                );
             }
             other => panic!("expected LimitExceeded, got {other:?}"),
         }

@@ -140,6 +140,7 @@ impl WgpuBackend {
                     what: format!("{what} index range (shader indices are 32-bit)"),
                     requested: bytes as u64,
                     limit: u64::from(u32::MAX / 2),
+                    unit: "bytes",
                 });
             }
         }

@@ -33,7 +33,7 @@ pub enum WgpuError {
         message: String,
     },
     /// A device limit: a binding window, a buffer or a dispatch too large.
-    #[error("{what} needs {requested} bytes, over the limit of {limit}")]
+    #[error("{what} needs {requested} bytes, over the limit of {limit} bytes")]
     Limit {
         /// The limit's name and adapter.
         what: String,
@@ -52,7 +52,7 @@ impl From<WgpuError> for gemv_backend::Error {
                 gemv_backend::Error::Unavailable { backend: "wgpu", reason: error.to_string() }
             }
             WgpuError::Limit { what, requested, limit } => {
-                gemv_backend::Error::LimitExceeded { backend: "wgpu", what, requested, limit }
+                gemv_backend::Error::LimitExceeded { backend: "wgpu", what, requested, limit, unit: "bytes" }
             }
             WgpuError::Operation { .. } => {
                 gemv_backend::Error::Device { backend: "wgpu", message: error.to_string(), source: None }
