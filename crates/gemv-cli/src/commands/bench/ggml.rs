@@ -5,7 +5,7 @@
 //! interleaved), activations quantized to 8 bits by ggml inside the operation.
 
 use super::memory::cold_copies;
-use super::peers::RotationPeer;
+use super::rotation_peer::RotationPeer;
 use llama_cpp_sys_2 as sys;
 use std::collections::BTreeMap;
 use std::ffi::{CStr, c_char, c_void};

@@ -11,6 +11,7 @@ mod plot;
 mod protocol;
 mod readme_figures;
 mod report;
+mod rotation_peer;
 
 pub use options::{BenchOptions, parse_cold_mb, parse_family, parse_ms, parse_peak_gbps, parse_repeats, parse_shape};
 

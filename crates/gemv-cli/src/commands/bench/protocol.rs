@@ -7,7 +7,8 @@
 //! way, and printed beside the kernels with the NVFP4 speed-up over it; rotation peers (ggml on
 //! the CPU) are arms of the rotation themselves, one per M.
 
-use super::peers::{self, RotationPeer};
+use super::peers;
+use super::rotation_peer::{self, RotationPeer};
 use super::{Arm, BenchOptions, Measurement};
 use crate::commands::progress::progress;
 use gemv_backend::{BenchTimers, DeviceMatrix, GpuBackend, PeerTiming, conformance};
@@ -78,7 +79,7 @@ pub fn measure(
     let mut samples = vec![Vec::with_capacity(options.rounds); arms.len()];
     let mut peer_samples = vec![vec![Vec::with_capacity(options.rounds); ms.len()]; rotation_peers.len()];
     let mut steps: Vec<Step<'_>> = arms.iter().enumerate().map(|(i, arm)| Step::Kernels(i, arm)).collect();
-    steps.extend(peers::peer_steps(&rotation_peers, &ms).into_iter().map(|(p, i)| Step::Peer(p, i)));
+    steps.extend(rotation_peer::peer_steps(&rotation_peers, &ms).into_iter().map(|(p, i)| Step::Peer(p, i)));
     steps.push(Step::Copy);
     let settle = !rotation_peers.is_empty();
     let total = options.rounds * (steps.len() - 1);
