@@ -101,6 +101,11 @@ impl Nvrtc {
     }
 }
 
+/// The capability the emulator emulates to run `build` (`--emulate`): its target's minimum.
+pub fn emulated_capability(build: &ModuleBuild) -> String {
+    format!("{}.{}", build.minimum.0, build.minimum.1)
+}
+
 /// Compiles one build of a source to PTX at `out`, with extra `-D` defines (none for the shipped
 /// PTX). Headers come from the source's own directory (the mutation pass compiles copies).
 pub fn compile(nvrtc: &Nvrtc, source: &Path, build: &ModuleBuild, out: &Path, defines: &[&str]) -> Result<(), String> {

@@ -3,6 +3,7 @@
 
 use super::processes::run_all_with_timeout;
 use super::ptx_identity::{BuildsPtx, PtxCheck, builds_that_changed};
+use crate::kernels::emulated_capability;
 use crate::util::root;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -59,14 +60,14 @@ pub(super) fn gates_for(source: &Path) -> Gates {
             .unwrap_or_default()
             .iter()
             .flat_map(|cu| crate::kernels::builds_of(cu).unwrap_or_default())
-            .map(capability)
+            .map(emulated_capability)
             .collect();
         capabilities.sort();
         capabilities.dedup();
         return Gates { quick: &["8", "5", "2", "6", "3", "4", "9", "1", "10", "11"], large: &["7"], capabilities };
     }
     let builds = crate::kernels::builds_of(source).unwrap_or_default();
-    let mut capabilities: Vec<String> = builds.iter().map(|build| capability(build)).collect();
+    let mut capabilities: Vec<String> = builds.iter().map(|build| emulated_capability(build)).collect();
     if capabilities.is_empty() {
         capabilities.push("9.0".into());
     }
@@ -74,11 +75,6 @@ pub(super) fn gates_for(source: &Path) -> Gates {
         Some(gemv_core::Family::Fast) => Gates { quick: &["10", "11"], large: &[], capabilities },
         _ => Gates { quick: &["8", "5", "2", "6", "3", "4", "9", "1"], large: &["7"], capabilities },
     }
-}
-
-/// The capability the emulator emulates to run `build` (`--emulate`): its target's minimum.
-pub(super) fn capability(build: &gemv_core::ModuleBuild) -> String {
-    format!("{}.{}", build.minimum.0, build.minimum.1)
 }
 
 /// How long each stage may run on a mutant: the quick gates (all but 7), the emulator's own tests

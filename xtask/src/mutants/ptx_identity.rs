@@ -1,7 +1,7 @@
 //! Equivalence by PTX: a mutant whose every build compiles to the committed PTX (or to the PTX of
 //! a mutant already missed) runs the same program on a GPU.
 
-use super::judge::capability;
+use crate::kernels::emulated_capability;
 use std::path::{Path, PathBuf};
 
 /// The PTX of each build of a source, in `kernels::builds_of` order (None: NVRTC rejected it).
@@ -10,7 +10,7 @@ pub(super) type BuildsPtx = Vec<Option<Vec<u8>>>;
 /// Each build of a source with whether it compiles to its committed PTX.
 pub(super) type BuildsIdentical = Vec<(&'static gemv_core::ModuleBuild, bool)>;
 
-/// What [`judge`](super::judge::judge) needs to compare a mutant's PTX: with the committed PTX, and with the mutants
+/// What the judge needs to compare a mutant's PTX: with the committed PTX, and with the mutants
 /// this pass missed.
 pub(super) struct PtxCheck<'a> {
     pub(super) identity: &'a PtxIdentity,
@@ -96,11 +96,11 @@ impl PtxIdentity {
 
 /// The capabilities gate 7 must judge a mutant on: those of the builds whose PTX changed. A build
 /// that compiles to its committed PTX runs the code the unmutated kernels ran through gate 7
-/// already (the argument of [`Outcome::IdenticalPtx`](super::judge::Outcome::IdenticalPtx), build by build), so a mutant in code only
+/// already (the argument of the judge's `Outcome::IdenticalPtx`, build by build), so a mutant in code only
 /// one build compiles (the sm_75 build's scale table, the sm_89 build's conversions) meets gate 7
 /// on that build alone, with both cores.
 pub(super) fn builds_that_changed(builds: &[(&gemv_core::ModuleBuild, bool)]) -> Vec<String> {
-    builds.iter().filter(|&&(_, same)| !same).map(|&(build, _)| capability(build)).collect()
+    builds.iter().filter(|&&(_, same)| !same).map(|&(build, _)| emulated_capability(build)).collect()
 }
 
 #[cfg(test)]
