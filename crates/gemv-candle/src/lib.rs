@@ -32,6 +32,7 @@
 mod linear;
 mod load;
 mod op;
+mod placement;
 
 pub use gemv_core::{FamilyChoice, Nvfp4Layout};
 pub use linear::Nvfp4Linear;

@@ -1,15 +1,10 @@
 //! The layer: weights placed once on a device, `forward` over any leading dimensions.
 
+#[cfg(feature = "cuda")]
+use crate::placement::LayerDims;
+use crate::placement::Placement;
 use candle_core::{DType, Device, Result, Tensor, bail};
 use gemv_core::{FamilyChoice, Nvfp4Matrix};
-use gemv_cpu::CpuWeights;
-
-/// Where a layer's weights live: arranged for gemv's CPU kernels, or on one CUDA device.
-pub(crate) enum Placement {
-    Cpu(CpuWeights),
-    #[cfg(feature = "cuda")]
-    Cuda(Box<crate::op::CudaPlacement>),
-}
 
 /// One NVFP4 linear layer without bias: `Y = X W^T`, W `[out_features, in_features]`.
 pub struct Nvfp4Linear {
@@ -22,11 +17,7 @@ pub struct Nvfp4Linear {
 
 impl std::fmt::Debug for Nvfp4Linear {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let device = match self.placement {
-            Placement::Cpu(_) => "cpu",
-            #[cfg(feature = "cuda")]
-            Placement::Cuda(_) => "cuda",
-        };
+        let device = self.placement.device_name();
         f.debug_struct("Nvfp4Linear")
             .field("out_features", &self.n)
             .field("in_features", &self.k)
@@ -42,13 +33,7 @@ impl Nvfp4Linear {
     /// device's stream with gemv's kernels loaded into its context (feature `cuda`). The exact
     /// family by default ([`Self::with_family`]).
     pub fn new(matrix: &Nvfp4Matrix, device: &Device) -> Result<Self> {
-        let view = matrix.view();
-        let placement = match device {
-            Device::Cpu => Placement::Cpu(CpuWeights::new(&view)),
-            #[cfg(feature = "cuda")]
-            Device::Cuda(cuda) => Placement::Cuda(Box::new(crate::op::CudaPlacement::upload(&view, cuda)?)),
-            other => bail!("gemv-candle: no NVFP4 kernels for {other:?} in this build (CUDA needs the `cuda` feature)"),
-        };
+        let placement = Placement::new(&matrix.view(), device)?;
         Ok(Self {
             placement,
             n: matrix.n(),
@@ -74,6 +59,12 @@ impl Nvfp4Linear {
     /// N, the columns of Y.
     pub fn out_features(&self) -> usize {
         self.n
+    }
+
+    /// What a CUDA launch needs of the layer besides its weights.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn dims(&self) -> LayerDims {
+        LayerDims { n: self.n, k: self.k, global_scale: self.global_scale, family: self.family }
     }
 
     /// The global scale the layer multiplies by.

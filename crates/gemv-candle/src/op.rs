@@ -1,7 +1,8 @@
 //! The layer as a candle [`CustomOp1`] over `[m, k]` rows: gemv's CPU backend on the CPU, gemv's
 //! CUDA kernels on candle's stream.
 
-use crate::linear::{Nvfp4Linear, Placement};
+use crate::linear::Nvfp4Linear;
+use crate::placement::Placement;
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, bail};
 use gemv_cpu::CpuBackend;
@@ -61,69 +62,6 @@ impl CustomOp1 for Nvfp4Linear {
         let Placement::Cuda(placed) = &self.placement else {
             bail!("gemv-candle: the layer's weights are on the CPU and x on a CUDA device");
         };
-        placed.forward(self, storage, m, offset)
-    }
-}
-
-#[cfg(feature = "cuda")]
-pub(crate) use cuda::CudaPlacement;
-
-#[cfg(feature = "cuda")]
-mod cuda {
-    use super::Nvfp4Linear;
-    use candle_core::backend::{BackendDevice, BackendStorage};
-    use candle_core::cuda_backend::cudarc::driver::CudaSlice;
-    use candle_core::{CudaDevice, CudaStorage, Result, Shape, bail};
-    use gemv_core::Nvfp4View;
-    use gemv_cuda::{CudaKernels, CudaWeights};
-    use half::bf16;
-
-    /// The weights on one CUDA device, uploaded on candle's stream, and gemv's kernels loaded
-    /// into its context.
-    pub(crate) struct CudaPlacement {
-        device: CudaDevice,
-        kernels: CudaKernels,
-        packed: CudaSlice<u8>,
-        scales: CudaSlice<u8>,
-    }
-
-    impl CudaPlacement {
-        pub(crate) fn upload(view: &Nvfp4View<'_>, device: &CudaDevice) -> Result<Self> {
-            let stream = device.cuda_stream();
-            let kernels = CudaKernels::load(stream.context()).map_err(candle_core::Error::wrap)?;
-            let packed = stream.clone_htod(view.packed()).map_err(candle_core::Error::wrap)?;
-            let scales = stream.clone_htod(view.scales()).map_err(candle_core::Error::wrap)?;
-            Ok(Self { device: device.clone(), kernels, packed, scales })
-        }
-
-        /// Enqueues the plan for `m` rows of X (from element `offset` of `storage`) on candle's
-        /// stream; Y is a new buffer candle owns. Nothing is synchronised.
-        pub(crate) fn forward(
-            &self,
-            layer: &Nvfp4Linear,
-            storage: &CudaStorage,
-            m: usize,
-            offset: usize,
-        ) -> Result<(CudaStorage, Shape)> {
-            let cuda = storage.device();
-            if !cuda.same_device(&self.device) {
-                bail!("gemv-candle: x is on another CUDA device than the layer's weights");
-            }
-            let (n, k) = (layer.n, layer.k);
-            let stream = cuda.cuda_stream();
-            let x = storage.as_cuda_slice::<bf16>()?.slice(offset..offset + m * k);
-            let mut y = stream.alloc_zeros::<bf16>(m * n).map_err(candle_core::Error::wrap)?;
-            let weights = CudaWeights {
-                packed: self.packed.as_view(),
-                scales: self.scales.as_view(),
-                global_scale: layer.global_scale,
-                n,
-                k,
-            };
-            self.kernels
-                .launch_plan(&stream, &weights, &x, k, &mut y.slice_mut(..), n, m, layer.family)
-                .map_err(candle_core::Error::wrap)?;
-            Ok((CudaStorage::wrap_cuda_slice(y, cuda.clone()), Shape::from((m, n))))
-        }
+        placed.forward(self.dims(), storage, m, offset)
     }
 }
