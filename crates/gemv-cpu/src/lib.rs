@@ -17,6 +17,8 @@ mod arrangements;
 mod backend;
 mod calibration;
 mod compute;
+#[cfg(target_arch = "x86_64")]
+mod dpbf16_probe;
 mod kernels;
 mod layout;
 mod lines;

@@ -27,6 +27,11 @@ pub enum SimdPath {
     Portable,
 }
 
+/// The fewest tokens a launch runs on the pair kernel: with one, a pass is bound by the decode,
+/// which costs the pair kernel more than the AVX-512F kernel's one multiply per 16 weights
+/// (docs/cpu.md).
+pub(crate) const PAIR_TOKENS_MIN: usize = 2;
+
 impl SimdPath {
     /// Every path, in the order [`best`](Self::best) ranks them.
     pub const ALL: [SimdPath; 5] =
@@ -74,7 +79,7 @@ impl SimdPath {
     pub fn is_supported(self) -> bool {
         match self {
             #[cfg(target_arch = "x86_64")]
-            SimdPath::Avx512Bf16 => crate::kernels::pairs_add_in_turn(),
+            SimdPath::Avx512Bf16 => crate::dpbf16_probe::adds_in_turn(),
             #[cfg(target_arch = "x86_64")]
             SimdPath::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
             #[cfg(target_arch = "x86_64")]
@@ -92,7 +97,7 @@ impl SimdPath {
     /// Whether a launch of `m` tokens on this path reads X as bf16 pairs (where X allows; see
     /// [`SimdPath::Avx512Bf16`]).
     pub(crate) fn reads_pairs(self, m: usize) -> bool {
-        self == SimdPath::Avx512Bf16 && m >= crate::kernels::PAIR_TOKENS_MIN
+        self == SimdPath::Avx512Bf16 && m >= PAIR_TOKENS_MIN
     }
 
     /// The path whose kernels run X that the pair kernel cannot take.

@@ -37,18 +37,6 @@ macro_rules! pass_for_tokens {
 }
 pub(crate) use pass_for_tokens;
 
-/// The fewest tokens a launch runs on the pair kernel: with one, a pass is bound by the decode,
-/// which costs the pair kernel more than the AVX-512F kernel's one multiply per 16 weights
-/// (docs/cpu.md).
-pub(crate) const PAIR_TOKENS_MIN: usize = 2;
-
-/// Whether this CPU's `vdpbf16ps` computes the contract's two fused multiply-adds in turn (see
-/// the pair kernel); false on CPUs without it.
-#[cfg(target_arch = "x86_64")]
-pub(crate) fn pairs_add_in_turn() -> bool {
-    avx512_bf16::adds_in_turn()
-}
-
 /// The most tokens one pass over a tile serves on `path` (the AVX-512 BF16 path's count is its
 /// pair kernel's); more tokens take more passes (the tile is in cache by then).
 pub(crate) fn tokens_per_pass(path: SimdPath) -> usize {
@@ -136,12 +124,12 @@ pub(crate) fn tile_partials_pairs(
     let count = tokens.len();
     assert!(tile.len() >= geometry.tile_bytes(), "a whole tile");
     assert!(
-        (PAIR_TOKENS_MIN..=avx512_bf16::TOKENS).contains(&count)
+        (crate::simd::PAIR_TOKENS_MIN..=avx512_bf16::TOKENS).contains(&count)
             && partials.len() >= count * gemv_core::PARTIALS * TILE_ROWS
     );
     assert!(tokens.end <= x.tokens && x.values.len() >= geometry.padded_k() / 2 * x.tokens, "padded pairs");
-    assert!(pairs_add_in_turn(), "the pair kernel on a CPU whose vdpbf16ps it cannot use");
-    // SAFETY: the CPU has AVX-512F and AVX-512 BF16 (`pairs_add_in_turn` checked both); the
+    assert!(crate::dpbf16_probe::adds_in_turn(), "the pair kernel on a CPU whose vdpbf16ps it cannot use");
+    // SAFETY: the CPU has AVX-512F and AVX-512 BF16 (`adds_in_turn` checked both); the
     // lengths were asserted above.
     unsafe { avx512_bf16::tile_partials(tile, geometry, special_scales, x, (tokens.start, count), partials, ahead) }
 }
