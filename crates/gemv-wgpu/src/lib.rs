@@ -9,10 +9,11 @@ mod adapter;
 mod backend;
 mod engine;
 mod error;
+mod launch;
 mod shader;
 
 pub use adapter::{ADAPTER_ENV, AdapterChoice};
 pub use backend::WgpuBackend;
-pub use engine::{WgpuGemv, WgpuRange};
 pub use error::WgpuError;
+pub use launch::{WgpuGemv, WgpuRange};
 pub use shader::{rows_per_workgroup, shader_source};

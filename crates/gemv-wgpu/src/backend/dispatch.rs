@@ -2,8 +2,8 @@
 //! (immediate data where the device has it, else a small uniform buffer) and the dispatch.
 
 use super::{Binding, NAME, WgpuBackend};
-use crate::engine::{WgpuGemv, WgpuRange};
 use crate::error::WgpuError;
+use crate::launch::{WgpuGemv, WgpuRange};
 use crate::shader::{rows_per_workgroup, shader_source};
 use gemv_backend::{GemvArgs, KernelHandle, Result, resolved_spec};
 use gemv_core::{KernelSpec, Operand};
