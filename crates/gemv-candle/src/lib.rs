@@ -37,3 +37,5 @@ mod placement;
 pub use gemv_core::{FamilyChoice, Nvfp4Layout};
 pub use linear::Nvfp4Linear;
 pub use load::{TensorSource, nvfp4_linear};
+#[cfg(feature = "cuda")]
+pub use placement::cuda_kernel_loads;

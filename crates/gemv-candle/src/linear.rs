@@ -1,8 +1,7 @@
 //! The layer: weights placed once on a device, `forward` over any leading dimensions.
 
-#[cfg(feature = "cuda")]
-use crate::placement::LayerDims;
-use crate::placement::Placement;
+use crate::op::LinearOp;
+use crate::placement::{LayerDims, Placement};
 use candle_core::{DType, Device, Result, Tensor, bail};
 use gemv_core::{FamilyChoice, Nvfp4Matrix};
 
@@ -62,7 +61,6 @@ impl Nvfp4Linear {
     }
 
     /// What a CUDA launch needs of the layer besides its weights.
-    #[cfg(feature = "cuda")]
     pub(crate) fn dims(&self) -> LayerDims {
         LayerDims { n: self.n, k: self.k, global_scale: self.global_scale, family: self.family }
     }
@@ -91,6 +89,13 @@ impl Nvfp4Linear {
             return Tensor::zeros(y_dims, DType::BF16, x.device());
         }
         let rows = x.contiguous()?.reshape((m, k))?;
-        rows.apply_op1_no_bwd(self)?.reshape(y_dims)
+        rows.apply_op1_no_bwd(&LinearOp(self))?.reshape(y_dims)
+    }
+}
+
+/// `Y = X W^T`, as [`Nvfp4Linear::forward`]: the layer in any candle model built of modules.
+impl candle_core::Module for Nvfp4Linear {
+    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        Nvfp4Linear::forward(self, xs)
     }
 }

@@ -1,15 +1,19 @@
 //! Where a layer's weights live: arranged for gemv's CPU kernels, or on one CUDA device with
-//! gemv's kernels loaded into its context, and what a launch needs of the layer besides them.
+//! gemv's kernels (loaded once per CUDA context and shared by every layer on it). Without the
+//! `cuda` feature the CUDA placement is a type with no values, so the code that matches on a
+//! placement is the same in both builds.
 
-use candle_core::{Device, Result, bail};
-#[cfg(feature = "cuda")]
-use gemv_core::FamilyChoice;
-use gemv_core::Nvfp4View;
+use candle_core::{Device, Result};
+use gemv_core::{FamilyChoice, Nvfp4View};
 use gemv_cpu::CpuWeights;
 
-/// What a CUDA launch needs of a layer besides its weights.
+pub(crate) use cuda::CudaPlacement;
 #[cfg(feature = "cuda")]
+pub use cuda::cuda_kernel_loads;
+
+/// What a CUDA launch needs of a layer besides its weights.
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(not(feature = "cuda"), expect(dead_code, reason = "read by the CUDA placement only"))]
 pub(crate) struct LayerDims {
     /// Out features (N).
     pub(crate) n: usize,
@@ -24,8 +28,7 @@ pub(crate) struct LayerDims {
 /// A layer's weights: arranged for the CPU kernels, or on one CUDA device.
 pub(crate) enum Placement {
     Cpu(CpuWeights),
-    #[cfg(feature = "cuda")]
-    Cuda(Box<cuda::CudaPlacement>),
+    Cuda(Box<CudaPlacement>),
 }
 
 impl Placement {
@@ -34,9 +37,8 @@ impl Placement {
     pub(crate) fn new(view: &Nvfp4View<'_>, device: &Device) -> Result<Self> {
         Ok(match device {
             Device::Cpu => Placement::Cpu(CpuWeights::new(view)),
-            #[cfg(feature = "cuda")]
-            Device::Cuda(cuda) => Placement::Cuda(Box::new(cuda::CudaPlacement::upload(view, cuda)?)),
-            other => bail!("gemv-candle: no NVFP4 kernels for {other:?} in this build (CUDA needs the `cuda` feature)"),
+            Device::Cuda(cuda) => Placement::Cuda(Box::new(CudaPlacement::upload(view, cuda)?)),
+            other => candle_core::bail!("gemv-candle: no NVFP4 kernels for {other:?}"),
         })
     }
 
@@ -44,7 +46,6 @@ impl Placement {
     pub(crate) fn device_name(&self) -> &'static str {
         match self {
             Placement::Cpu(_) => "cpu",
-            #[cfg(feature = "cuda")]
             Placement::Cuda(_) => "cuda",
         }
     }
@@ -54,17 +55,46 @@ impl Placement {
 mod cuda {
     use super::LayerDims;
     use candle_core::backend::{BackendDevice, BackendStorage};
-    use candle_core::cuda_backend::cudarc::driver::CudaSlice;
+    use candle_core::cuda_backend::cudarc::driver::{CudaContext, CudaSlice};
     use candle_core::{CudaDevice, CudaStorage, Result, Shape, bail};
     use gemv_core::Nvfp4View;
     use gemv_cuda::{CudaKernels, CudaWeights};
     use half::bf16;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-    /// The weights on one CUDA device, uploaded on candle's stream, and gemv's kernels loaded
-    /// into its context.
+    static KERNEL_LOADS: AtomicUsize = AtomicUsize::new(0);
+
+    /// How many times this process has loaded gemv's CUDA kernels into a context: once per
+    /// context, however many layers are placed on it.
+    pub fn cuda_kernel_loads() -> usize {
+        KERNEL_LOADS.load(Ordering::Relaxed)
+    }
+
+    /// gemv's kernels in `context`: the ones a layer on it already holds, else loaded now. The
+    /// table holds neither strongly, so the kernels go with the last layer that uses them and the
+    /// context with candle's last handle.
+    fn kernels_in(context: &Arc<CudaContext>) -> Result<Arc<CudaKernels>> {
+        type Loaded = Vec<(Weak<CudaContext>, Weak<CudaKernels>)>;
+        static LOADED: Mutex<Loaded> = Mutex::new(Vec::new());
+        let mut loaded = LOADED.lock().unwrap_or_else(PoisonError::into_inner);
+        loaded.retain(|(context, kernels)| context.strong_count() > 0 && kernels.strong_count() > 0);
+        let same =
+            |(held, _): &&(Weak<CudaContext>, Weak<CudaKernels>)| std::ptr::eq(held.as_ptr(), Arc::as_ptr(context));
+        if let Some(kernels) = loaded.iter().find(same).and_then(|(_, kernels)| kernels.upgrade()) {
+            return Ok(kernels);
+        }
+        let kernels = Arc::new(CudaKernels::load(context).map_err(candle_core::Error::wrap)?);
+        KERNEL_LOADS.fetch_add(1, Ordering::Relaxed);
+        loaded.push((Arc::downgrade(context), Arc::downgrade(&kernels)));
+        Ok(kernels)
+    }
+
+    /// The weights on one CUDA device, uploaded on candle's stream, and gemv's kernels in its
+    /// context.
     pub(crate) struct CudaPlacement {
         device: CudaDevice,
-        kernels: CudaKernels,
+        kernels: Arc<CudaKernels>,
         packed: CudaSlice<u8>,
         scales: CudaSlice<u8>,
     }
@@ -72,7 +102,7 @@ mod cuda {
     impl CudaPlacement {
         pub(crate) fn upload(view: &Nvfp4View<'_>, device: &CudaDevice) -> Result<Self> {
             let stream = device.cuda_stream();
-            let kernels = CudaKernels::load(stream.context()).map_err(candle_core::Error::wrap)?;
+            let kernels = kernels_in(stream.context())?;
             let packed = stream.clone_htod(view.packed()).map_err(candle_core::Error::wrap)?;
             let scales = stream.clone_htod(view.scales()).map_err(candle_core::Error::wrap)?;
             Ok(Self { device: device.clone(), kernels, packed, scales })
@@ -94,7 +124,10 @@ mod cuda {
             let (n, k) = (layer.n, layer.k);
             let stream = cuda.cuda_stream();
             let x = storage.as_cuda_slice::<bf16>()?.slice(offset..offset + m * k);
-            let mut y = stream.alloc_zeros::<bf16>(m * n).map_err(candle_core::Error::wrap)?;
+            // SAFETY: the plan writes every element of Y ([m, n], rows n apart) before anything
+            // on the stream reads it, so no memset is needed; candle reads Y only through the
+            // same stream.
+            let mut y = unsafe { stream.alloc::<bf16>(m * n) }.map_err(candle_core::Error::wrap)?;
             let weights = CudaWeights {
                 packed: self.packed.as_view(),
                 scales: self.scales.as_view(),
@@ -106,6 +139,32 @@ mod cuda {
                 .launch_plan(&stream, &weights, &x, k, &mut y.slice_mut(..), n, m, layer.family)
                 .map_err(candle_core::Error::wrap)?;
             Ok((CudaStorage::wrap_cuda_slice(y, cuda.clone()), Shape::from((m, n))))
+        }
+    }
+}
+
+/// Without the `cuda` feature: a CUDA placement cannot be made, so none exists.
+#[cfg(not(feature = "cuda"))]
+mod cuda {
+    use super::LayerDims;
+    use candle_core::{CudaDevice, CudaStorage, Result, Shape};
+    use gemv_core::Nvfp4View;
+
+    pub(crate) enum CudaPlacement {}
+
+    impl CudaPlacement {
+        pub(crate) fn upload(_view: &Nvfp4View<'_>, _device: &CudaDevice) -> Result<Self> {
+            candle_core::bail!("gemv-candle: built without the `cuda` feature: no NVFP4 kernels for CUDA devices")
+        }
+
+        pub(crate) fn forward(
+            &self,
+            _layer: LayerDims,
+            _storage: &CudaStorage,
+            _m: usize,
+            _offset: usize,
+        ) -> Result<(CudaStorage, Shape)> {
+            match *self {}
         }
     }
 }

@@ -131,3 +131,32 @@ fn a_var_builder_loads_either_layout_like_a_dense_linear() {
         assert!(wrong.to_string().contains("shape mismatch"), "{wrong}");
     }
 }
+
+/// What the contract gives for `matrix` of any shape.
+fn contract(matrix: &Nvfp4Matrix, x: &[u16], m: usize) -> Vec<u16> {
+    let mut y = vec![0u16; m * matrix.n()];
+    gemv_contract(&matrix.view(), x, m, &mut y, 1).expect("contract");
+    y
+}
+
+/// A two-layer MLP of `Nvfp4Linear` (up, relu, down) run through candle's `Module`, as a model
+/// built of modules runs it: each layer writes the host contract's bits for what reaches it.
+#[test]
+fn a_two_layer_mlp_through_module_forward_gives_the_contracts_bits() {
+    use candle_core::Module;
+    let (k, hidden, n, m) = (64, 48, 32, 3);
+    let (up_weights, down_weights) = (matrix(hidden, k, 21), matrix(n, hidden, 22));
+    let up = Nvfp4Linear::new(&up_weights, &Device::Cpu).expect("up");
+    let down = Nvfp4Linear::new(&down_weights, &Device::Cpu).expect("down");
+    let x_bits = activations(m, k, 23);
+    let x_values: Vec<bf16> = x_bits.iter().map(|&b| bf16::from_bits(b)).collect();
+    let x = Tensor::from_vec(x_values, (m, k), &Device::Cpu).unwrap();
+    let hidden_out = Module::forward(&up, &x).expect("up forward");
+    assert_eq!(bits(&hidden_out), contract(&up_weights, &x_bits, m), "the first layer");
+    let activated = hidden_out.relu().expect("relu");
+    let y = Module::forward(&down, &activated).expect("down forward");
+    assert_eq!(y.dims(), &[m, n]);
+    assert_eq!(bits(&y), contract(&down_weights, &bits(&activated), m), "the second layer");
+    let mlp = |x: &Tensor| Module::forward(&down, &Module::forward(&up, x)?.relu()?);
+    assert_eq!(bits(&mlp(&x).expect("mlp")), bits(&y), "the composition");
+}

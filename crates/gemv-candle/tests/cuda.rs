@@ -39,3 +39,28 @@ fn the_cuda_path_writes_the_cpu_paths_bits() {
         assert!(alone.iter().zip(&batch[..n]).all(|(a, b)| a.to_bits() == b.to_bits()), "token 0 alone = in a batch");
     }
 }
+
+/// 64 layers on one CUDA device share one load of gemv's kernels (a model's layers do not load
+/// every PTX module again each), and each still gives the CPU path's bits.
+#[test]
+fn layers_on_one_device_load_the_kernels_once() {
+    let device = match Device::new_cuda(0) {
+        Ok(device) => device,
+        Err(error) => return skip(Requirement::CudaGpu, &format!("no CUDA device for candle: {error}")),
+    };
+    let (n, k) = (64, 256);
+    let before = gemv_candle::cuda_kernel_loads();
+    let layers: Vec<Nvfp4Linear> =
+        (0..64).map(|seed| Nvfp4Linear::new(&matrix(n, k, seed), &device).expect("cuda layer")).collect();
+    assert!(gemv_candle::cuda_kernel_loads() - before <= 1, "64 layers loaded the kernels more than once");
+    let x: Vec<bf16> = activations(2, k, 64).into_iter().map(bf16::from_bits).collect();
+    let x_cpu = Tensor::from_vec(x, (2, k), &Device::Cpu).expect("x");
+    let x_gpu = x_cpu.to_device(&device).expect("x on the device");
+    for (seed, layer) in layers.iter().enumerate().step_by(21) {
+        let cpu = Nvfp4Linear::new(&matrix(n, k, seed as u64), &Device::Cpu).expect("cpu layer");
+        let expected = cpu.forward(&x_cpu).unwrap().flatten_all().unwrap().to_vec1::<bf16>().unwrap();
+        let found = layer.forward(&x_gpu).unwrap().to_device(&Device::Cpu).unwrap();
+        let found = found.flatten_all().unwrap().to_vec1::<bf16>().unwrap();
+        assert!(found.iter().zip(&expected).all(|(a, b)| a.to_bits() == b.to_bits()), "layer {seed}");
+    }
+}
