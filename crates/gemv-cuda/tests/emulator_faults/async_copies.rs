@@ -6,7 +6,8 @@
 //! destination. `cp.async.bulk` on mbarriers: the same for a pipeline whose stages one thread
 //! fills, and its failures: no wait, a wrong phase parity, more transaction bytes expected than
 //! arrive (a deadlock naming the warps and the mbarrier), a stage refilled before the barrier, an
-//! mbarrier never initialised or used before the barrier after its initialisation.
+//! mbarrier never initialised, used before the barrier after its initialisation, or used by a
+//! bulk copy with no `fence.proxy.async` after its initialisation.
 
 use gemv_backend::Error;
 use gemv_cuda::{CudaEmulator, HostLaunch, ThreadOrder};
@@ -165,7 +166,7 @@ fn each_wrong_bulk_pipeline_is_reported_in_every_order() {
     // reader.
     let in_flight = "asynchronous copy into it is in flight";
     let never_written = "which no thread of this block has written (uninitialised shared memory)";
-    let planted: [(&str, &[&str]); 6] = [
+    let planted: [(&str, &[&str]); 7] = [
         ("emu_test_bulk_no_wait", &[in_flight, never_written]),
         ("emu_test_bulk_wrong_parity", &[in_flight, never_written]),
         ("emu_test_bulk_expect_too_much", &["deadlock"]),
@@ -174,6 +175,10 @@ fn each_wrong_bulk_pipeline_is_reported_in_every_order() {
         (
             "emu_test_bulk_no_barrier_after_init",
             &["shared-memory race on 'full' element 0: thread 0 wrote it", "'full' element 0, which no thread"],
+        ),
+        (
+            "emu_test_bulk_no_fence",
+            &["whose mbarrier.init (by thread 0) no fence.proxy.async has made visible to the asynchronous proxy"],
         ),
     ];
     for order in ORDERS {

@@ -129,6 +129,8 @@ struct Mbarrier {
     long long tx;           // transaction bytes still expected in the current phase
     unsigned phase = 0;     // phases completed
     std::vector<BulkCopy> copies;
+    unsigned short initializer = 0;  // the thread whose mbarrier.init made it
+    bool fenced = false;    // that thread's fence.proxy.async has followed the init
 };
 
 struct SharedDecl {

@@ -115,6 +115,8 @@ void async_wait(unsigned long long pending);
 void mbarrier_init(unsigned address, unsigned count);
 unsigned long long mbarrier_arrive(unsigned address, unsigned long long expect_tx);
 bool mbarrier_try_wait_parity(unsigned address, unsigned parity);
+// fence.proxy.async: the calling thread's mbarrier inits become visible to bulk copies.
+void fence_proxy_async();
 void bulk_copy(unsigned dst, const void* src, unsigned bytes, unsigned address);
 
 // Grid dependencies and global atomics (grid.cpp), for the PTX executor. In a launch made as a

@@ -12,7 +12,8 @@
 // waiting for one that is), the block is reported as deadlocked, each thread with its warp and
 // the mbarrier's count of missing arrivals and bytes. Operations on an mbarrier are shared
 // accesses of its element: init a write, arrive and wait reads, so using it before a
-// __syncthreads that follows its init is a race.
+// __syncthreads that follows its init is a race; and a bulk copy (the asynchronous proxy) may
+// complete on it only after the initialising thread's fence.proxy.async.
 #include <cstring>
 
 #include "block_run.h"
@@ -104,11 +105,18 @@ void mbarrier_init(unsigned address, unsigned count) {
     for (Mbarrier& b : run.mbarriers) {
         if (b.address == address) {
             if (!b.copies.empty()) fault("mbarrier.init at %#x while bulk copies on it are in flight", address);
-            b = Mbarrier{address, count, count, 0, 0, {}};
+            b = Mbarrier{address, count, count, 0, 0, {}, self_tid(), false};
             return;
         }
     }
-    run.mbarriers.push_back(Mbarrier{address, count, count, 0, 0, {}});
+    run.mbarriers.push_back(Mbarrier{address, count, count, 0, 0, {}, self_tid(), false});
+}
+
+void fence_proxy_async() {
+    const unsigned short tid = self_tid();
+    for (Mbarrier& b : t_block->mbarriers) {
+        if (b.initializer == tid) b.fenced = true;
+    }
 }
 
 unsigned long long mbarrier_arrive(unsigned address, unsigned long long expect_tx) {
@@ -159,6 +167,11 @@ void bulk_copy(unsigned dst, const void* src, unsigned bytes, unsigned address) 
     shared_decl_at(dst, bytes, "cp.async.bulk");
     touch(address, false);
     Mbarrier& b = find(address, "cp.async.bulk");
+    if (!b.fenced) {
+        fault("cp.async.bulk completes on the mbarrier at %#x, whose mbarrier.init (by thread %u) no "
+              "fence.proxy.async has made visible to the asynchronous proxy",
+              address, (unsigned)b.initializer);
+    }
     const BulkCopy copy{dst, static_cast<const unsigned char*>(src), bytes, self_tid()};
     shadow_bulk(copy, true);
     std::memset(t_block->arena.get() + dst, kSharedPoison, bytes);

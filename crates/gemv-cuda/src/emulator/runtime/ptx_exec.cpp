@@ -327,6 +327,7 @@ void Statement::execute(Operand* operands, int count) const {
                 set(x[0], (regs[x[3]] & 1ull) ? regs[x[1]] : regs[x[2]]);
                 break;
             case Op::FenceProxyAsync:
+                fence_proxy_async();
                 break;
             case Op::MbarrierInit:
                 mbarrier_init((unsigned)regs[x[0]], (unsigned)regs[x[1]]);

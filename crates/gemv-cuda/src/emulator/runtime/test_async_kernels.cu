@@ -90,7 +90,16 @@ EMU_ASYNC_TEST(emu_test_cp_async_misaligned, kMisaligned)
 
 namespace emu_bulk_test {
 
-enum Fault { kNone, kNoWait, kWrongParity, kExpectTooMuch, kReuseBeforeBarrier, kNoInit, kNoBarrierAfterInit };
+enum Fault {
+    kNone,
+    kNoWait,
+    kWrongParity,
+    kExpectTooMuch,
+    kReuseBeforeBarrier,
+    kNoInit,
+    kNoBarrierAfterInit,
+    kNoFence
+};
 constexpr int kThreads = 128;
 constexpr int kStageVectors = 128;         // 2 KB a stage
 constexpr int kStage = kStageVectors * 8;  // elements of X per stage
@@ -109,7 +118,7 @@ __device__ __forceinline__ void pipeline(const gemv_u16* x, gemv_u16* y, int k) 
     if (tid == 0 && FAULT != kNoInit) {
         gemv_mbarrier_init(gemv_shared_address(full, 0), 1);
         gemv_mbarrier_init(gemv_shared_address(full, 1), 1);
-        gemv_fence_proxy_async();
+        if (FAULT != kNoFence) gemv_fence_proxy_async();
     }
     if (FAULT != kNoBarrierAfterInit) __syncthreads();
     auto vectors_in = [&](int chunk) {
@@ -156,6 +165,7 @@ EMU_BULK_TEST(emu_test_bulk_expect_too_much, kExpectTooMuch)
 EMU_BULK_TEST(emu_test_bulk_reuse_before_barrier, kReuseBeforeBarrier)
 EMU_BULK_TEST(emu_test_bulk_no_init, kNoInit)
 EMU_BULK_TEST(emu_test_bulk_no_barrier_after_init, kNoBarrierAfterInit)
+EMU_BULK_TEST(emu_test_bulk_no_fence, kNoFence)
 
 // ---- Grid dependencies and atomics --------------------------------------------------------------
 
@@ -230,6 +240,7 @@ GEMV_KERNEL(emu_test_atomic_on_x, 256, 1)(EMU_ARGS) {
     X(emu_test_bulk_reuse_before_barrier, 1, 1)      \
     X(emu_test_bulk_no_init, 1, 1)                   \
     X(emu_test_bulk_no_barrier_after_init, 1, 1)     \
+    X(emu_test_bulk_no_fence, 1, 1)                  \
     X(emu_test_dependent, 1, 1)                      \
     X(emu_test_dependent_reads_x_early, 1, 1)        \
     X(emu_test_dependent_writes_y_early, 1, 1)       \
