@@ -3,6 +3,7 @@
 //! what differs and which column compares like with like.
 
 use super::Measurement;
+use super::report::percent;
 use gemv_backend::{DeviceInfo, DeviceKind};
 
 /// What a figure's percentage divides by.
@@ -87,10 +88,6 @@ pub const README_FIGURES: &[ReadmeFigure] = &[
     cpu(1, 355.3, 105.3),
     cpu(8, 719.6, 52.5),
 ];
-
-fn percent(value: Option<f64>) -> String {
-    value.map_or("-".into(), |v| format!("{v:.1}%"))
-}
 
 /// The closing line: each row of this run that the README also reports, there and here, and
 /// what to expect from a different machine. `None` where the backend is not one the README

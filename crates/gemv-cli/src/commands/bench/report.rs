@@ -5,7 +5,8 @@ use super::{BenchOptions, Measurement};
 use gemv_backend::{DeviceInfo, TimerKind};
 use std::io::Write;
 
-fn percent(value: Option<f64>) -> String {
+/// A percentage as the table prints it, `-` where unknown.
+pub(super) fn percent(value: Option<f64>) -> String {
     value.map_or("-".into(), |v| format!("{v:.1}%"))
 }
 
