@@ -154,8 +154,9 @@ bool run_block(BlockRun& run, dim3 block_idx) {
     for (;;) {
         bool any_live = false;
         const unsigned long long before = run.events;
-        // A seeded launch draws a fresh order of the threads for every round.
-        const Permutation round(launch.seed ? threads : 1, run.order_state = Permutation::mix(run.order_state));
+        // A seeded launch draws a fresh order of the threads for every round; the others keep theirs.
+        if (launch.seed) run.order_state = Permutation::mix(run.order_state);
+        const Permutation round(launch.seed ? threads : 1, run.order_state);
         for (unsigned i = 0; i < threads; ++i) {
             const unsigned t = launch.seed ? round.at(i) : launch.reversed ? threads - 1 - i : i;
             Fiber& f = run.fibers[t];
