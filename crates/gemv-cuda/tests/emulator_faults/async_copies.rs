@@ -96,7 +96,12 @@ fn a_double_buffered_pipeline_gives_what_a_plain_copy_gives() {
 }
 
 fn fault(kernel: &str, order: ThreadOrder) -> String {
-    match run(kernel, order) {
+    fault_in(kernel, 1, THREADS, order)
+}
+
+/// The fault message of `kernel` on `grid` blocks of `threads`; panics where it passes.
+fn fault_in(kernel: &str, grid: u32, threads: usize, order: ThreadOrder) -> String {
+    match run_grid(kernel, grid, threads, order) {
         Err(Error::KernelFault { message, .. }) => message,
         other => panic!("{kernel} ({order:?}): expected a kernel fault, got {other:?}"),
     }
@@ -183,18 +188,12 @@ fn each_wrong_bulk_pipeline_is_reported_in_every_order() {
     ];
     for order in ORDERS {
         for (kernel, reports) in planted {
-            let message = match run_with(kernel, BULK_THREADS, order) {
-                Err(Error::KernelFault { message, .. }) => message,
-                other => panic!("{kernel} ({order:?}): expected a kernel fault, got {other:?}"),
-            };
+            let message = fault_in(kernel, 1, BULK_THREADS, order);
             eprintln!("{kernel} ({order:?}): {message}");
             assert!(reports.iter().any(|r| message.contains(r)), "{kernel} ({order:?}): {message}");
         }
         // The deadlock names every warp, each with the mbarrier and what its phase still misses.
-        let message = match run_with("emu_test_bulk_expect_too_much", BULK_THREADS, order) {
-            Err(Error::KernelFault { message, .. }) => message,
-            other => panic!("expected a deadlock, got {other:?}"),
-        };
+        let message = fault_in("emu_test_bulk_expect_too_much", 1, BULK_THREADS, order);
         for warp in 0..4 {
             let threads = format!(" t{}-{} (warp {warp}): mbarrier at ", 32 * warp, 32 * warp + 31);
             assert!(message.contains(&threads), "{order:?}: {message}");
@@ -222,13 +221,8 @@ fn reported_block_and_thread(message: &str) -> (u32, u32) {
 /// (whose fault is the one reported), come from the seed. And it is reproducible.
 #[test]
 fn seeded_orders_change_which_thread_and_block_run_first_and_repeat_themselves() {
-    let first = |order| {
-        let message = match run_grid("emu_test_cp_async_no_barrier_after_wait", 4, THREADS, order) {
-            Err(Error::KernelFault { message, .. }) => message,
-            other => panic!("{order:?}: expected a kernel fault, got {other:?}"),
-        };
-        reported_block_and_thread(&message)
-    };
+    let first =
+        |order| reported_block_and_thread(&fault_in("emu_test_cp_async_no_barrier_after_wait", 4, THREADS, order));
     assert_eq!(first(ThreadOrder::Forward), (0, 0));
     assert_eq!(first(ThreadOrder::Reversed), (0, 255));
     let seeded: Vec<(u32, u32)> = (1..=4).map(|seed| first(ThreadOrder::Seeded(seed))).collect();
