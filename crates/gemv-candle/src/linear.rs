@@ -8,21 +8,18 @@ use gemv_core::{FamilyChoice, Nvfp4Matrix};
 /// One NVFP4 linear layer without bias: `Y = X W^T`, W `[out_features, in_features]`.
 pub struct Nvfp4Linear {
     pub(crate) placement: Placement,
-    pub(crate) n: usize,
-    pub(crate) k: usize,
-    pub(crate) global_scale: f32,
-    pub(crate) family: FamilyChoice,
+    pub(crate) dims: LayerDims,
 }
 
 impl std::fmt::Debug for Nvfp4Linear {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let device = self.placement.device_name();
         f.debug_struct("Nvfp4Linear")
-            .field("out_features", &self.n)
-            .field("in_features", &self.k)
-            .field("global_scale", &self.global_scale)
+            .field("out_features", &self.dims.n)
+            .field("in_features", &self.dims.k)
+            .field("global_scale", &self.dims.global_scale)
             .field("device", &device)
-            .field("family", &self.family)
+            .field("family", &self.dims.family)
             .finish()
     }
 }
@@ -35,10 +32,12 @@ impl Nvfp4Linear {
         let placement = Placement::new(&matrix.view(), device)?;
         Ok(Self {
             placement,
-            n: matrix.n(),
-            k: matrix.k(),
-            global_scale: matrix.global_scale(),
-            family: FamilyChoice::Exact,
+            dims: LayerDims {
+                n: matrix.n(),
+                k: matrix.k(),
+                global_scale: matrix.global_scale(),
+                family: FamilyChoice::Exact,
+            },
         })
     }
 
@@ -46,28 +45,23 @@ impl Nvfp4Linear {
     /// CPU's), `Fast` (tensor cores, sm_80 and newer: within a derived bound of an f64
     /// reference, batch-invariant) or `Auto` (gemv's policy). The CPU path is always exact.
     pub fn with_family(mut self, family: FamilyChoice) -> Self {
-        self.family = family;
+        self.dims.family = family;
         self
     }
 
     /// K, the columns of X.
     pub fn in_features(&self) -> usize {
-        self.k
+        self.dims.k
     }
 
     /// N, the columns of Y.
     pub fn out_features(&self) -> usize {
-        self.n
-    }
-
-    /// What a CUDA launch needs of the layer besides its weights.
-    pub(crate) fn dims(&self) -> LayerDims {
-        LayerDims { n: self.n, k: self.k, global_scale: self.global_scale, family: self.family }
+        self.dims.n
     }
 
     /// The global scale the layer multiplies by.
     pub fn global_scale(&self) -> f32 {
-        self.global_scale
+        self.dims.global_scale
     }
 
     /// `Y = X W^T` for a bf16 `x` of shape `[..., in_features]`: Y is `[..., out_features]`,
@@ -76,15 +70,15 @@ impl Nvfp4Linear {
         let Some((&k, leading)) = x.dims().split_last() else {
             bail!("gemv-candle: x must have at least one dimension (its last is in_features)");
         };
-        if k != self.k {
-            bail!("gemv-candle: x's last dimension is {k}, the layer's in_features {}", self.k);
+        if k != self.dims.k {
+            bail!("gemv-candle: x's last dimension is {k}, the layer's in_features {}", self.dims.k);
         }
         if x.dtype() != DType::BF16 {
             bail!("gemv-candle: x must be bf16, found {:?}", x.dtype());
         }
         let m: usize = leading.iter().product();
         let mut y_dims = leading.to_vec();
-        y_dims.push(self.n);
+        y_dims.push(self.dims.n);
         if m == 0 {
             return Tensor::zeros(y_dims, DType::BF16, x.device());
         }

@@ -57,6 +57,6 @@ impl CustomOp1 for LinearOp<'_> {
         let Placement::Cuda(placed) = &self.0.placement else {
             bail!("gemv-candle: the layer's weights are on the CPU and x on a CUDA device");
         };
-        placed.forward(self.0.dims(), storage, m, offset)
+        placed.forward(self.0.dims, storage, m, offset)
     }
 }

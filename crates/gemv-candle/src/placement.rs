@@ -11,9 +11,8 @@ pub(crate) use cuda::CudaPlacement;
 #[cfg(feature = "cuda")]
 pub use cuda::cuda_kernel_loads;
 
-/// What a CUDA launch needs of a layer besides its weights.
+/// A layer's shape, global scale and CUDA family: what a launch needs besides its weights.
 #[derive(Debug, Clone, Copy)]
-#[cfg_attr(not(feature = "cuda"), expect(dead_code, reason = "read by the CUDA placement only"))]
 pub(crate) struct LayerDims {
     /// Out features (N).
     pub(crate) n: usize,
