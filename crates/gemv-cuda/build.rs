@@ -63,9 +63,19 @@ mod emulator {
     }
 
     /// The emulator's own test kernels (`runtime/test_*.cu`), their asm rewritten the same way
-    /// (not listed: some of their statements are planted faults).
-    fn rewrite_test_kernels(runtime: &Path, out: &Path) {
-        for name in ["test_kernels.cu", "test_asm_kernels.cu", "test_async_kernels.cu"] {
+    /// (not listed: some of their statements are planted faults), and the memory probes' kernels
+    /// they test (the kernel directory's `probes/`, into `probes/`).
+    fn rewrite_test_kernels(runtime: &Path, kernels: &Path, out: &Path) {
+        let probes = kernels.join("probes");
+        std::fs::create_dir_all(out.join("probes")).expect("create the rewritten probes directory");
+        for entry in std::fs::read_dir(&probes).expect("read the kernel directory's probes/") {
+            let path = entry.expect("a probes directory entry").path();
+            let name = path.file_name().expect("a file name").to_string_lossy().into_owned();
+            let source = std::fs::read_to_string(&path).expect("read a probe kernel source");
+            let rewritten = asm_rewrite::rewrite(&source, &name).unwrap_or_else(|error| panic!("{error}"));
+            std::fs::write(out.join("probes").join(&name), rewritten.text).expect("write a rewritten probe source");
+        }
+        for name in ["test_kernels.cu", "test_asm_kernels.cu", "test_async_kernels.cu", "test_probe_kernels.cu"] {
             let source = std::fs::read_to_string(runtime.join(name)).expect("read a test kernel source");
             let rewritten = asm_rewrite::rewrite(&source, name).unwrap_or_else(|error| panic!("{error}"));
             std::fs::write(out.join(name), rewritten.text).expect("write a rewritten test kernel source");
@@ -83,7 +93,7 @@ mod emulator {
         let runtime = manifest.join("src/emulator/runtime");
         let rewritten = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("emulated_kernels");
         rewrite_kernels(&kernels, &rewritten);
-        rewrite_test_kernels(&runtime, &rewritten);
+        rewrite_test_kernels(&runtime, &kernels, &rewritten);
         println!("cargo:rerun-if-changed={}", manifest.join("build").display());
         println!("cargo:rerun-if-changed={}", kernels.display());
         println!("cargo:rerun-if-changed={}", runtime.display());

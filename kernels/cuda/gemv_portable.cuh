@@ -15,7 +15,9 @@
 //   gemv_prmt (prmt.b32 in its default mode, sign replication included), gemv_hmul2
 //   (mul.rn.f16x2: IEEE binary16, round to nearest even, subnormals kept, NaN results canonical),
 //   gemv_half_lo/hi (cvt.f32.f16, exact), gemv_prefetch_l2 (prefetch.global.L2; the emulator
-//   checks the address like a read), and __syncthreads_or.
+//   checks the address like a read), gemv_load_stream16 (16 bytes read once through the read-only
+//   path without allocating in L1: ld.global.nc.L1::no_allocate.v4.u32; the emulator checks it
+//   like __ldg), and __syncthreads_or.
 // - Scales on sm_89 and newer (only the exact family's GEMV_SCALES_BY_CVT build uses them):
 //   gemv_e4m3x2_to_f16x2 (cvt.rn.f16x2.e4m3x2: the E4M3 codes in bits 0..7 and 8..15 become the
 //   low and high binary16, exactly; NaN codes give NaN) and gemv_hmul2_by_lo / _by_hi (mul.rn.f16x2
@@ -110,6 +112,18 @@ __device__ __forceinline__ gemv_u32 gemv_shared_address(const GemvShared<T, N>& 
 // A hint to bring the cache line holding `p` into L2 (the memory it names must be a launch input).
 __device__ __forceinline__ void gemv_prefetch_l2(const void* p) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
+// 16 bytes at `p` (16-byte aligned, memory the launch never writes) for data read once, such as
+// weights streamed through: the read-only path, and no L1 line allocated (nothing the block
+// re-reads is evicted by it). `volatile` keeps the loads in program order, so a batch of them is
+// issued before the first use.
+__device__ __forceinline__ uint4 gemv_load_stream16(const void* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(__cvta_generic_to_global(p)));
+    return v;
 }
 
 // Asynchronous copies (sm_80 and newer): 16 bytes from global `src` to the shared address `dst`

@@ -50,11 +50,29 @@ fi
 #    fast (tensor-core) family on real tensor cores: its bound, and batch invariance bit for bit.
 GEMV_REQUIRE_CUDA=1 step conformance conformance.log 200 "$here/cuda_conformance" --test-threads 1
 
-# 2. The benchmark sweep (the protocol of docs/benchmarks.md): the three 27B shapes, M = 1..8, plus
+# The machine's nvcc builds the two probe programs (nan_probe.cu, memory_probes.cu) for its GPU.
+nvcc=$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -n 1)
+arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
+arch=${arch:+sm_$arch}
+arch=${arch:-native}
+probe_dir=$(mktemp -d "${TMPDIR:-/tmp}/gemv-probes.XXXXXX")
+
+# 2. The streaming model's microbenchmarks (memory_probes.cu; docs/kernels.md): read bandwidth
+#    against bytes in flight per SM (plain loads; a bulk-copy ring on sm_90), the ramp of one
+#    launch, launch and chain costs with programmatic dependent launch and graphs, loaded
+#    latency. Rows go to probes.csv as they are measured, progress to the summary.
+if [ -n "$nvcc" ] && timeout 120 "$nvcc" -arch="$arch" -O3 -std=c++17 -I"$here" -o "$probe_dir/memory_probes" \
+    "$here/memory_probes.cu" >> "$summary" 2>&1; then
+  step probes summary.txt 150 "$probe_dir/memory_probes" "$out/probes.csv" 120
+else
+  say "memory-probes: ${nvcc:-no nvcc on this machine}: not built, skipped"; failed=1
+fi
+
+# 3. The benchmark sweep (the protocol of docs/benchmarks.md): the three 27B shapes, M = 1..8, plus
 #    the 8-wide batch8 kernel, and cuBLAS's BF16 GEMM as the peer row where libcublas loads.
 step bench bench.log 120 "$here/gemv" bench --backend cuda --shape qkv --shape ffn-up --shape ffn-down --m 1..8 \
-  --tier plan --tier w4a16_gemv_batch8 --peak-gbps 4800 --plot "$out/bench.svg"
-# 3. The two families side by side on the three shapes, M = 1..16 (the fast family's target:
+  --tier plan --tier w4a16_gemv_batch8 --peak-gbps 4800
+# 4. The two families side by side on the three shapes, M = 1..16 (the fast family's target:
 #    t(16) / t(1) <= 1.10).
 step families families.log 120 "$here/gemv" bench --backend cuda --shape qkv --shape ffn-up --shape ffn-down --m 1..16 \
   --family exact --family fast --peak-gbps 4800 --plot "$out/families.svg"
@@ -63,24 +81,22 @@ if [ $left -ge 15 ]; then
   timeout 30 "$here/gemv" bench --backend cuda --shape qkv --m 1..8 --json --peak-gbps 4800 > "$out/bench.json" 2>/dev/null || failed=1
 fi
 
-# 4. The GPU's NaN bits against the emulator's assumptions (nan_probe.cu, built here by the
+# 5. The GPU's NaN bits against the emulator's assumptions (nan_probe.cu, built here by the
 #    machine's nvcc where it has one; its output goes to the summary).
-nvcc=$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -n 1)
 if [ -n "$nvcc" ] && [ -f "$here/nan_probe.cu" ]; then
-  probe_dir=$(mktemp -d "${TMPDIR:-/tmp}/gemv-nan.XXXXXX")
-  if timeout 60 "$nvcc" -arch=native -o "$probe_dir/nan_probe" "$here/nan_probe.cu" >> "$summary" 2>&1; then
+  if timeout 60 "$nvcc" -arch="$arch" -o "$probe_dir/nan_probe" "$here/nan_probe.cu" >> "$summary" 2>&1; then
     say "== nan-probe"
     timeout 20 "$probe_dir/nan_probe" 2>&1 | tee -a "$summary"
     [ "${PIPESTATUS[0]}" -eq 0 ] || failed=1
   else
     say "nan-probe: nvcc failed"; failed=1
   fi
-  rm -rf "$probe_dir"
 else
   say "nan-probe: no nvcc on this machine, skipped"
 fi
+rm -rf "$probe_dir"
 
-# 5. compute-sanitizer's four tools on small cases, into one log: memcheck (guards, bad input,
+# 6. compute-sanitizer's four tools on small cases, into one log: memcheck (guards, bad input,
 #    special values, the fast family's invariance cases), racecheck and synccheck (shared memory
 #    and barriers: tier agreement, register-tiled), initcheck (reads of uninitialised device
 #    memory: guards). The pack's copy travels compressed (the carry limit).

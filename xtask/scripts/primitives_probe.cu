@@ -25,7 +25,10 @@ extern "C" __global__ void __launch_bounds__(128, 1)
         gemv_bulk_copy(gemv_shared_address(stages, 128), x, 2048, mbarrier);
     }
     gemv_mbarrier_wait_parity(mbarrier, 0);
-    const uint4 v = shared_load<uint4>(stages, t);
+    const uint4 s = gemv_load_stream16(x + 8 * t);
+    uint4 v = shared_load<uint4>(stages, t);
+    v.x ^= s.x;
+    v.w ^= s.w;
     gemv_prefetch_l2(codes + 128 * t);
     gemv_u32 word = gemv_prmt(v.x, v.y, 0x5140u);
     word ^= gemv_hmul2(v.z, v.w) ^ gemv_hmul2_by_lo(v.x, v.y) ^ gemv_hmul2_by_hi(v.x, v.y);

@@ -1,8 +1,9 @@
 //! `cargo xtask device-pack`: everything the GPU check needs, built on a development machine so
 //! that the GPU machine needs only a driver, into target/device-pack/ (at most 60 MiB): the release
 //! `gemv` binary, the release CUDA conformance test binary, compute-sanitizer (pinned, from
-//! PyPI: the GPU machine may have only a driver), `nan_probe.cu` (the GPU's NaN bits, built there
-//! by its nvcc), and `run.sh`, which runs them there inside one time budget (8 minutes by default)
+//! PyPI: the GPU machine may have only a driver), `nan_probe.cu` (the GPU's NaN bits) and
+//! `memory_probes.cu` with the headers it includes (the streaming model's microbenchmarks), both
+//! built there by its nvcc, and `run.sh`, which runs them there inside one time budget (8 minutes by default)
 //! and writes at most eight logs under $OUT (or target/device-check/); `profile.sh` runs Nsight
 //! Compute on a few launches. compute-sanitizer travels as a tarball (40 MB unpacked, 14 MB
 //! packed) that run.sh unpacks into a temporary folder.
@@ -28,6 +29,13 @@ const RUN_SH: &str = include_str!("../scripts/device_run.sh");
 /// packed f16x2/bf16x2 operations give 0x7FFF per lane. Compiled on the GPU machine by its nvcc,
 /// and here first (the pinned nvcc, for sm_90), so that a probe that does not compile fails here.
 const NAN_PROBE_CU: &str = include_str!("../scripts/nan_probe.cu");
+
+/// The streaming model's microbenchmarks (docs/kernels.md): a host program around the probe
+/// kernels of kernels/cuda/probes/, which the emulator's tests prove; it writes probes.csv.
+/// Compiled here first (the pinned nvcc, sm_90) and there by the machine's nvcc, with the pack's
+/// copies of the headers it includes (their paths under the pack as under kernels/cuda/).
+const MEMORY_PROBES: &str = "xtask/scripts/memory_probes.cu";
+const MEMORY_PROBES_HEADERS: [&str; 2] = ["gemv_portable.cuh", "probes/memory_probes.cuh"];
 
 /// Optional second script: Nsight Compute on one timed launch of a few representative kernels
 /// (the exact family at M = 1 and 8, the fast family at M = 1 and 16), for the kernel work that
@@ -68,7 +76,7 @@ fn glibc_needed(path: &std::path::Path) -> String {
 
 /// Builds the pack.
 pub fn run() -> Result<(), String> {
-    compile_nan_probe()?;
+    compile_probes()?;
     eprintln!("xtask: building release binaries for the device pack");
     let gemv = cargo_json_executable(
         &["build", "--release", "-p", "gemv-cli", "--bin", "gemv", "--message-format=json"],
@@ -100,9 +108,15 @@ pub fn run() -> Result<(), String> {
         ("run.sh", format!("{SCRIPT_PRELUDE}{RUN_SH}")),
         ("profile.sh", format!("{SCRIPT_PRELUDE}{PROFILE_SH}")),
         ("nan_probe.cu", NAN_PROBE_CU.to_string()),
+        ("memory_probes.cu", read(&root().join(MEMORY_PROBES))?),
     ];
     for (name, text) in &texts {
         std::fs::write(pack.join(name), text).map_err(|e| format!("cannot write {name}: {e}"))?;
+    }
+    std::fs::create_dir_all(pack.join("probes")).map_err(|e| format!("cannot create the pack's probes/: {e}"))?;
+    for header in MEMORY_PROBES_HEADERS {
+        let from = root().join(crate::kernels::KERNEL_DIR).join(header);
+        std::fs::copy(&from, pack.join(header)).map_err(|e| format!("cannot copy {}: {e}", from.display()))?;
     }
     let sanitizer_files = copy_sanitizer(&pack.join("sanitizer"))?;
     // Compressed, it takes a third of the room (40 MB to 14 MB); run.sh unpacks it.
@@ -115,7 +129,9 @@ pub fn run() -> Result<(), String> {
     let sanitizer_archive = std::fs::metadata(pack.join("sanitizer.tar.gz")).map(|m| m.len()).unwrap_or(0);
     let mut total = 0;
     let mut manifest = String::from("gemv device pack: bash run.sh on the GPU machine\n");
-    for name in ["gemv", "cuda_conformance"].into_iter().chain(texts.iter().map(|(name, _)| *name)) {
+    for name in
+        ["gemv", "cuda_conformance"].into_iter().chain(texts.iter().map(|(name, _)| *name)).chain(MEMORY_PROBES_HEADERS)
+    {
         let path = pack.join(name);
         let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         total += size;
@@ -139,15 +155,22 @@ pub fn run() -> Result<(), String> {
     Ok(())
 }
 
-/// Compiles `nan_probe.cu` for sm_90 with the pinned nvcc (object only: no GPU here).
-fn compile_nan_probe() -> Result<(), String> {
+fn read(path: &std::path::Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+/// Compiles `nan_probe.cu` and `memory_probes.cu` for sm_90 with the pinned nvcc (objects only: no
+/// GPU and no CUDA runtime library here), so that a probe that does not compile fails here.
+fn compile_probes() -> Result<(), String> {
     let toolchain = crate::cuda_toolchain::Toolchain::find_or_install()?;
-    let source = root().join("xtask/scripts/nan_probe.cu");
-    let object = root().join("target/nan_probe.o");
-    eprintln!("xtask: compiling nan_probe.cu for sm_90");
-    toolchain
-        .output("nvcc", &["-arch=sm_90", "-c", &source.to_string_lossy(), "-o", &object.to_string_lossy()])
-        .map(|_| ())
+    let kernels = format!("-I{}", root().join(crate::kernels::KERNEL_DIR).display());
+    for (source, object) in [("xtask/scripts/nan_probe.cu", "nan_probe.o"), (MEMORY_PROBES, "memory_probes.o")] {
+        eprintln!("xtask: compiling {source} for sm_90");
+        let source = root().join(source).to_string_lossy().into_owned();
+        let object = root().join("target").join(object).to_string_lossy().into_owned();
+        toolchain.output("nvcc", &["-arch=sm_90", "-O3", "-std=c++17", &kernels, "-c", &source, "-o", &object])?;
+    }
+    Ok(())
 }
 
 /// Installs the pinned compute-sanitizer in a venv under target/ (once) and copies its binary and

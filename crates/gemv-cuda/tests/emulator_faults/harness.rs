@@ -7,6 +7,37 @@ pub(crate) const M: usize = 1;
 pub(crate) const N: usize = 64;
 pub(crate) const K: usize = 32;
 
+/// Launches `kernel` on one token `x` of k elements and `packed` weights (n rows; zero scales),
+/// y of n elements; returns y.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch_token(
+    emulator: CudaEmulator,
+    kernel: &str,
+    grid: u32,
+    block: u32,
+    x: &[u16],
+    packed: &[u8],
+    n: usize,
+    k: usize,
+) -> Result<Vec<u16>, Error> {
+    let scales = vec![0u8; n * k / 16];
+    let mut y = vec![0u16; n];
+    emulator.launch_on_host(HostLaunch {
+        kernel,
+        grid,
+        block,
+        x,
+        packed,
+        scales: &scales,
+        y: &mut y,
+        global_scale: 1.0,
+        m: 1,
+        n,
+        k,
+    })?;
+    Ok(y)
+}
+
 pub(crate) fn launch_with(kernel: &str, grid: u32, block: u32, order: ThreadOrder) -> Result<Vec<u16>, Error> {
     let x: Vec<u16> = (0..M * K).map(|i| i as u16).collect();
     let packed = vec![0u8; N * K / 2];

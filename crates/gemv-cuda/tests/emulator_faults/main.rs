@@ -11,6 +11,8 @@ mod async_copies;
 mod grid;
 mod harness;
 mod primitives;
+mod probes;
+mod stream_loads;
 mod tensor_core;
 
 use gemv_backend::Error;

@@ -10,13 +10,14 @@
 #include <test_kernels.cu>
 #include <test_asm_kernels.cu>
 #include <test_async_kernels.cu>
+#include <test_probe_kernels.cu>
 
 namespace {
 
 #define GEMV_EMU_ENTRY(name, ...) {#name, &name, emu_launch_bound_##name},
 const EmuKernel kKernels[] = {GEMV_KERNELS(GEMV_EMU_ENTRY) GEMV_FAST_KERNELS(GEMV_EMU_ENTRY)
                                   GEMV_TEST_KERNELS(GEMV_EMU_ENTRY) GEMV_ASM_TEST_KERNELS(GEMV_EMU_ENTRY)
-                                      GEMV_ASYNC_TEST_KERNELS(GEMV_EMU_ENTRY)};
+                                      GEMV_ASYNC_TEST_KERNELS(GEMV_EMU_ENTRY) GEMV_PROBE_TEST_KERNELS(GEMV_EMU_ENTRY)};
 
 }  // namespace
 

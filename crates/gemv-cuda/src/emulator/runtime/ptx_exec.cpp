@@ -157,7 +157,9 @@ std::atomic<unsigned> g_memoized{0};
 
 bool memoizable(const Program& p) {
     for (const Instruction& in : p.code) {
-        if (has_effects(in.op) || has_effects_and_result(in.op) || in.op == Op::MmaBf16) return false;
+        if (has_effects(in.op) || has_effects_and_result(in.op) || in.op == Op::MmaBf16 || in.op == Op::LdGlobalNc) {
+            return false;
+        }
     }
     int inputs = 0;
     for (int i = 0; i < p.operand_count; ++i) {
@@ -355,6 +357,17 @@ void Statement::execute(Operand* operands, int count) const {
             case Op::RedAdd:
                 atomic_add(reinterpret_cast<void*>(regs[x[0]]), (unsigned)regs[x[1]]);
                 break;
+            case Op::LdGlobalNc: {
+                // The read-only path's checks (__ldg's): bounds, a region the launch never writes,
+                // alignment to the whole vector.
+                const int words = in.arg_count - 1;
+                const unsigned long long address = regs[x[words]] + (unsigned long long)in.offset;
+                check_access(reinterpret_cast<const void*>(address), in.copy_bytes, in.copy_bytes, Access::Load);
+                unsigned loaded[4];
+                std::memcpy(loaded, reinterpret_cast<const void*>(address), in.copy_bytes);
+                for (int i = 0; i < words; ++i) set(x[i], loaded[i]);
+                break;
+            }
             case Op::BulkCopy:
                 bulk_copy((unsigned)regs[x[0]], reinterpret_cast<const void*>(regs[x[1]]), (unsigned)regs[x[2]],
                           (unsigned)regs[x[3]]);

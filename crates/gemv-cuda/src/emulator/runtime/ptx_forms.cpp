@@ -2,6 +2,9 @@
 // their widths, and what the executor needs to know of it. Anything else is an error.
 #include "ptx_forms.h"
 
+#include <algorithm>
+#include <iterator>
+
 namespace emu {
 namespace ptx {
 
@@ -79,6 +82,50 @@ class Forms {
         return "";
     }
 
+    // ld.global.nc{.L1::eviction}{.L2::prefetch}{.v2,.v4}.{b,u,s,f}32 d|{d, ..}, [a{+offset}]: the
+    // read-only data path, 32-bit elements; the qualifiers are hints with no effect on the bits.
+    std::string global_load(const std::string& opcode, const std::vector<Arg>& args, Instruction& in) {
+        static const char* const kHints[] = {"L1::no_allocate", "L1::evict_first", "L1::evict_last",
+                                             "L1::evict_normal", "L1::evict_unchanged", "L2::64B",
+                                             "L2::128B", "L2::256B"};
+        in.op = Op::LdGlobalNc;
+        size_t count = 1;
+        std::string type;
+        size_t start = std::string("ld.global.nc.").size();
+        while (start <= opcode.size()) {
+            const size_t dot = opcode.find('.', start);
+            const std::string part = opcode.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+            start = dot == std::string::npos ? opcode.size() + 1 : dot + 1;
+            if (!type.empty()) return "the type must come last";
+            if (part == "v2" || part == "v4") {
+                if (count != 1) return "two vector widths";
+                count = part == "v2" ? 2 : 4;
+            } else if (part == "b32" || part == "u32" || part == "s32" || part == "f32") {
+                type = part;
+            } else if (std::find(std::begin(kHints), std::end(kHints), part) == std::end(kHints)) {
+                return "qualifier ." + part + " not supported by the executor";
+            }
+        }
+        if (type.empty()) return "loads of 32-bit elements only";
+        if (args.size() != 2) return "takes a destination and [address]";
+        if (count == 1) {
+            const Arg& d = args[0];
+            if (d.kind != Arg::Register || program_.slots[d.slots[0]].kind == SlotKind::Immediate || bits(d.slots[0]) != 32) {
+                return "the destination must be a 32-bit register";
+            }
+            in.args[in.arg_count++] = d.slots[0];
+        } else if (std::string e = vector(args[0], count, 32, in, "the destination"); !e.empty()) {
+            return e;
+        }
+        if (args[1].kind != Arg::Memory || bits(args[1].slots[0]) != 64) {
+            return "the source must be a 64-bit global address in brackets";
+        }
+        in.args[in.arg_count++] = args[1].slots[0];
+        in.offset = args[1].offset;
+        in.copy_bytes = (unsigned)(4 * count);
+        return "";
+    }
+
     std::string build(const std::string& opcode, const std::vector<Arg>& args, Instruction& in) {
         if (opcode == "prmt.b32") {
             in.op = Op::Prmt;
@@ -108,6 +155,7 @@ class Forms {
             in.offset = args[0].offset;
             return "";
         }
+        if (opcode.rfind("ld.global.nc.", 0) == 0) return global_load(opcode, args, in);
         if (opcode == "cp.async.ca.shared.global" || opcode == "cp.async.cg.shared.global") {
             // cp.async.{ca,cg}.shared.global [dst], [src], cp-size{, src-size}: dst a 32-bit shared
             // address, src a 64-bit global one; .cg copies 16 bytes only.

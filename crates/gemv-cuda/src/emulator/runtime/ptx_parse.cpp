@@ -262,9 +262,10 @@ class Parser {
             return "`" + opcode + "`: " + e;
         }
         // Which arguments the instruction writes: the first (mma: the four of D; an unpacking mov:
-        // the vector); prefetch writes none.
+        // the vector; a load: its destinations); prefetch writes none.
         int first_written = 0, written = 1;
         if (in.op == Op::MmaBf16) written = 4;
+        if (in.op == Op::LdGlobalNc) written = in.arg_count - 1;
         if (in.op == Op::MovUnpack) first_written = 1, written = in.arg_count - 1;
         if (has_effects(in.op)) written = 0;
         for (int a = 0; a < in.arg_count; ++a) {

@@ -54,6 +54,7 @@ enum class Op : unsigned char {
     AtomAdd,         // atom.global.add.u32 d, [a], b
     RedAdd,          // red.global.add.u32 [a], b
     ElectSync,       // elect.sync d|p, mask (d may be _): args p, mask{, d}
+    LdGlobalNc,      // ld.global.nc{.L1::..}{.L2::..B}{.v2,.v4}.{b,u,s,f}32 d|{d, ..}, [a+offset]
 };
 
 // Whether an instruction touches memory or other threads' state (never remembered, and writes
@@ -77,9 +78,9 @@ struct Instruction {
     int to_bits = 0, from_bits = 0;
     bool from_signed = false;
     int part_bits = 0;     // MovPack / MovUnpack: the width of each vector element
-    long long offset = 0;  // PrefetchL2, CpAsync: the (first) address's displacement
+    long long offset = 0;  // PrefetchL2, CpAsync, LdGlobalNc: the (first) address's displacement
     long long source_offset = 0;  // CpAsync: the global address's displacement
-    unsigned copy_bytes = 0;      // CpAsync: cp-size
+    unsigned copy_bytes = 0;      // CpAsync: cp-size; LdGlobalNc: the bytes loaded
     unsigned long long reads = 0, writes = 0;  // slots read and written, as bit masks
     std::string text;      // the instruction as written, for messages
 };

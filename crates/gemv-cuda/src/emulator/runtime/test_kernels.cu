@@ -393,6 +393,41 @@ GEMV_KERNEL(emu_test_prefetch_inside, 1024, 1)(EMU_ARGS) {
     emu_test::out(y, m, n, 0);
 }
 
+// ---- Streaming loads ---------------------------------------------------------------------------
+
+// Thread i reads the 16 bytes of X from `skip` + 8i elements (`skip` the first 16-byte aligned
+// element, or one past it for the misaligned fault) with gemv_load_stream16 and one 4-byte word of
+// them with a scalar ld.global.nc, and writes the eight elements to y[8i..8i+8] and the word's
+// low half to y[8T + i] (T the threads); from y when FROM_Y (the read-only path on a written
+// region).
+template <bool MISALIGNED, bool FROM_Y>
+__device__ __forceinline__ void stream_load(const gemv_u16* x, gemv_u16* y, int m, int n, int k) {
+    const unsigned i = emu_test::global_thread();
+    const unsigned threads = gridDim.x * blockDim.x;
+    const gemv_u64 address = (gemv_u64)x;
+    const unsigned skip = (unsigned)(((16u - (address & 15u)) & 15u) / 2u) + (MISALIGNED ? 2u : 0u);
+    if (skip + 8 * (i + 1) > (unsigned)(m * k) || 8 * threads + i >= (unsigned)(m * n)) return;
+    const gemv_u16* from = FROM_Y ? y : x + skip + 8 * i;
+    const uint4 v = gemv_load_stream16(from);
+    gemv_u32 word;
+    asm volatile("ld.global.nc.L1::evict_first.L2::128B.u32 %0, [%1+4];" : "=r"(word) : "l"(from));
+    const gemv_u32 words[4] = {v.x, v.y, v.z, v.w};
+    for (int w = 0; w < 4; ++w) {
+        store_global(y + 8 * i + 2 * w, (gemv_u16)(words[w] & 0xFFFFu));
+        store_global(y + 8 * i + 2 * w + 1, (gemv_u16)(words[w] >> 16));
+    }
+    store_global(y + 8 * threads + i, (gemv_u16)(word & 0xFFFFu));
+}
+GEMV_KERNEL(emu_test_stream_load, 1024, 1)(EMU_ARGS) {
+    stream_load<false, false>(x, y, m, n, k);
+}
+GEMV_KERNEL(emu_test_stream_load_misaligned, 1024, 1)(EMU_ARGS) {
+    stream_load<true, false>(x, y, m, n, k);
+}
+GEMV_KERNEL(emu_test_stream_load_writable, 1024, 1)(EMU_ARGS) {
+    stream_load<false, true>(x, y, m, n, k);
+}
+
 #define GEMV_TEST_KERNELS(X)                   \
     X(emu_test_write_past_end, 1, 1)           \
     X(emu_test_read_before_start, 1, 1)        \
@@ -433,4 +468,7 @@ GEMV_KERNEL(emu_test_prefetch_inside, 1024, 1)(EMU_ARGS) {
     X(emu_test_f32_arithmetic, 1, 1)           \
     X(emu_test_prmt, 1, 1)                     \
     X(emu_test_prefetch_past_end, 1, 1)        \
-    X(emu_test_prefetch_inside, 1, 1)
+    X(emu_test_prefetch_inside, 1, 1)          \
+    X(emu_test_stream_load, 1, 1)              \
+    X(emu_test_stream_load_misaligned, 1, 1)   \
+    X(emu_test_stream_load_writable, 1, 1)
