@@ -59,49 +59,8 @@ enum Command {
     Bench {
         #[command(flatten)]
         devices: DeviceOptions,
-        /// Backend; auto picks CUDA, then wgpu on a real GPU, then the CPU backend.
-        #[arg(long, value_enum, default_value = "auto")]
-        backend: BackendChoice,
-        /// Weight shape NxK, or qkv (5120x5120), ffn-up (17408x5120), ffn-down (5120x17408).
-        /// Repeatable. Default: qkv.
-        #[arg(long = "shape", value_parser = commands::bench::parse_shape)]
-        shapes: Vec<(String, usize, usize)>,
-        /// Rows per launch, as a list of numbers and ranges (each M in 1..=4096, at most 1024 values).
-        #[arg(long, default_value = "1..8", value_parser = commands::bench::parse_ms)]
-        m: std::vec::Vec<usize>,
-        /// Force a kernel (e.g. w4a16_gemv_batch8 at M = 4..8, the 8-wide kernel without the
-        /// exact-M tiers); repeatable; `plan` is the dispatch plan. Default: the plan.
-        #[arg(long = "tier")]
-        tiers: Vec<String>,
-        /// The kernel family the plan runs in: auto (the policy: exact today), exact, or fast
-        /// (tensor cores, CUDA sm_80+; its own bounded, batch-invariant contract). Repeatable, to
-        /// compare the families side by side; `GEMV_EXACT_ONLY` forces exact.
-        #[arg(long = "family", value_parser = commands::bench::parse_family)]
-        families: Vec<gemv_core::FamilyChoice>,
-        /// Nominal peak bandwidth in GB/s for the % column (default: what the device reports).
-        #[arg(long, value_parser = commands::bench::parse_peak_gbps)]
-        peak_gbps: Option<f64>,
-        /// Print JSON instead of the table.
-        #[arg(long)]
-        json: bool,
-        /// Write effective bandwidth against M as an SVG plot, one line per tier.
-        #[arg(long, value_name = "FILE.svg")]
-        plot: Option<std::path::PathBuf>,
-        /// Interleaved rounds; the median is reported (1..=100000).
-        #[arg(long, default_value = "5", value_parser = commands::bench::parse_repeats)]
-        rounds: usize,
-        /// Back-to-back launches per timing (1..=100000).
-        #[arg(long, default_value = "20", value_parser = commands::bench::parse_repeats)]
-        launches: usize,
-        /// Megabytes of weight copies to rotate through, so weights are cold (>= 4x the L2).
-        /// Checked against the memory available before anything is allocated.
-        #[arg(long, default_value = "256", value_parser = commands::bench::parse_cold_mb)]
-        cold_mb: usize,
-        /// Skip the peer row: on CUDA the bench also times cuBLAS's BF16 GEMM on the same shape
-        /// and M (where libcublas loads; a note says so where it does not) and prints the NVFP4
-        /// speed-up over it (ideal 3.56x: 2 bytes per weight against 0.5625).
-        #[arg(long)]
-        no_peer: bool,
+        #[command(flatten)]
+        options: commands::bench::BenchOptions,
     },
     /// Show the backends found, the kernels each resolves, the kill switches and the tier each
     /// M in 1..=32 is dispatched on.
@@ -119,77 +78,15 @@ enum Command {
     Run {
         #[command(flatten)]
         devices: DeviceOptions,
-        /// The weights: a safetensors file, a sharded checkpoint's `*.safetensors.index.json`, or
-        /// the directory holding it. Files are memory-mapped; only the named layer is read.
-        #[arg(long)]
-        weights: std::path::PathBuf,
-        /// Tensor prefix: reads PREFIX.weight, PREFIX.weight_scale, PREFIX.weight_scale_2 (or
-        /// PREFIX.weight_packed, PREFIX.weight_scale, PREFIX.weight_global_scale). The weight
-        /// tensor's own name (PREFIX.weight) works too.
-        #[arg(long)]
-        name: String,
-        /// safetensors file with X: BF16, F16 or F32, shaped `[K]`, `[M, K]` or `[..., K]` (leading
-        /// dimensions are flattened into M; Y keeps them, with N in place of K). F16 and F32 are
-        /// rounded to BF16 (to nearest even), the kernels' input type, and a note says so.
-        #[arg(long)]
-        input: std::path::PathBuf,
-        /// Name of X in the input file (default: `x`, or the file's only tensor).
-        #[arg(long)]
-        input_name: Option<String>,
-        /// Output safetensors file; must not exist.
-        #[arg(long)]
-        output: std::path::PathBuf,
-        /// Name of Y in the output file.
-        #[arg(long, default_value = "y")]
-        output_name: String,
-        /// Backend.
-        #[arg(long, value_enum, default_value = "auto")]
-        backend: BackendChoice,
-        /// For a mixture-of-experts weight stored as one 3-D tensor [E, N, K/2] (scales
-        /// [E, N, K/16], global scale a scalar or `[E]`): the expert to use, or `all` (Y then gains
-        /// a leading dimension E).
-        #[arg(long, value_parser = commands::run::parse_experts)]
-        expert: Option<commands::run::Experts>,
+        #[command(flatten)]
+        options: commands::run::RunOptions,
     },
     /// Quantize 2-D BF16/F16/F32 tensors to NVFP4 with NVIDIA ModelOpt's recipe, named as
     /// ModelOpt names them (T, T_scale, T_scale_2); other tensors are copied unchanged.
     #[command(after_help = EXIT_STATUS)]
     Quantize {
-        /// Input: a safetensors file, a sharded checkpoint's *.safetensors.index.json, or a
-        /// directory holding one of them. Read tensor by tensor (memory-mapped).
-        #[arg(long)]
-        input: std::path::PathBuf,
-        /// Output; must not exist. A path ending in .safetensors is one file; any other path
-        /// becomes a directory with one shard per input file (same names, each holding the
-        /// quantized forms of its tensors) and model.safetensors.index.json.
-        #[arg(long)]
-        output: std::path::PathBuf,
-        /// Comma-separated tensors to quantize (default: every 2-D float tensor whose second
-        /// dimension is a multiple of 16, except the output head and embeddings, `*lm_head*` and
-        /// `*embed*`, and what --exclude names; each linear layer left unquantized is named with
-        /// its reason and listed as unquantized in the serving configs). An input that already
-        /// holds NVFP4 tensors is refused unless this names what to quantize.
-        #[arg(long, value_delimiter = ',')]
-        names: Vec<String>,
-        /// Leave tensors matching this pattern unquantized (`*` matches any run of characters;
-        /// repeatable), e.g. `--exclude '*.mlp.gate.weight'`.
-        #[arg(long)]
-        exclude: Vec<String>,
-        /// Give every projection its own global scale, instead of one shared by those engines
-        /// fuse (q_proj/k_proj/v_proj and gate_proj/up_proj of one parent), as ModelOpt does.
-        #[arg(long)]
-        no_shared_scale: bool,
-        /// For a single-file output, also write hf_quant_config.json beside it (ModelOpt's:
-        /// quant_algo W4A16_NVFP4, weight-only, group_size 16, the modules left unquantized), so
-        /// serving engines load it as NVFP4. A directory output gets it by default.
-        #[arg(long)]
-        hf_quant_config: bool,
-        /// A directory output holds the weights and index only: without this, it is what
-        /// ModelOpt's export writes, loadable as it stands: hf_quant_config.json, the input's
-        /// config.json with the quantization_config engines read, and the input directory's
-        /// other files that are not weights (tokenizer, generation config) copied.
-        #[arg(long)]
-        no_model_files: bool,
+        #[command(flatten)]
+        options: commands::quantize::QuantizeOptions,
     },
     /// Run the conformance gates on a backend: bit-exact against the host
     /// contract, within the f64 bound, guards, odd shapes, bad input. Exits 1 if any case fails.
@@ -197,20 +94,8 @@ enum Command {
     Check {
         #[command(flatten)]
         devices: DeviceOptions,
-        /// Backend to prove (default: auto, the one `run` and `bench` pick: a GPU if there is one,
-        /// else the CPU backend).
-        #[arg(long, value_enum, default_value = "auto")]
-        backend: BackendChoice,
-        /// Only these gates (1..=11; repeatable), in the order given. Default: all, in order. Gates
-        /// 10 and 11 check the fast (tensor-core) family and say n/a where the backend lacks it.
-        #[arg(long = "gate")]
-        gates: Vec<usize>,
-        /// List every case, not only failures.
-        #[arg(long)]
-        all_cases: bool,
-        /// Stop after the first gate with a failed case.
-        #[arg(long)]
-        fail_fast: bool,
+        #[command(flatten)]
+        options: commands::check::CheckOptions,
     },
 }
 
@@ -262,9 +147,9 @@ impl Command {
     /// every backend.
     fn backend(&self) -> Option<BackendChoice> {
         match self {
-            Command::Bench { backend, .. } | Command::Run { backend, .. } | Command::Check { backend, .. } => {
-                Some(*backend)
-            }
+            Command::Bench { options, .. } => Some(options.backend),
+            Command::Run { options, .. } => Some(options.backend),
+            Command::Check { options, .. } => Some(options.backend),
             Command::Info { backend, .. } => backend.filter(|b| *b != BackendChoice::Auto),
             Command::Quantize { .. } => None,
         }
@@ -321,54 +206,12 @@ fn check_device_options(command: &Command) -> Result<(), CliError> {
 /// Whether the work passed: Ok(false) for a failed case or gate (exit 1).
 fn dispatch(command: Command, stdout: &mut CheckedOutput<std::io::Stdout>) -> Result<bool, CliError> {
     match command {
-        Command::Bench {
-            backend,
-            shapes,
-            m,
-            tiers,
-            families,
-            peak_gbps,
-            json,
-            plot,
-            rounds,
-            launches,
-            cold_mb,
-            no_peer,
-            devices: _,
-        } => {
-            let shapes = if shapes.is_empty() { vec![("qkv/o".to_string(), 5120, 5120)] } else { shapes };
-            let options = commands::bench::BenchOptions {
-                backend,
-                shapes,
-                ms: m,
-                tiers,
-                families,
-                peak_gbps,
-                json,
-                plot,
-                rounds,
-                launches,
-                cold_bytes: cold_mb.saturating_mul(1 << 20),
-                peer: !no_peer,
-            };
-            commands::bench::run(&options, stdout)
-        }
-        Command::Run { weights, name, input, input_name, output, output_name, backend, expert, devices: _ } => {
-            let options =
-                commands::run::RunOptions { weights, name, input, input_name, output, output_name, backend, expert };
+        Command::Bench { options, devices: _ } => commands::bench::run(&options, stdout),
+        Command::Run { options, devices: _ } => {
             eprintln!("{}", commands::run::run(&options)?);
             Ok(true)
         }
-        Command::Quantize { input, output, names, exclude, no_shared_scale, hf_quant_config, no_model_files } => {
-            let options = commands::quantize::QuantizeOptions {
-                input,
-                output,
-                names,
-                exclude,
-                shared_scales: !no_shared_scale,
-                hf_quant_config,
-                model_files: !no_model_files,
-            };
+        Command::Quantize { options } => {
             for line in commands::quantize::run(&options)? {
                 eprintln!("{line}");
             }
@@ -380,10 +223,7 @@ fn dispatch(command: Command, stdout: &mut CheckedOutput<std::io::Stdout>) -> Re
                 .map_err(|e| CliError::Stdout(e.to_string()))?;
             Ok(true)
         }
-        Command::Check { backend, gates, all_cases, fail_fast, devices: _ } => {
-            let options = commands::check::CheckOptions { gates, all_cases, fail_fast };
-            commands::check::run(backend, &options, stdout)
-        }
+        Command::Check { options, devices: _ } => commands::check::run(&options, stdout),
     }
 }
 

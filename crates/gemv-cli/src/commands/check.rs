@@ -6,14 +6,22 @@ use gemv_backend::DeviceKind;
 use gemv_backend::conformance::{Gate, plumbing_note, run_gate};
 use std::io::{IsTerminal, Write};
 
-/// What `gemv check` runs and prints.
-#[derive(Debug, Clone, Default)]
+/// What `gemv check` runs and prints, as clap parses it.
+#[derive(clap::Args, Debug, Clone)]
 pub struct CheckOptions {
-    /// Gate numbers in the order to run them (all, in order, when empty).
+    /// Backend to prove (default: auto, the one `run` and `bench` pick: a GPU if there is one,
+    /// else the CPU backend).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendChoice,
+    /// Only these gates (1..=11; repeatable), in the order given. Default: all, in order. Gates
+    /// 10 and 11 check the fast (tensor-core) family and say n/a where the backend lacks it.
+    #[arg(long = "gate")]
     pub gates: Vec<usize>,
     /// List every case, not only failures.
+    #[arg(long)]
     pub all_cases: bool,
     /// Stop after the first gate with a failed case.
+    #[arg(long)]
     pub fail_fast: bool,
 }
 
@@ -22,7 +30,8 @@ fn stdout_error(error: std::io::Error) -> CliError {
 }
 
 /// Runs the chosen gates. Returns whether every case passed.
-pub fn run(choice: BackendChoice, options: &CheckOptions, out: &mut dyn Write) -> Result<bool, CliError> {
+pub fn run(options: &CheckOptions, out: &mut dyn Write) -> Result<bool, CliError> {
+    let choice = options.backend;
     let (gates, verbose) = (&options.gates, options.all_cases);
     let selected: Vec<Gate> = if gates.is_empty() {
         Gate::ALL.to_vec()

@@ -10,26 +10,40 @@ use crate::safetensors::{Dtype, TensorLayout};
 use gemv_backend::{DeviceKind, DeviceMatrix, GpuBackend, ResolvedTiers};
 use gemv_core::{KillSwitches, WIDEST_TIER};
 use std::io::Write;
-use std::path::PathBuf;
 
-/// Arguments of `gemv run`.
-#[derive(Debug, Clone)]
+/// Arguments of `gemv run`, as clap parses them.
+#[derive(clap::Args, Debug, Clone)]
 pub struct RunOptions {
-    /// Weights: a safetensors file, a sharded checkpoint's index, or its directory.
-    pub weights: PathBuf,
-    /// Tensor prefix (e.g. `layers.0.up`) or the weight tensor's own name.
+    /// The weights: a safetensors file, a sharded checkpoint's `*.safetensors.index.json`, or
+    /// the directory holding it. Files are memory-mapped; only the named layer is read.
+    #[arg(long)]
+    pub weights: std::path::PathBuf,
+    /// Tensor prefix: reads PREFIX.weight, PREFIX.weight_scale, PREFIX.weight_scale_2 (or
+    /// PREFIX.weight_packed, PREFIX.weight_scale, PREFIX.weight_global_scale). The weight
+    /// tensor's own name (PREFIX.weight) works too.
+    #[arg(long)]
     pub name: String,
-    /// Activations file.
-    pub input: PathBuf,
-    /// Activation tensor name (None: `x`, or the file's only tensor).
+    /// safetensors file with X: BF16, F16 or F32, shaped `[K]`, `[M, K]` or `[..., K]` (leading
+    /// dimensions are flattened into M; Y keeps them, with N in place of K). F16 and F32 are
+    /// rounded to BF16 (to nearest even), the kernels' input type, and a note says so.
+    #[arg(long)]
+    pub input: std::path::PathBuf,
+    /// Name of X in the input file (default: `x`, or the file's only tensor).
+    #[arg(long)]
     pub input_name: Option<String>,
-    /// Output file (must not exist).
-    pub output: PathBuf,
-    /// Output tensor name.
+    /// Output safetensors file; must not exist.
+    #[arg(long)]
+    pub output: std::path::PathBuf,
+    /// Name of Y in the output file.
+    #[arg(long, default_value = "y")]
     pub output_name: String,
     /// Backend.
+    #[arg(long, value_enum, default_value = "auto")]
     pub backend: BackendChoice,
-    /// For a 3-D expert tensor: which expert(s).
+    /// For a mixture-of-experts weight stored as one 3-D tensor [E, N, K/2] (scales
+    /// [E, N, K/16], global scale a scalar or `[E]`): the expert to use, or `all` (Y then gains
+    /// a leading dimension E).
+    #[arg(long, value_parser = parse_experts)]
     pub expert: Option<Experts>,
 }
 

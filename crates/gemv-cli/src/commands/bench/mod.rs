@@ -13,23 +13,44 @@ mod readme_figures;
 mod report;
 mod rotation_peer;
 
-pub use options::{BenchOptions, parse_cold_mb, parse_family, parse_ms, parse_peak_gbps, parse_repeats, parse_shape};
+pub use options::{BenchOptions, TierChoice};
 
 use crate::backends::open;
 use crate::commands::progress::counted;
 use crate::error::CliError;
 use gemv_backend::{DeviceKind, DeviceMatrix, GpuBackend, KernelHandle, ResolvedTiers, conformance};
 use gemv_core::{
-    FAST_TIERS, Family, FamilyChoice, KillSwitches, TIERS, WIDEST_TIER, f64_reference, gemv_contract, host_threads,
-    kernel_spec,
+    FAST_TIERS, Family, FamilyChoice, KernelSpec, KillSwitches, TIERS, WIDEST_TIER, f64_reference, gemv_contract,
+    host_threads,
 };
 use std::io::Write;
+
+/// What an arm runs: a family's dispatch plan, or one forced kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArmKind {
+    /// The dispatch plan of the family.
+    Plan(Family),
+    /// One kernel at every M it covers.
+    Kernel(&'static KernelSpec),
+}
+
+impl ArmKind {
+    /// The arm's label in the results: `plan` (the exact family's plan), `fast` (the fast
+    /// family's plan) or the forced kernel's name.
+    pub fn label(&self) -> &'static str {
+        match self {
+            ArmKind::Plan(Family::Exact) => "plan",
+            ArmKind::Plan(Family::Fast) => "fast",
+            ArmKind::Kernel(spec) => spec.name,
+        }
+    }
+}
 
 /// One timed configuration: a tier choice at one M.
 #[derive(Debug, Clone)]
 pub struct Arm {
-    /// "plan" (the exact family's plan), "fast" (the fast family's plan) or the forced kernel.
-    pub tier: String,
+    /// What it runs.
+    pub kind: ArmKind,
     /// The family of every kernel it runs (decides which gate proves it).
     pub family: Family,
     /// What actually runs, e.g. `w4a16_gemv_batch5` or `w4a16_gemv_batch32+w4a16_gemv_batch8_rt2`.
@@ -71,31 +92,33 @@ fn arms(
     options: &BenchOptions,
     notes: &mut Vec<String>,
 ) -> Result<Vec<Arm>, String> {
-    let choices: Vec<String> = if options.tiers.is_empty() { vec!["plan".into()] } else { options.tiers.clone() };
+    let choices = if options.tiers.is_empty() { vec![TierChoice::Plan] } else { options.tiers.clone() };
     let families = if options.families.is_empty() { vec![FamilyChoice::Auto] } else { options.families.clone() };
     let mut arms = Vec::new();
     for choice in &choices {
         for &m in &options.ms {
-            if choice == "plan" {
-                for &family_choice in &families {
-                    let family = tiers.family(m, family_choice).map_err(|e| format!("--family: {e}"))?;
-                    arms.push(plan_arm(tiers, family, m)?);
+            let spec = match choice {
+                TierChoice::Plan => {
+                    for &family_choice in &families {
+                        let family = tiers.family(m, family_choice).map_err(|e| format!("--family: {e}"))?;
+                        arms.push(plan_arm(tiers, family, m)?);
+                    }
+                    continue;
                 }
-                continue;
-            }
-            let spec = kernel_spec(choice).ok_or(format!("--tier {choice:?} is not a kernel of the registry"))?;
+                TierChoice::Kernel(spec) => *spec,
+            };
             if m > spec.max_m {
-                notes.push(format!("{choice} skipped at M = {m} (its width is {})", spec.max_m));
+                notes.push(format!("{} skipped at M = {m} (its width is {})", spec.name, spec.max_m));
                 continue;
             }
             let handle = backend.lookup_kernel(spec.module, spec.name);
             if !handle.is_resolved() {
-                return Err(format!("--tier {choice}: not present on backend {}", backend.name()));
+                return Err(format!("--tier {}: not present on backend {}", spec.name, backend.name()));
             }
             arms.push(Arm {
-                tier: choice.clone(),
+                kind: ArmKind::Kernel(spec),
                 family: spec.family,
-                kernels: choice.clone(),
+                kernels: spec.name.to_string(),
                 m,
                 launches: vec![(handle, 0, m)],
             });
@@ -106,9 +129,9 @@ fn arms(
 
 /// The dispatch plan's launches for `m` in `family`.
 fn plan_arm(tiers: &ResolvedTiers, family: Family, m: usize) -> Result<Arm, String> {
-    let (plan, label) = match family {
-        Family::Exact => (tiers.plan(m, WIDEST_TIER), "plan"),
-        Family::Fast => (tiers.fast_plan(m), "fast"),
+    let plan = match family {
+        Family::Exact => tiers.plan(m, WIDEST_TIER),
+        Family::Fast => tiers.fast_plan(m),
     };
     let plan = plan.map_err(|e| format!("M = {m}: {e}"))?;
     let (names, launches): (Vec<&str>, Vec<_>) = plan
@@ -120,7 +143,7 @@ fn plan_arm(tiers: &ResolvedTiers, family: Family, m: usize) -> Result<Arm, Stri
             Family::Fast => (FAST_TIERS[l.tier].kernel, (tiers.fast_handle(l.tier), l.row_offset, l.rows)),
         })
         .unzip();
-    Ok(Arm { tier: label.into(), family, kernels: names.join("+"), m, launches })
+    Ok(Arm { kind: ArmKind::Plan(family), family, kernels: names.join("+"), m, launches })
 }
 
 /// The correctness gates before any timing: bit-exact against the host contract and within
@@ -146,10 +169,10 @@ fn gates(
     let matrix = DeviceMatrix::upload(backend, &weights.view()).map_err(|e| format!("gate upload: {e}"))?;
     for arm in arms {
         let x = conformance::activations(arm.m, k, arm.m as u64);
-        let found = match arm.tier.as_str() {
-            "plan" => matrix.gemv(tiers, &x, arm.m, WIDEST_TIER),
-            "fast" => matrix.gemv_fast(tiers, &x, arm.m),
-            _ => matrix.gemv_with(arm.launches[0].0, &x, arm.m),
+        let found = match arm.kind {
+            ArmKind::Plan(Family::Exact) => matrix.gemv(tiers, &x, arm.m, WIDEST_TIER),
+            ArmKind::Plan(Family::Fast) => matrix.gemv_fast(tiers, &x, arm.m),
+            ArmKind::Kernel(_) => matrix.gemv_with(arm.launches[0].0, &x, arm.m),
         }
         .map_err(|e| format!("gate {} M = {}: {e}", arm.kernels, arm.m))?;
         if arm.family == Family::Fast {
@@ -223,7 +246,7 @@ pub fn run(options: &BenchOptions, out: &mut dyn Write) -> Result<bool, CliError
     if let Some(path) = &options.plot {
         check_plot_path(path)?;
     }
-    if !options.families.is_empty() && !options.tiers.is_empty() && !options.tiers.iter().any(|t| t == "plan") {
+    if !options.families.is_empty() && !options.tiers.is_empty() && !options.tiers.contains(&TierChoice::Plan) {
         return Err(CliError::BadArgument {
             argument: "--family",
             reason: "chooses the family of the dispatch plan, and --tier forces kernels without it (add --tier plan \
@@ -241,7 +264,7 @@ pub fn run(options: &BenchOptions, out: &mut dyn Write) -> Result<bool, CliError
     }
     let max_m = arms.iter().map(|a| a.m).max().unwrap_or(1);
     for (label, n, k) in &options.shapes {
-        memory::check(&info, label, *n, *k, max_m, options.cold_bytes)?;
+        memory::check(&info, label, *n, *k, max_m, options.cold_bytes())?;
     }
     eprintln!("bench: proving {} on {} before timing...", counted(arms.len(), "configuration"), info.name);
     let stdout_error = |e: std::io::Error| CliError::Stdout(e.to_string());
@@ -317,8 +340,8 @@ mod tests {
             plot: None,
             rounds: 1,
             launches: 1,
-            cold_bytes: 0,
-            peer: true,
+            cold_mb: 0,
+            no_peer: false,
         }
     }
 
@@ -330,7 +353,7 @@ mod tests {
         let options = options_for(&[1, 9], vec![FamilyChoice::Exact, FamilyChoice::Fast]);
         let arms = arms(&tiers, &backend, &options, &mut Vec::new()).expect("arms");
         let labels: Vec<(String, String, usize)> =
-            arms.iter().map(|a| (a.tier.clone(), a.kernels.clone(), a.m)).collect();
+            arms.iter().map(|a| (a.kind.label().to_string(), a.kernels.clone(), a.m)).collect();
         assert_eq!(
             labels,
             vec![
@@ -354,8 +377,8 @@ mod tests {
         let failure = arms(&tiers, &backend, &options_for(&[4], vec![FamilyChoice::Fast]), &mut Vec::new())
             .expect_err("the mock has no fast family");
         assert!(failure.contains("--family: the fast kernel family is not available"), "{failure}");
-        assert_eq!(parse_family("fast"), Ok(FamilyChoice::Fast));
-        assert!(parse_family("tensor").is_err());
+        assert_eq!(options::parse_family("fast"), Ok(FamilyChoice::Fast));
+        assert!(options::parse_family("tensor").is_err());
     }
 
     #[test]

@@ -1,36 +1,87 @@
 //! `gemv bench`'s options: what to run, and the parsers that keep each value in its limits.
 
 use crate::backends::BackendChoice;
-use gemv_core::FamilyChoice;
+use gemv_core::{FamilyChoice, KernelSpec, kernel_spec};
 use std::path::PathBuf;
 
-/// What to run.
-#[derive(Debug, Clone)]
+/// What to run: `gemv bench`'s arguments, as clap parses them.
+#[derive(clap::Args, Debug, Clone)]
 pub struct BenchOptions {
-    /// Backend.
+    /// Backend; auto picks CUDA, then wgpu on a real GPU, then the CPU backend.
+    #[arg(long, value_enum, default_value = "auto")]
     pub backend: BackendChoice,
-    /// (label, N, K).
+    /// Weight shape NxK, or qkv (5120x5120), ffn-up (17408x5120), ffn-down (5120x17408).
+    /// Repeatable.
+    #[arg(long = "shape", value_name = "SHAPE", default_value = "qkv", value_parser = parse_shape)]
     pub shapes: Vec<(String, usize, usize)>,
-    /// Rows per launch to sweep.
-    pub ms: Vec<usize>,
-    /// Forced kernels ("plan" or empty = the dispatch plan).
-    pub tiers: Vec<String>,
-    /// The families the plan runs in, side by side (empty = auto).
+    /// Rows per launch, as a list of numbers and ranges (each M in 1..=4096, at most 1024 values).
+    #[arg(long = "m", value_name = "M", default_value = "1..8", value_parser = parse_ms)]
+    pub ms: std::vec::Vec<usize>,
+    /// Force a kernel (e.g. w4a16_gemv_batch8 at M = 4..8, the 8-wide kernel without the
+    /// exact-M tiers); repeatable; `plan` is the dispatch plan. Default: the plan.
+    #[arg(long = "tier", value_name = "TIER", value_parser = parse_tier)]
+    pub tiers: Vec<TierChoice>,
+    /// The kernel family the plan runs in: auto (the policy: exact today), exact, or fast
+    /// (tensor cores, CUDA sm_80+; its own bounded, batch-invariant contract). Repeatable, to
+    /// compare the families side by side; `GEMV_EXACT_ONLY` forces exact.
+    #[arg(long = "family", value_name = "FAMILY", value_parser = parse_family)]
     pub families: Vec<FamilyChoice>,
-    /// Nominal peak in GB/s, overriding the device's.
+    /// Nominal peak bandwidth in GB/s for the % column (default: what the device reports).
+    #[arg(long, value_parser = parse_peak_gbps)]
     pub peak_gbps: Option<f64>,
-    /// JSON instead of a table.
+    /// Print JSON instead of the table.
+    #[arg(long)]
     pub json: bool,
-    /// Write an SVG plot here.
+    /// Write effective bandwidth against M as an SVG plot, one line per tier.
+    #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
-    /// Interleaved rounds (median over them).
+    /// Interleaved rounds; the median is reported (1..=100000).
+    #[arg(long, default_value = "5", value_parser = parse_repeats)]
     pub rounds: usize,
-    /// Back-to-back launches per timing.
+    /// Back-to-back launches per timing (1..=100000).
+    #[arg(long, default_value = "20", value_parser = parse_repeats)]
     pub launches: usize,
+    /// Megabytes of weight copies to rotate through, so weights are cold (>= 4x the L2).
+    /// Checked against the memory available before anything is allocated.
+    #[arg(long, default_value = "256", value_parser = parse_cold_mb)]
+    pub cold_mb: usize,
+    /// Skip the peer row: on CUDA the bench also times cuBLAS's BF16 GEMM on the same shape
+    /// and M (where libcublas loads; a note says so where it does not) and prints the NVFP4
+    /// speed-up over it (ideal 3.56x: 2 bytes per weight against 0.5625).
+    #[arg(long)]
+    pub no_peer: bool,
+}
+
+impl BenchOptions {
     /// Bytes of weight copies to rotate through (cold weights).
-    pub cold_bytes: usize,
-    /// Also time the backend's peer GEMM (cuBLAS BF16 on CUDA) at each M.
-    pub peer: bool,
+    pub fn cold_bytes(&self) -> usize {
+        self.cold_mb.saturating_mul(1 << 20)
+    }
+
+    /// Whether the backend's peer GEMM (cuBLAS BF16 on CUDA) is timed too.
+    pub fn peer(&self) -> bool {
+        !self.no_peer
+    }
+}
+
+/// What one `--tier` times: the dispatch plan (in each `--family`), or one registry kernel forced
+/// at every M it covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TierChoice {
+    /// The dispatch plan.
+    Plan,
+    /// One kernel, whatever the plan would choose.
+    Kernel(&'static KernelSpec),
+}
+
+/// Parses `--tier`: `plan`, or a kernel of the registry by name.
+pub fn parse_tier(text: &str) -> Result<TierChoice, String> {
+    if text == "plan" {
+        return Ok(TierChoice::Plan);
+    }
+    kernel_spec(text)
+        .map(TierChoice::Kernel)
+        .ok_or(format!("{text:?} is not a kernel of the registry (`gemv info` lists them) nor `plan`"))
 }
 
 /// Parses `NxK` or a named shape of the 27B-class model.
@@ -139,6 +190,9 @@ mod tests {
         assert!(parse_shape("7x40").is_err());
         assert_eq!(parse_ms("1..3,8,16"), Ok(vec![1, 2, 3, 8, 16]));
         assert_eq!(parse_ms("2..=4"), Ok(vec![2, 3, 4]));
+        assert_eq!(parse_tier("plan"), Ok(TierChoice::Plan));
+        assert!(matches!(parse_tier("w4a16_gemv_batch8"), Ok(TierChoice::Kernel(s)) if s.name == "w4a16_gemv_batch8"));
+        assert!(parse_tier("w4a16_gemv_batch9").unwrap_err().contains("not a kernel of the registry"));
     }
 
     /// Random option values: every parser returns, never panics, and what it accepts is inside

@@ -51,7 +51,7 @@ pub fn measure(
 ) -> Result<Vec<Measurement>, String> {
     let max_m = arms.iter().map(|a| a.m).max().unwrap_or(1);
     let weight_bytes = n * k / 2 + n * k / 16;
-    let copies = super::memory::cold_copies(weight_bytes as u64, options.cold_bytes as u64) as usize;
+    let copies = super::memory::cold_copies(weight_bytes as u64, options.cold_bytes() as u64) as usize;
     eprintln!(
         "bench: {label} (N = {n}, K = {k}): {copies} weight copies ({} MB) for cold weights",
         (copies * weight_bytes) >> 20
@@ -68,8 +68,8 @@ pub fn measure(
     let mut ms: Vec<usize> = arms.iter().map(|a| a.m).collect();
     ms.sort_unstable();
     ms.dedup();
-    let mut rotation_peers: Vec<Box<dyn RotationPeer>> = if options.peer {
-        peers::for_backend(&backend.device_info(), n, k, &ms, options.cold_bytes, host_threads(), notes)
+    let mut rotation_peers: Vec<Box<dyn RotationPeer>> = if options.peer() {
+        peers::for_backend(&backend.device_info(), n, k, &ms, options.cold_bytes(), host_threads(), notes)
     } else {
         Vec::new()
     };
@@ -152,7 +152,7 @@ pub fn measure(
                 shape: label.to_string(),
                 n,
                 k,
-                tier: arm.tier.clone(),
+                tier: arm.kind.label().to_string(),
                 kernels: arm.kernels.clone(),
                 m: arm.m,
                 micros: seconds * 1e6,
@@ -196,7 +196,7 @@ pub fn measure(
             ));
         }
     }
-    if options.peer {
+    if options.peer() {
         let peers = peer_rows(backend, &rows, options, peak, copy_gbps, notes);
         rows.extend(peers);
     }
@@ -222,7 +222,7 @@ fn peer_rows(
     let mut rows = Vec::new();
     for (i, &m) in ms.iter().enumerate() {
         let shape = GemvShape { m, n, k };
-        let timing = match backend.time_peer_gemm(shape, options.cold_bytes, options.launches, options.rounds) {
+        let timing = match backend.time_peer_gemm(shape, options.cold_bytes(), options.launches, options.rounds) {
             Ok(Some(timing)) if !timing.rounds.is_empty() => timing,
             Ok(_) => return rows,
             Err(error) => {
@@ -341,8 +341,8 @@ mod tests {
             plot: None,
             rounds: 3,
             launches: 2,
-            cold_bytes: 0,
-            peer,
+            cold_mb: 0,
+            no_peer: !peer,
         };
         let tiers = gemv_backend::ResolvedTiers::resolve(backend, KillSwitches::default());
         let arms = super::super::arms(&tiers, backend, &options, &mut Vec::new()).expect("arms");

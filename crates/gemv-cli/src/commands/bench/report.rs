@@ -32,7 +32,7 @@ pub fn print_table(
         info.architecture,
         options.rounds,
         options.launches,
-        options.cold_bytes >> 20,
+        options.cold_mb,
         peak.map_or("unknown (--peak-gbps)".into(), |p| format!("{p:.0} GB/s"))
     )?;
     // A column no row fills (% peak where the peak is unknown) is left out.
@@ -112,7 +112,7 @@ pub fn to_json(
         "peak_gbps": peak,
         "rounds": options.rounds,
         "launches": options.launches,
-        "cold_bytes": options.cold_bytes,
+        "cold_bytes": options.cold_bytes(),
         "rows": rows,
         "notes": notes.iter().map(|n| json_string(n)).collect::<Vec<_>>(),
         "readme_comparison": readme_comparison,

@@ -36,24 +36,44 @@ use std::io::Write;
 use std::path::PathBuf;
 use streaming::{GroupAmax, Target, fill_target, index_text, tensor_amax};
 
-/// Arguments of `gemv quantize`.
-#[derive(Debug, Clone)]
+/// Arguments of `gemv quantize`, as clap parses them.
+#[derive(clap::Args, Debug, Clone)]
 pub struct QuantizeOptions {
-    /// Input file.
-    pub input: PathBuf,
-    /// Output file (must not exist).
-    pub output: PathBuf,
-    /// Tensors to quantize; empty = every 2-D float tensor whose K is a multiple of 16, less
-    /// [`selection::DEFAULT_EXCLUDES`] and `exclude`.
+    /// Input: a safetensors file, a sharded checkpoint's *.safetensors.index.json, or a
+    /// directory holding one of them. Read tensor by tensor (memory-mapped).
+    #[arg(long)]
+    pub input: std::path::PathBuf,
+    /// Output; must not exist. A path ending in .safetensors is one file; any other path
+    /// becomes a directory with one shard per input file (same names, each holding the
+    /// quantized forms of its tensors) and model.safetensors.index.json.
+    #[arg(long)]
+    pub output: std::path::PathBuf,
+    /// Comma-separated tensors to quantize (default: every 2-D float tensor whose second
+    /// dimension is a multiple of 16, except the output head and embeddings, `*lm_head*` and
+    /// `*embed*`, and what --exclude names; each linear layer left unquantized is named with
+    /// its reason and listed as unquantized in the serving configs). An input that already
+    /// holds NVFP4 tensors is refused unless this names what to quantize.
+    #[arg(long, value_delimiter = ',')]
     pub names: Vec<String>,
-    /// Patterns (`*` matches any run of characters) of tensors not to quantize by default.
+    /// Leave tensors matching this pattern unquantized (`*` matches any run of characters;
+    /// repeatable), e.g. `--exclude '*.mlp.gate.weight'`.
+    #[arg(long)]
     pub exclude: Vec<String>,
-    /// Whether fused projections share one global scale.
-    pub shared_scales: bool,
-    /// Whether a single-file output gets `hf_quant_config.json` beside it.
+    /// Give every projection its own global scale, instead of one shared by those engines
+    /// fuse (q_proj/k_proj/v_proj and gate_proj/up_proj of one parent), as ModelOpt does.
+    #[arg(long)]
+    pub no_shared_scale: bool,
+    /// For a single-file output, also write hf_quant_config.json beside it (ModelOpt's:
+    /// quant_algo W4A16_NVFP4, weight-only, group_size 16, the modules left unquantized), so
+    /// serving engines load it as NVFP4. A directory output gets it by default.
+    #[arg(long)]
     pub hf_quant_config: bool,
-    /// Whether a directory output gets the serving configs and the input's other model files.
-    pub model_files: bool,
+    /// A directory output holds the weights and index only: without this, it is what
+    /// ModelOpt's export writes, loadable as it stands: hf_quant_config.json, the input's
+    /// config.json with the quantization_config engines read, and the input directory's
+    /// other files that are not weights (tokenizer, generation config) copied.
+    #[arg(long)]
+    pub no_model_files: bool,
 }
 
 /// Where the output goes: a `.safetensors` file, or any other path: a new directory of shards
@@ -74,7 +94,7 @@ fn check_options(options: &QuantizeOptions, destination: &Destination) -> Result
         return Err(CliError::BadArgument { argument: "--exclude", reason: reason.into() });
     }
     if let Destination::File(_) = destination
-        && !options.model_files
+        && options.no_model_files
     {
         let reason = "applies to a directory output (a path not ending in .safetensors)".into();
         return Err(CliError::BadArgument { argument: "--no-model-files", reason });
@@ -146,7 +166,7 @@ fn prepare<'a>(
             }
             (options.hf_quant_config, None, Vec::new())
         }
-        Destination::Directory(_) if options.model_files => (true, read_model_config(path)?, model_files(path)?),
+        Destination::Directory(_) if !options.no_model_files => (true, read_model_config(path)?, model_files(path)?),
         Destination::Directory(_) => (options.hf_quant_config, None, Vec::new()),
     };
     let targets = targets(input, planned, &destination);
@@ -291,7 +311,7 @@ pub fn run(options: &QuantizeOptions) -> Result<Vec<String>, CliError> {
     }
     let (planned, left_out) = select(&input, &options.names, &options.exclude)?;
     let job = prepare(options, &input, &planned, left_out, destination)?;
-    let group_amax = if options.shared_scales { group_amaxes(&input, &planned)? } else { GroupAmax::new() };
+    let group_amax = if !options.no_shared_scale { group_amaxes(&input, &planned)? } else { GroupAmax::new() };
     let globals = write(&job, &input, &group_amax, planned.len())?;
     Ok(summary(&job, &options.output, &globals))
 }
