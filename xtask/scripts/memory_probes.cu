@@ -263,7 +263,8 @@ void launch_sweep(Context& c) {
             for (const bool graph : {false, true}) {
                 if (!c.time_left()) break;
                 gemv_u64 offset = 0;
-                auto chain = [&] {
+                // The chain's launches; the first launch error, if any.
+                auto chain = [&]() -> cudaError_t {
                     for (int s = 0; s < kSteps; ++s) {
                         if (offset + slice > kBuffer) offset = 0;
                         const uint4* w = reinterpret_cast<const uint4*>(c.buffer + offset);
@@ -277,25 +278,39 @@ void launch_sweep(Context& c) {
                         attribute[0].val.programmaticStreamSerializationAllowed = 1;
                         launch.attrs = attribute;
                         launch.numAttrs = pdl ? 1 : 0;
-                        CHECK(cudaLaunchKernelEx(&launch, chain_kernel, w, weights ? slice / 16 : (gemv_u64)0,
-                                                 (const gemv_u32*)(counters + s), counters + s + 1, c.sink));
+                        const cudaError_t status =
+                            cudaLaunchKernelEx(&launch, chain_kernel, w, weights ? slice / 16 : (gemv_u64)0,
+                                               (const gemv_u32*)(counters + s), counters + s + 1, c.sink);
+                        if (status != cudaSuccess) return status;
                     }
+                    return cudaSuccess;
                 };
                 cudaGraphExec_t exec = nullptr;
                 if (graph) {
+                    // A driver that cannot capture this chain (PDL edges in graphs are recent) gives
+                    // a row saying so, not the end of the run.
                     cudaGraph_t captured = nullptr;
                     CHECK(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeGlobal));
-                    chain();
-                    CHECK(cudaStreamEndCapture(c.stream, &captured));
-                    CHECK(cudaGraphInstantiate(&exec, captured, 0));
-                    CHECK(cudaGraphDestroy(captured));
+                    cudaError_t status = chain();
+                    const cudaError_t ended = cudaStreamEndCapture(c.stream, &captured);
+                    if (status == cudaSuccess) status = ended;
+                    if (status == cudaSuccess) status = cudaGraphInstantiate(&exec, captured, 0);
+                    if (captured) CHECK(cudaGraphDestroy(captured));
+                    if (status != cudaSuccess) {
+                        (void)cudaGetLastError();
+                        c.row("chain",
+                              config("steps=%d weights=%s pdl=%s graph=yes capture_failed=%s", kSteps,
+                                     weights ? "14MiB" : "none", pdl ? "yes" : "no", cudaGetErrorName(status)),
+                              0, 0, 0, false);
+                        continue;
+                    }
                 }
                 CHECK(cudaMemsetAsync(counters, 0, 4 * (kSteps + 1), c.stream));
                 const double us = median_us(c, [&] {
                     if (graph) {
                         CHECK(cudaGraphLaunch(exec, c.stream));
                     } else {
-                        chain();
+                        CHECK(chain());
                     }
                 });
                 gemv_u32 last = 0;
