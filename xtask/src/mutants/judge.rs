@@ -176,14 +176,16 @@ pub(super) fn judge(
     if let Some(outcome) = stage(0, checks(gates.quick, &gates.capabilities), timeouts.quick, Outcome::Killed)? {
         return Ok(Judgement::new(outcome, times));
     }
-    let tests = vec![emulator_tests(tree, dir, "target/kernel-mutants/target", &EMULATOR_TESTS)];
-    if let Some(outcome) = stage(1, tests, timeouts.emulator_tests, Outcome::KilledByEmulatorTests)? {
-        return Ok(Judgement::new(outcome, times));
-    }
+    // The GPU's side before the slower stages: a mutant whose source no longer compiles to PTX
+    // (code only the GPU build reads, which the emulator's build never sees) cannot ship, and one
+    // whose PTX is unchanged is proven equivalent, both in a few seconds.
     let mut large_capabilities = gates.capabilities.clone();
     let mut compiled = None;
     if let Some(check) = ptx {
         let (same, builds) = check.identity.compile_builds(check.source)?;
+        if builds.iter().any(Option::is_none) {
+            return Ok(Judgement::new(Outcome::Unviable, times));
+        }
         if same.iter().all(|&(_, same)| same) {
             return Ok(Judgement::new(Outcome::IdenticalPtx, times));
         }
@@ -192,6 +194,10 @@ pub(super) fn judge(
         }
         compiled = Some(builds);
         large_capabilities = builds_that_changed(&same);
+    }
+    let tests = vec![emulator_tests(tree, dir, "target/kernel-mutants/target", &EMULATOR_TESTS)];
+    if let Some(outcome) = stage(1, tests, timeouts.emulator_tests, Outcome::KilledByEmulatorTests)? {
+        return Ok(Judgement::new(outcome, times));
     }
     let outcome = stage(2, checks(gates.large, &large_capabilities), timeouts.large, Outcome::Killed)?;
     Ok(Judgement { outcome: outcome.unwrap_or(Outcome::Missed), times, ptx: compiled })

@@ -10,12 +10,14 @@
 //!   CUDA kernel sources and their headers (kernels/cuda/*.cu, *.cuh, *.h), one at a time, each compiled into the emulator (`GEMV_KERNELS_DIR`)
 //!   and judged by `gemv check --backend cuda-emu --fail-fast`, fastest gates first, with a
 //!   timeout, once per build of its source, the builds side by side (`--emulate` at each build's
-//!   target: the exact family's sm_75 and sm_89 builds); after the quick gates, the emulator's
-//!   own tests (launch bounds; no ordinary data on the plain path); a mutant still standing whose
-//!   every build compiles (pinned NVRTC) to PTX byte-identical to the committed PTX is equivalent,
-//!   proven (`IdenticalPtx`: the GPU runs the same code), and one whose every build compiles to
-//!   the PTX of a mutant the pass missed earlier shares that verdict (`SamePtxAs`: the GPU runs
-//!   that mutant's code; within one pass); the others meet gate 7's large shapes
+//!   target: the exact family's sm_75 and sm_89 builds); after the quick gates, every build
+//!   compiled with the pinned NVRTC: a mutant one of whose builds no longer compiles is
+//!   `Unviable` (code only the GPU build reads, which the emulator never compiles), one whose
+//!   every build compiles to PTX byte-identical to the committed PTX is equivalent, proven
+//!   (`IdenticalPtx`: the GPU runs the same code), and one whose every build compiles to the PTX
+//!   of a mutant the pass missed earlier shares that verdict (`SamePtxAs`: the GPU runs that
+//!   mutant's code; within one pass); then the emulator's own tests (launch bounds; no ordinary
+//!   data on the plain path); the others meet gate 7's large shapes
 //!   on the builds whose PTX changed, and survivors get a second chance: the gates with the
 //!   emulator under ASan and UBSan. Report in target/kernel-mutants/report.txt:
 //!   every mutant with its line, change and outcome. `--only 6,41` re-judges chosen mutants, in
