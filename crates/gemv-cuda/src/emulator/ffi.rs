@@ -59,6 +59,7 @@ unsafe extern "C" {
         reversed: c_int,
         seed: u64,
         dependent: c_int,
+        grid_ends: c_uint,
         counts: *mut EmuCounts,
         error: *mut c_char,
         error_len: usize,

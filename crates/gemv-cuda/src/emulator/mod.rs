@@ -52,6 +52,7 @@ pub struct CudaEmulator {
     workers: usize,
     order: ThreadOrder,
     dependent: bool,
+    grid_ends: u32,
     capability: (i32, i32),
     fallback_blocks: AtomicU64,
     accesses: Mutex<GlobalAccesses>,
@@ -114,6 +115,7 @@ impl CudaEmulator {
             workers: host_threads(),
             order: ThreadOrder::Forward,
             dependent: false,
+            grid_ends: 0,
             capability: DEFAULT_EMULATED_CAPABILITY,
             fallback_blocks: AtomicU64::new(0),
             accesses: Mutex::new(GlobalAccesses::default()),
@@ -168,6 +170,15 @@ impl CudaEmulator {
     /// before it.
     pub fn with_dependent_launch(mut self, dependent: bool) -> Self {
         self.dependent = dependent;
+        self
+    }
+
+    /// Runs only the first and last `blocks` blocks of every launch; the others are skipped and
+    /// their outputs keep what the buffer held. For tests that check the ends of a grid too large
+    /// to emulate whole (weights past 2^31 bytes); 0 runs every block. Results of the blocks that
+    /// run are unchanged: no block of these kernels reads another block's output.
+    pub fn with_grid_ends(mut self, blocks: u32) -> Self {
+        self.grid_ends = blocks;
         self
     }
 
@@ -288,6 +299,7 @@ impl CudaEmulator {
                     ThreadOrder::Forward | ThreadOrder::Reversed => 0,
                 },
                 c_int::from(self.dependent),
+                self.grid_ends,
                 &mut counts,
                 message.as_mut_ptr().cast(),
                 message.len(),

@@ -88,3 +88,20 @@ fn elect_sync_chooses_one_lane_per_warp_and_needs_the_whole_warp() {
     let message = fault("emu_test_elect_divergent", CudaEmulator::new());
     assert!(message.contains("elect.sync"), "{message}");
 }
+
+/// `with_grid_ends(e)` runs the first and the last `e` blocks and nothing between, in any block
+/// order (the large-weights test relies on it to check a grid's ends alone).
+#[test]
+fn grid_ends_run_only_the_blocks_at_either_end() {
+    let grid = 16u32;
+    let words = |y: &[u16], i: usize| u32::from(y[2 * i]) | (u32::from(y[2 * i + 1]) << 16);
+    for order in [ThreadOrder::Forward, ThreadOrder::Seeded(3)] {
+        let emulator = CudaEmulator::new().with_thread_order(order).with_grid_ends(2);
+        let y = run("emu_test_tickets", grid, emulator).unwrap_or_else(|e| panic!("{order:?}: {e}"));
+        assert_eq!(words(&y, 0), 4, "{order:?}: four blocks took tickets");
+        let mut holders: Vec<u32> = (1..=4).map(|ticket| words(&y, ticket)).collect();
+        holders.sort_unstable();
+        assert_eq!(holders, [1, 2, 15, 16], "{order:?}: blocks 0, 1, 14 and 15 ran");
+        assert_eq!(words(&y, grid as usize + 1), 256 * 4, "{order:?}: only their threads counted");
+    }
+}

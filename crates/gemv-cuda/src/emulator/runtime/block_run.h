@@ -182,6 +182,7 @@ struct Launch {
     bool reversed;
     unsigned long long seed = 0;  // non-zero: block and thread orders drawn from it
     bool dependent = false;       // a programmatic dependent launch (see grid_dependency_wait)
+    unsigned grid_ends = 0;       // non-zero: only blocks this close to either end of the grid run
     std::atomic<unsigned> next_block{0};
     std::atomic<bool> failed{false};
     std::atomic<unsigned long long> fallback_blocks{0};  // gemv_note_fallback calls

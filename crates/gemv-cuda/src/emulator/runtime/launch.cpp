@@ -33,6 +33,7 @@ void worker(Launch* launch) {
         if (started >= blocks) break;
         // The started-th block to run: itself, or its image under the seed's permutation.
         const unsigned b = launch->seed ? Permutation(blocks, launch->seed).at(started) : started;
+        if (launch->grid_ends && b >= launch->grid_ends && blocks - b > launch->grid_ends) continue;
         const dim3 block_idx{b % launch->grid.x, (b / launch->grid.x) % launch->grid.y,
                              b / (launch->grid.x * launch->grid.y)};
         if (!run_block(run, block_idx)) {
@@ -87,8 +88,8 @@ extern "C" unsigned gemv_emu_launch_bound(const EmuKernel* kernel) {
 
 extern "C" int gemv_emu_launch(const EmuKernel* kernel, unsigned grid_x, unsigned block_x, const EmuArgs* args,
                                const EmuRegion* regions, int region_count, int workers, int reversed,
-                               unsigned long long seed, int dependent, EmuCounts* counts, char* error,
-                               size_t error_len) {
+                               unsigned long long seed, int dependent, unsigned grid_ends, EmuCounts* counts,
+                               char* error, size_t error_len) {
     auto report = [&](const std::string& message) {
         if (error && error_len) std::snprintf(error, error_len, "%s", message.c_str());
         return 1;
@@ -110,6 +111,7 @@ extern "C" int gemv_emu_launch(const EmuKernel* kernel, unsigned grid_x, unsigne
     launch.reversed = reversed != 0;
     launch.seed = seed;
     launch.dependent = dependent != 0;
+    launch.grid_ends = grid_ends;
     const unsigned count = workers < 1 ? 1u : (unsigned)workers;
     std::vector<std::thread> pool;
     for (unsigned i = 1; i < count && i < grid_x; ++i) pool.emplace_back(emu::worker, &launch);
