@@ -42,4 +42,4 @@ pub use error::{Error, Result};
 pub use handle::KernelHandle;
 #[cfg(feature = "host-memory")]
 pub use host_memory::{HostLaunchAddresses, HostLaunchInputs, HostMemory};
-pub use tiers::ResolvedTiers;
+pub use tiers::{PlannedLaunch, ResolvedTiers};

@@ -8,9 +8,19 @@
 
 use crate::{GpuBackend, KernelHandle};
 use gemv_core::{
-    BATCH4_TO_8, FAST_TIERS, Family, FamilyChoice, KillSwitches, Launch, MODULE_NAME, TIERS, TierMask, dispatch_plan,
-    fast_dispatch_plan, kernel_spec, select_family, select_tier,
+    BATCH4_TO_8, FAST_TIERS, Family, FamilyChoice, GemvCall, KillSwitches, Launch, MODULE_NAME, TIERS, TierMask,
+    WIDEST_TIER, dispatch_plan, fast_dispatch_plan, kernel_spec, select_family, select_tier,
 };
+
+/// One launch of a call's plan, bound to this backend: the kernel that runs it and the rows of
+/// X and Y it covers ([`Launch`]; its `tier` indexes the family's tier table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlannedLaunch {
+    /// The kernel (resolved: a plan only uses present tiers).
+    pub kernel: KernelHandle,
+    /// Its rows.
+    pub launch: Launch,
+}
 
 /// One backend's handles for every width of [`TIERS`] and of [`FAST_TIERS`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,6 +107,18 @@ impl ResolvedTiers {
     /// A fast-family dispatch plan for any `m` (indices into [`FAST_TIERS`]).
     pub fn fast_plan(&self, m: usize) -> gemv_core::Result<Vec<Launch>> {
         fast_dispatch_plan(m, self.fast_present())
+    }
+
+    /// Every launch of `call` on this backend: the family its policy picks here, then that
+    /// family's dispatch plan for its M (the exact family's tiers up to [`WIDEST_TIER`]), each
+    /// launch with its kernel. The one place an engine path turns a call into kernels.
+    pub fn plan_call(&self, call: &GemvCall) -> gemv_core::Result<Vec<PlannedLaunch>> {
+        let m = call.m();
+        let (plan, handles) = match self.family(m, call.family())? {
+            Family::Exact => (self.plan(m, WIDEST_TIER)?, &self.handles[..]),
+            Family::Fast => (self.fast_plan(m)?, &self.fast[..]),
+        };
+        Ok(plan.into_iter().map(|launch| PlannedLaunch { kernel: handles[launch.tier], launch }).collect())
     }
 
     /// The family that serves `m` on this backend for `choice` (the policy of

@@ -6,6 +6,7 @@ use crate::linear::Nvfp4Linear;
 use crate::placement::Placement;
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CudaStorage, CustomOp1, Layout, Result, Shape, bail};
+use gemv_core::{FamilyChoice, GemvCall};
 use gemv_cpu::CpuBackend;
 use half::bf16;
 use std::sync::OnceLock;
@@ -48,7 +49,9 @@ impl CustomOp1 for LinearOp<'_> {
             bail!("gemv-candle: x must be bf16, found {:?}", storage.dtype());
         };
         let mut y = vec![bf16::ZERO; m * n];
-        cpu_backend()?.gemv(weights, &x[offset..offset + m * k], k, &mut y, n, m).map_err(candle_core::Error::wrap)?;
+        // The CPU computes the exact contract whatever family the CUDA path was given.
+        let call = GemvCall::new(m).with_family(FamilyChoice::Exact);
+        cpu_backend()?.gemv(weights, &x[offset..offset + m * k], &mut y, &call).map_err(candle_core::Error::wrap)?;
         Ok((CpuStorage::BF16(y), Shape::from((m, n))))
     }
 

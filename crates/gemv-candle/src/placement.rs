@@ -134,9 +134,8 @@ mod cuda {
                 n,
                 k,
             };
-            self.kernels
-                .launch_plan(&stream, &weights, &x, k, &mut y.slice_mut(..), n, m, layer.family)
-                .map_err(candle_core::Error::wrap)?;
+            let call = gemv_core::GemvCall::new(m).with_family(layer.family);
+            self.kernels.gemv(&stream, &weights, &x, &mut y.slice_mut(..), &call).map_err(candle_core::Error::wrap)?;
             Ok((CudaStorage::wrap_cuda_slice(y, cuda.clone()), Shape::from((m, n))))
         }
     }

@@ -5,7 +5,8 @@
 //! - [`quantize_f32`]: ModelOpt's recipe; [`Nvfp4TensorNames`]: where a checkpoint keeps a layer.
 //! - [`gemv_contract`]: the exact numeric contract every backend reproduces bit for bit, and
 //!   [`f64_reference`], the independent reference with its derived error bound.
-//! - [`LaunchShape`]: one launch described once (shape, strides, what each operand needs);
+//! - [`GemvCall`]: one call as every backend's engine path takes it (M, row strides, family);
+//!   [`LaunchShape`]: one launch described once (shape, strides, what each operand needs);
 //!   [`Bf16Element`]: X and Y as `u16` bits or `half::bf16`.
 //! - [`select_tier`], [`dispatch_plan`], [`KillSwitches`]: the one place tiers are decided;
 //!   [`select_family`]: the one place the kernel family (exact or fast) is decided.
@@ -15,6 +16,7 @@ pub use half;
 
 mod bf16_element;
 mod builds;
+mod call;
 mod checkpoint_names;
 pub mod codec;
 mod contract;
@@ -31,6 +33,7 @@ mod tiers;
 
 pub use bf16_element::{Bf16Element, bf16_bits, bf16_bits_mut};
 pub use builds::{MODULE_BUILDS, ModuleBuild, module_build, module_builds};
+pub use call::GemvCall;
 pub use checkpoint_names::{Nvfp4Layout, Nvfp4TensorNames};
 pub use contract::{PARTIALS, fused_multiply_add, gemv_contract, host_threads, widen_bf16};
 pub use error::{CoreError, Result};

@@ -10,7 +10,9 @@ use gemv_backend::{
     AlignedBytes, BenchTimers, BufferRange, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend,
     HostMemory, KernelHandle, Result, TimerKind, resolved_spec,
 };
-use gemv_core::{Bf16Element, LaunchShape, MODULE_NAME, Operand, bf16_bits, bf16_bits_mut, host_threads};
+use gemv_core::{
+    Bf16Element, GemvCall, KillSwitches, MODULE_NAME, Operand, bf16_bits, bf16_bits_mut, host_threads, select_family,
+};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -157,26 +159,22 @@ impl CpuBackend {
         }
     }
 
-    /// `Y = W X` for `m` tokens over caller-owned slices of bf16 (`half::bf16` or `u16` bits):
-    /// `x` row t at element `t * x_row_stride` (K each), `y` row t at `t * y_row_stride` (N each;
-    /// nothing else is written). Validated first: a stride below its row's width or a slice too
-    /// short is an error, and nothing is written.
-    pub fn gemv<T: Bf16Element>(
-        &self,
-        weights: &CpuWeights,
-        x: &[T],
-        x_row_stride: usize,
-        y: &mut [T],
-        y_row_stride: usize,
-        m: usize,
-    ) -> Result<()> {
+    /// `call` over caller-owned slices of bf16 (`half::bf16` or `u16` bits): `y[t] = W x[t]` for
+    /// its M tokens, `x` row t at element `t * x_row_stride` (K each), `y` row t at
+    /// `t * y_row_stride` (N each; nothing else is written). This backend computes the exact
+    /// family: `FamilyChoice::Fast` is refused, `Auto` is exact. Validated first (the call against
+    /// the weights, both slices' lengths, the family): on an error nothing is written.
+    pub fn gemv<T: Bf16Element>(&self, weights: &CpuWeights, x: &[T], y: &mut [T], call: &GemvCall) -> Result<()> {
         let (x, y) = (bf16_bits(x), bf16_bits_mut(y));
-        let launch = LaunchShape::new(m, weights.n(), weights.k(), x_row_stride, y_row_stride)?;
+        let launch = call.shape(weights.n(), weights.k())?;
         launch.check_operand(Operand::X, 0, 2 * x.len())?;
         launch.check_operand(Operand::Y, 0, 2 * y.len())?;
+        let m = call.m();
+        select_family(m, call.family(), false, KillSwitches::process())?;
         let threads = self.team()?;
         let path = self.launch_path(weights.arranged(), m);
-        gemv(path, threads, weights.arranged(), weights.global_scale(), (x, x_row_stride), (y, y_row_stride), m);
+        let (x_stride, y_stride) = (launch.x_row_stride(), launch.y_row_stride());
+        gemv(path, threads, weights.arranged(), weights.global_scale(), (x, x_stride), (y, y_stride), m);
         Ok(())
     }
 
@@ -246,7 +244,7 @@ impl GpuBackend for CpuBackend {
         })?;
         // The engine path, over the staged rows: every gate through the trait exercises it.
         let mut y = vec![0u16; m * n];
-        self.gemv(&CpuWeights::shared(arranged, args.global_scale), &x, k, &mut y, n, m)?;
+        self.gemv(&CpuWeights::shared(arranged, args.global_scale), &x, &mut y, &GemvCall::new(m))?;
         self.memory.write_y_rows(args, &y)?;
         arrangements.forget_overlapping(&args.y_written());
         tracing::trace!(kernel = spec.name, m, n, k, selection = %self.selection, "cpu launch");

@@ -7,7 +7,7 @@ use gemv_backend::conformance::{
     skip::{Requirement, skip},
 };
 use gemv_core::codec::BF16_NAN;
-use gemv_core::{CoreError, gemv_contract};
+use gemv_core::{CoreError, FamilyChoice, GemvCall, gemv_contract};
 use gemv_cpu::{CpuBackend, CpuWeights, SimdPath};
 
 /// Every path this CPU has, forced, and the calibrated choice.
@@ -46,7 +46,8 @@ fn strided_slices_give_the_contract_and_nothing_between_rows_is_read_or_written(
             }
             for backend in backends() {
                 let mut y = vec![MARK; (m - 1) * y_stride + n];
-                backend.gemv(&weights, &strided_x, x_stride, &mut y, y_stride, m).expect("launch");
+                let call = GemvCall::new(m).with_x_row_stride(x_stride).with_y_row_stride(y_stride);
+                backend.gemv(&weights, &strided_x, &mut y, &call).expect("launch");
                 for t in 0..m {
                     assert_eq!(
                         &y[t * y_stride..][..n],
@@ -74,25 +75,20 @@ fn bad_slices_and_strides_are_errors_and_write_nothing() {
     let x = activations(m, k, 5);
     let backend = CpuBackend::with_path(SimdPath::Portable).expect("portable");
     let mut y = vec![7u16; m * n];
-    let cases: [(&[u16], usize, usize, usize, usize); 5] = [
-        (&x, k - 1, n, m, 0),          // X's stride below K
-        (&x, k, n - 1, m, 0),          // Y's stride below N
-        (&x[..m * k - 1], k, n, m, 0), // X one element short
-        (&x, k, n, m, 1),              // Y one element short
-        (&x, k, n, 0, 0),              // M = 0
+    let call = GemvCall::new(m);
+    type Expect = fn(&CoreError) -> bool;
+    let cases: [(&[u16], GemvCall, usize, Expect); 6] = [
+        (&x, call.with_x_row_stride(k - 1), 0, |e| matches!(e, CoreError::RowStrideTooSmall { what: "x", .. })),
+        (&x, call.with_y_row_stride(n - 1), 0, |e| matches!(e, CoreError::RowStrideTooSmall { what: "y", .. })),
+        (&x[..m * k - 1], call, 0, |e| matches!(e, CoreError::RangeTooSmall { what: "x", .. })),
+        (&x, call, 1, |e| matches!(e, CoreError::RangeTooSmall { what: "y", .. })),
+        (&x, GemvCall::new(0), 0, |e| matches!(e, CoreError::ZeroM { .. })),
+        (&x, call.with_family(FamilyChoice::Fast), 0, |e| matches!(e, CoreError::FamilyUnavailable { .. })),
     ];
-    for (i, &(x, x_stride, y_stride, m, short)) in cases.iter().enumerate() {
+    for (i, &(x, call, short, expected)) in cases.iter().enumerate() {
         let len = y.len() - short;
-        let error = backend.gemv(&weights, x, x_stride, &mut y[..len], y_stride, m).expect_err("refused");
-        assert!(
-            matches!(
-                error,
-                Error::Core(CoreError::RowStrideTooSmall { .. })
-                    | Error::Core(CoreError::RangeTooSmall { .. })
-                    | Error::Core(_)
-            ),
-            "case {i}: {error}"
-        );
+        let error = backend.gemv(&weights, x, &mut y[..len], &call).expect_err("refused");
+        assert!(matches!(&error, Error::Core(core) if expected(core)), "case {i}: {error}");
         assert!(y.iter().all(|&v| v == 7), "case {i}: Y was written");
     }
 }
@@ -108,9 +104,9 @@ fn half_bf16_slices_give_the_same_bits_as_raw_bits() {
     let x_half: Vec<bf16> = x.iter().map(|&bits| bf16::from_bits(bits)).collect();
     for backend in backends() {
         let mut y_bits = vec![0u16; m * n];
-        backend.gemv(&weights, &x, k, &mut y_bits, n, m).expect("launch");
+        backend.gemv(&weights, &x, &mut y_bits, &GemvCall::new(m)).expect("launch");
         let mut y_half = vec![bf16::ZERO; m * n];
-        backend.gemv(&weights, &x_half, k, &mut y_half, n, m).expect("launch");
+        backend.gemv(&weights, &x_half, &mut y_half, &GemvCall::new(m)).expect("launch");
         assert!(y_half.iter().zip(&y_bits).all(|(h, &b)| h.to_bits() == b), "{}", backend.selection());
     }
 }

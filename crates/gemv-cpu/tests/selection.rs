@@ -58,7 +58,7 @@ fn the_bits_do_not_depend_on_the_path() {
         gemv_contract(&w.view(), &x, m, &mut expected, 1).expect("valid");
         for backend in forced.iter().chain([&calibrated]) {
             let mut y = vec![0u16; m * n];
-            backend.gemv(&weights, &x, k, &mut y, n, m).expect("launch");
+            backend.gemv(&weights, &x, &mut y, &gemv_core::GemvCall::new(m)).expect("launch");
             assert!(y == expected, "{} at M = {m}", backend.selection());
         }
     }

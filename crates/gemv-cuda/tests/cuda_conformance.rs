@@ -104,7 +104,7 @@ fn an_engine_launches_on_its_own_stream_and_memory_and_replays_a_captured_graph(
     }
     use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
     use gemv_backend::conformance;
-    use gemv_core::{WIDEST_TIER, gemv_contract, host_threads};
+    use gemv_core::{FamilyChoice, GemvCall, gemv_contract, host_threads};
     let context = gemv_cuda::engine_context(0).expect("context");
     // SAFETY: this test uses one stream only, so cudarc's cross-stream event tracking (which
     // would record events inside the graph capture) is not needed.
@@ -137,14 +137,16 @@ fn an_engine_launches_on_its_own_stream_and_memory_and_replays_a_captured_graph(
         let mut y = stream.alloc_zeros::<u16>(m * n).expect("y");
         let mut expected = vec![0u16; m * n];
         gemv_contract(&shard, &x_host, m, &mut expected, host_threads()).expect("contract");
-        kernels.launch_m(&stream, &weights, &x.slice(..), &mut y.slice_mut(..), m, WIDEST_TIER).expect("launches");
+        // The default policy: the exact family, whatever M.
+        let call = GemvCall::new(m);
+        kernels.gemv(&stream, &weights, &x.slice(..), &mut y.slice_mut(..), &call).expect("launches");
         let found = stream.clone_dtoh(&y).expect("y back");
         assert_eq!(found, expected, "M = {m}: direct launches");
 
         // The same step captured into a graph: no allocation, copy or synchronisation inside.
         stream.memset_zeros(&mut y).expect("clear y");
         stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).expect("capture");
-        kernels.launch_m(&stream, &weights, &x.slice(..), &mut y.slice_mut(..), m, WIDEST_TIER).expect("captured");
+        kernels.gemv(&stream, &weights, &x.slice(..), &mut y.slice_mut(..), &call).expect("captured");
         let graph = stream.end_capture(CUgraphInstantiate_flags(0)).expect("end capture").expect("a graph");
         assert_eq!(stream.clone_dtoh(&y).expect("y back"), vec![0u16; m * n], "capture must not run the kernels");
         graph.launch().expect("replay");
@@ -160,17 +162,9 @@ fn an_engine_launches_on_its_own_stream_and_memory_and_replays_a_captured_graph(
         let x_wide = stream.clone_htod(&x_wide).expect("strided x");
         let marker = vec![0x5A5Au16; (m - 1) * y_stride + n];
         let mut y_wide = stream.clone_htod(&marker).expect("strided y");
+        let strided = call.with_x_row_stride(x_stride).with_y_row_stride(y_stride);
         kernels
-            .launch_m_strided(
-                &stream,
-                &weights,
-                &x_wide.slice(..),
-                x_stride,
-                &mut y_wide.slice_mut(..),
-                y_stride,
-                m,
-                WIDEST_TIER,
-            )
+            .gemv(&stream, &weights, &x_wide.slice(..), &mut y_wide.slice_mut(..), &strided)
             .expect("strided launches");
         let found = stream.clone_dtoh(&y_wide).expect("strided y back");
         for (i, (&value, &before)) in found.iter().zip(&marker).enumerate() {
@@ -184,24 +178,19 @@ fn an_engine_launches_on_its_own_stream_and_memory_and_replays_a_captured_graph(
         let x_half: Vec<bf16> = x_host.iter().map(|&bits| bf16::from_bits(bits)).collect();
         let x_half = stream.clone_htod(&x_half).expect("bf16 x");
         let mut y_half = stream.alloc_zeros::<bf16>(m * n).expect("bf16 y");
-        kernels
-            .launch_m(&stream, &weights, &x_half.slice(..), &mut y_half.slice_mut(..), m, WIDEST_TIER)
-            .expect("bf16 launches");
+        kernels.gemv(&stream, &weights, &x_half.slice(..), &mut y_half.slice_mut(..), &call).expect("bf16 launches");
         let found: Vec<u16> = stream.clone_dtoh(&y_half).expect("bf16 y back").iter().map(|v| v.to_bits()).collect();
         assert_eq!(found, expected, "M = {m}: half::bf16 views");
 
         // The plan in either family from the engine path: exact bit-exact, fast (sm_80+) within
         // its bound of the f64 reference.
-        use gemv_core::FamilyChoice;
         let mut y = stream.alloc_zeros::<u16>(m * n).expect("y");
-        kernels
-            .launch_plan(&stream, &weights, &x.slice(..), k, &mut y.slice_mut(..), n, m, FamilyChoice::Exact)
-            .expect("exact plan");
-        assert_eq!(stream.clone_dtoh(&y).expect("y back"), expected, "M = {m}: launch_plan, exact");
+        let exact = call.with_family(FamilyChoice::Exact);
+        kernels.gemv(&stream, &weights, &x.slice(..), &mut y.slice_mut(..), &exact).expect("exact plan");
+        assert_eq!(stream.clone_dtoh(&y).expect("y back"), expected, "M = {m}: exact family");
         if kernels.tiers().family(m, FamilyChoice::Fast).is_ok() {
-            kernels
-                .launch_plan(&stream, &weights, &x.slice(..), k, &mut y.slice_mut(..), n, m, FamilyChoice::Fast)
-                .expect("fast plan");
+            let fast = call.with_family(FamilyChoice::Fast);
+            kernels.gemv(&stream, &weights, &x.slice(..), &mut y.slice_mut(..), &fast).expect("fast plan");
             let found = stream.clone_dtoh(&y).expect("y back");
             let matrix = gemv_core::Nvfp4Matrix::from_parts(
                 shard.packed().to_vec(),
@@ -212,7 +201,7 @@ fn an_engine_launches_on_its_own_stream_and_memory_and_replays_a_captured_graph(
             )
             .expect("shard matrix");
             let failure = conformance::fast_bound_failure(&matrix, &x_host, m, &found);
-            assert!(failure.is_none(), "M = {m}: launch_plan, fast: {failure:?}");
+            assert!(failure.is_none(), "M = {m}: fast family: {failure:?}");
         }
     }
 }

@@ -100,3 +100,33 @@ fn unknown_names_are_rejected() {
     let error = MockBackend::with_present(&["w4a16_gemv_batch9"]).expect_err("unknown");
     assert!(error.to_string().contains("w4a16_gemv_batch9"));
 }
+
+/// A call becomes launches in one step: the family its policy picks on this backend, that
+/// family's plan, each launch with a resolved kernel wide enough for its rows, every row once.
+#[test]
+fn a_call_plans_every_row_once_on_resolved_kernels_of_its_family() {
+    use gemv_core::{Family, FamilyChoice, GemvCall};
+    // Every registry kernel present, the fast family's included (the mock itself has none).
+    let tiers = ResolvedTiers::resolve_with("every kernel", |_, name| KernelHandle::for_name(name), ON);
+    assert!(tiers.family(1, FamilyChoice::Fast).is_ok());
+    for choice in [FamilyChoice::Auto, FamilyChoice::Exact, FamilyChoice::Fast] {
+        for m in 1..=40 {
+            let call = GemvCall::new(m).with_family(choice);
+            let family = tiers.family(m, choice);
+            let planned = tiers.plan_call(&call);
+            let (Ok(family), Ok(planned)) = (family, planned) else {
+                assert!(tiers.family(m, choice).is_err() && tiers.plan_call(&call).is_err(), "{choice:?} M = {m}");
+                continue;
+            };
+            let mut next_row = 0;
+            for step in &planned {
+                let spec = step.kernel.spec().expect("a resolved kernel");
+                assert_eq!(spec.family, family, "{choice:?} M = {m}: {}", spec.name);
+                assert!(step.launch.rows <= spec.max_m, "{choice:?} M = {m}: {} too narrow", spec.name);
+                assert_eq!(step.launch.row_offset, next_row, "{choice:?} M = {m}: rows in order, once each");
+                next_row += step.launch.rows;
+            }
+            assert_eq!(next_row, m, "{choice:?} M = {m}: every row covered");
+        }
+    }
+}

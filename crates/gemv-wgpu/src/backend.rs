@@ -15,9 +15,9 @@ use binding::{round_up4, word_window};
 use dispatch::PARAMS_BYTES;
 use gemv_backend::{
     BenchTimers, BufferRange, BufferTable, DeviceBuffer, DeviceInfo, DeviceKind, GemvArgs, GpuBackend, KernelHandle,
-    Result, TimerKind,
+    ResolvedTiers, Result, TimerKind,
 };
-use gemv_core::MODULE_NAME;
+use gemv_core::{KillSwitches, MODULE_NAME};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -47,6 +47,16 @@ pub struct WgpuBackend {
     immediates: bool,
     /// wgpu buffers this backend has created (allocations, staging, parameters).
     buffers_created: AtomicUsize,
+    /// The tier table over the WGSL kernels, resolved once under the process's kill switches.
+    tiers: ResolvedTiers,
+}
+
+/// The exact family only: WGSL has no tensor-core path.
+fn lookup(module: &str, name: &str) -> KernelHandle {
+    match gemv_core::kernel_in_module(module, name) {
+        Some(_) if module == MODULE_NAME => KernelHandle::for_name(name),
+        _ => KernelHandle::NONE,
+    }
 }
 
 impl std::fmt::Debug for WgpuBackend {
@@ -133,7 +143,14 @@ impl WgpuBackend {
             buffers: BufferTable::new(NAME),
             immediates,
             buffers_created: AtomicUsize::new(0),
+            tiers: ResolvedTiers::resolve_with(NAME, lookup, KillSwitches::process()),
         }
+    }
+
+    /// The tier table the engine path plans with (resolved once, under the kill switches of the
+    /// environment when the backend was made).
+    pub fn tiers(&self) -> &ResolvedTiers {
+        &self.tiers
     }
 
     /// How many wgpu buffers this backend has created so far (allocations, staging copies, and
@@ -218,11 +235,7 @@ impl GpuBackend for WgpuBackend {
     }
 
     fn lookup_kernel(&self, module: &str, name: &str) -> KernelHandle {
-        // The exact family only: WGSL has no tensor-core path.
-        match gemv_core::kernel_in_module(module, name) {
-            Some(_) if module == MODULE_NAME => KernelHandle::for_name(name),
-            _ => KernelHandle::NONE,
-        }
+        lookup(module, name)
     }
 
     fn alloc(&self, bytes: usize) -> Result<DeviceBuffer> {

@@ -2,16 +2,17 @@
 //!
 //! An engine that already renders or computes with wgpu hands over its `Device` and `Queue`
 //! ([`WgpuBackend::from_device`]); each decode step it records launches over its own buffers,
-//! at any offsets, into its own `CommandEncoder` ([`WgpuBackend::record_gemv`]) and submits
+//! at any offsets, into its own `CommandEncoder` ([`WgpuBackend::record_gemv`], one
+//! `gemv_core::GemvCall` for any M) and submits
 //! when it likes. Nothing is submitted, waited for or read back here, and where the device has
 //! immediate data (`Features::IMMEDIATES`, which lavapipe and the desktop drivers offer) a launch
 //! creates no buffer: the parameters travel in the command stream. (Without it, each launch
 //! writes a 48-byte uniform buffer.)
 
 use crate::backend::WgpuBackend;
-use crate::launch::{WgpuGemv, WgpuRange};
-use gemv_backend::{Error, KernelHandle, ResolvedTiers, Result, resolved_spec};
-use gemv_core::{Family, FamilyChoice, GemvShape, LaunchShape, Operand, WIDEST_TIER};
+use crate::launch::{WgpuRange, WgpuWeights};
+use gemv_backend::{Error, GpuBackend, KernelHandle, Result, resolved_spec};
+use gemv_core::{GemvCall, GemvShape, KernelSpec, LaunchShape, Operand};
 
 impl WgpuBackend {
     /// A backend on an engine's device and queue (this crate's own path, [`WgpuBackend::new`],
@@ -20,66 +21,72 @@ impl WgpuBackend {
         Self::from_parts(device, queue, adapter)
     }
 
-    /// Validates `launch` (shape, width, row strides, every range inside its buffer and large
-    /// enough, bf16 ranges 2-byte aligned, Y in its own buffer) and records one dispatch of `kernel` into the
-    /// engine's `encoder`. Nothing is submitted.
-    pub fn record_gemv(
+    /// Records `call` into the engine's `encoder`: `y[t] = W x[t]` for its M tokens, X's and Y's
+    /// rows at its strides, as every launch of the dispatch plan for that M (the family its
+    /// policy picks: WGSL has the exact family only, so `Fast` is refused and `Auto` is exact).
+    /// `x` and `y` are byte ranges starting at row 0 (2-byte aligned, Y in its own buffer). The
+    /// call, the weights and both ranges are validated before anything is recorded; nothing is
+    /// submitted.
+    pub fn record_gemv<'a>(
         &self,
         encoder: &mut wgpu::CommandEncoder,
-        kernel: KernelHandle,
-        launch: &WgpuGemv<'_>,
+        weights: &WgpuWeights<'_>,
+        x: WgpuRange<'a>,
+        y: WgpuRange<'a>,
+        call: &GemvCall,
     ) -> Result<()> {
-        self.record_gemv_timed(encoder, kernel, launch, None)
-    }
-
-    /// Records every launch of the dispatch plan for any M (`launch.m`, rows of X and Y at their
-    /// strides) in the family `family` picks on this backend (the fast family is CUDA's only: here
-    /// `Fast` is refused and `Auto` is exact), each part validated and recorded by
-    /// [`Self::record_gemv`]. Nothing is submitted.
-    pub fn record_plan<'a>(
-        &self,
-        encoder: &mut wgpu::CommandEncoder,
-        tiers: &ResolvedTiers,
-        family: FamilyChoice,
-        launch: &WgpuGemv<'a>,
-    ) -> Result<()> {
-        let shape = LaunchShape::new(launch.m, launch.n, launch.k, launch.x_row_stride, launch.y_row_stride)?;
-        shape.check_operand(Operand::X, launch.x.offset as usize, launch.x.len as usize)?;
-        shape.check_operand(Operand::Y, launch.y.offset as usize, launch.y.len as usize)?;
-        let (plan, handle): (_, fn(&ResolvedTiers, usize) -> KernelHandle) = match tiers.family(launch.m, family)? {
-            Family::Exact => (tiers.plan(launch.m, WIDEST_TIER)?, ResolvedTiers::handle),
-            Family::Fast => (tiers.fast_plan(launch.m)?, ResolvedTiers::fast_handle),
-        };
-        for step in &plan {
-            let (part, x_start, y_start) = shape.part(step)?;
+        let shape = call.shape(weights.n, weights.k)?;
+        shape.check_operand(Operand::X, x.offset as usize, x.len as usize)?;
+        shape.check_operand(Operand::Y, y.offset as usize, y.len as usize)?;
+        let plan = self.tiers().plan_call(call)?;
+        for planned in &plan {
+            let (part, x_start, y_start) = shape.part(&planned.launch)?;
             let rows = |range: WgpuRange<'a>, start: usize, operand| WgpuRange {
                 offset: range.offset + 2 * start as u64,
                 len: part.bytes(operand) as u64,
                 ..range
             };
-            let part_launch = WgpuGemv {
-                x: rows(launch.x, x_start, Operand::X),
-                y: rows(launch.y, y_start, Operand::Y),
-                m: step.rows,
-                ..*launch
-            };
-            self.record_gemv(encoder, handle(tiers, step.tier), &part_launch)?;
+            let (x_rows, y_rows) = (rows(x, x_start, Operand::X), rows(y, y_start, Operand::Y));
+            self.record_launch(encoder, planned.kernel, weights, x_rows, y_rows, &part, None)?;
         }
         Ok(())
     }
 
-    /// [`Self::record_gemv`], with the pass's timestamp writes (the bench's timing).
-    pub(crate) fn record_gemv_timed(
+    /// Records one dispatch of `kernel` (any registry kernel of the exact family, whatever the
+    /// plan would pick: a benchmark's or a test's choice) for `call`, whose M must be within the
+    /// kernel's width; the call's family policy does not apply. Validated like
+    /// [`Self::record_gemv`].
+    pub fn record_kernel(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        kernel: &'static KernelSpec,
+        weights: &WgpuWeights<'_>,
+        x: WgpuRange<'_>,
+        y: WgpuRange<'_>,
+        call: &GemvCall,
+    ) -> Result<()> {
+        let shape = call.shape(weights.n, weights.k)?;
+        let handle = self.lookup_kernel(kernel.module, kernel.name);
+        self.record_launch(encoder, handle, weights, x, y, &shape, None)
+    }
+
+    /// Validates one launch of `kernel` over `shape` (its width, every range inside its buffer
+    /// and large enough, bf16 ranges 2-byte aligned, Y in its own buffer, 32-bit shader indices)
+    /// and records it, with the pass's timestamp writes where given (the bench's timing).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn record_launch(
         &self,
         encoder: &mut wgpu::CommandEncoder,
         kernel: KernelHandle,
-        launch: &WgpuGemv<'_>,
+        weights: &WgpuWeights<'_>,
+        x: WgpuRange<'_>,
+        y: WgpuRange<'_>,
+        shape: &LaunchShape,
         timestamp_writes: Option<wgpu::ComputePassTimestampWrites<'_>>,
     ) -> Result<()> {
         let spec = resolved_spec("wgpu", kernel)?;
-        let shape = LaunchShape::new(launch.m, launch.n, launch.k, launch.x_row_stride, launch.y_row_stride)?;
         shape.check_width(spec)?;
-        let ranges = [launch.x, launch.packed, launch.scales, launch.y];
+        let ranges = [x, weights.packed, weights.scales, y];
         for (operand, range) in Operand::ALL.into_iter().zip(ranges) {
             let end = range.offset.checked_add(range.len).filter(|&end| end <= range.buffer.size());
             if end.is_none() {
@@ -106,25 +113,25 @@ impl WgpuBackend {
                 });
             }
         }
-        for (what, input) in [("x", launch.x), ("packed", launch.packed), ("scales", launch.scales)] {
-            if input.buffer == launch.y.buffer {
+        for (what, input) in [("x", x), ("packed", weights.packed), ("scales", weights.scales)] {
+            if input.buffer == y.buffer {
                 return Err(Error::OutputOverlaps { what, buffer: 0 });
             }
         }
         let window =
             |what, range: WgpuRange<'_>, len: usize| self.window(what, range.buffer.clone(), range.offset, len as u64);
-        let x = window("x", launch.x, x_bytes)?;
-        let packed = window("packed", launch.packed, shape.bytes(Operand::Packed))?;
-        let scales = window("scales", launch.scales, shape.bytes(Operand::Scales))?;
-        let y = window("y", launch.y, y_bytes)?;
-        let strides = (launch.x_row_stride, launch.y_row_stride);
+        let x = window("x", x, x_bytes)?;
+        let packed = window("packed", weights.packed, shape.bytes(Operand::Packed))?;
+        let scales = window("scales", weights.scales, shape.bytes(Operand::Scales))?;
+        let y = window("y", y, y_bytes)?;
+        let strides = (shape.x_row_stride(), shape.y_row_stride());
         self.dispatch(
             encoder,
             spec,
             [&x, &packed, &scales, &y],
             (m, n, k),
             strides,
-            launch.global_scale,
+            weights.global_scale,
             timestamp_writes,
         )
     }

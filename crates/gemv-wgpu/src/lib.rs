@@ -15,5 +15,5 @@ mod shader;
 pub use adapter::{ADAPTER_ENV, AdapterChoice};
 pub use backend::WgpuBackend;
 pub use error::WgpuError;
-pub use launch::{WgpuGemv, WgpuRange};
+pub use launch::{WgpuRange, WgpuWeights};
 pub use shader::{rows_per_workgroup, shader_source};

@@ -5,9 +5,9 @@
 //! Skips without an adapter unless GEMV_REQUIRE_WGPU=1.
 
 use gemv_backend::conformance::skip::{Requirement, skip};
-use gemv_backend::{Error, GpuBackend, ResolvedTiers, conformance};
-use gemv_core::{CoreError, KillSwitches, WIDEST_TIER, gemv_contract, host_threads};
-use gemv_wgpu::{WgpuBackend, WgpuGemv, WgpuRange};
+use gemv_backend::{Error, conformance};
+use gemv_core::{CoreError, FamilyChoice, GemvCall, gemv_contract, host_threads, kernel_spec};
+use gemv_wgpu::{WgpuBackend, WgpuRange, WgpuWeights};
 use wgpu::util::DeviceExt;
 
 /// What an engine would do: its own instance, adapter, device and queue.
@@ -68,7 +68,6 @@ fn engine_launches(features: wgpu::Features) {
     let Some((device, queue, info)) = engine_device_with(features) else { return };
     let backend = WgpuBackend::from_device(device.clone(), queue.clone(), info);
     assert!(!backend.uses_immediates() || features.contains(wgpu::Features::IMMEDIATES));
-    let tiers = ResolvedTiers::resolve(&backend, KillSwitches::default());
     // A tensor-parallel shard: rows 16..16+N of a 3N-row matrix, used in place.
     let (n, k, m) = (67, 80, 37);
     let full = conformance::matrix(3 * n, k, 7);
@@ -95,40 +94,24 @@ fn engine_launches(features: wgpu::Features) {
     let y_at = 6;
     let y_buffer = make("engine outputs", &vec![0u8; y_at + 2 * m * n + 2]);
 
-    let plan = tiers.plan(m, WIDEST_TIER).expect("plan");
-    let shard = || -> (WgpuRange<'_>, WgpuRange<'_>) {
-        (
-            WgpuRange { buffer: &weights, offset: (row0 * packed_row) as u64, len: (n * packed_row) as u64 },
-            WgpuRange { buffer: &weights, offset: (scales_at + row0 * scale_row) as u64, len: (n * scale_row) as u64 },
-        )
+    let shard = WgpuWeights {
+        packed: WgpuRange { buffer: &weights, offset: (row0 * packed_row) as u64, len: (n * packed_row) as u64 },
+        scales: WgpuRange {
+            buffer: &weights,
+            offset: (scales_at + row0 * scale_row) as u64,
+            len: (n * scale_row) as u64,
+        },
+        global_scale: view.global_scale(),
+        n,
+        k,
     };
-    let record_all = |encoder: &mut wgpu::CommandEncoder| {
-        for launch in &plan {
-            let (packed, scales) = shard();
-            let rows = launch.rows;
-            let args = WgpuGemv {
-                x: WgpuRange {
-                    buffer: &arena,
-                    offset: (x_at + 2 * launch.row_offset * k) as u64,
-                    len: (2 * rows * k) as u64,
-                },
-                packed,
-                scales,
-                y: WgpuRange {
-                    buffer: &y_buffer,
-                    offset: (y_at + 2 * launch.row_offset * n) as u64,
-                    len: (2 * rows * n) as u64,
-                },
-                global_scale: view.global_scale(),
-                m: rows,
-                n,
-                k,
-                x_row_stride: k,
-                y_row_stride: n,
-            };
-            backend.record_gemv(encoder, tiers.handle(launch.tier), &args).expect("recorded");
-        }
-    };
+    let x = WgpuRange { buffer: &arena, offset: x_at as u64, len: (2 * m * k) as u64 };
+    let y = WgpuRange { buffer: &y_buffer, offset: y_at as u64, len: (2 * m * n) as u64 };
+    let call = GemvCall::new(m);
+    let launches = backend.tiers().plan_call(&call).expect("plan").len();
+    assert!(launches > 1, "M = {m} takes several launches");
+    let record_all =
+        |encoder: &mut wgpu::CommandEncoder| backend.record_gemv(encoder, &shard, x, y, &call).expect("recorded");
     // Warm up (pipelines compile once), then count: recording creates no buffer.
     let mut encoder = device.create_command_encoder(&Default::default());
     record_all(&mut encoder);
@@ -141,7 +124,7 @@ fn engine_launches(features: wgpu::Features) {
     if backend.uses_immediates() {
         assert_eq!(backend.buffers_created(), before, "no buffer per launch with immediate data");
     } else {
-        assert_eq!(backend.buffers_created(), before + 3 * plan.len(), "one parameter buffer per launch");
+        assert_eq!(backend.buffers_created(), before + 3 * launches, "one parameter buffer per launch");
     }
     queue.submit([encoder.finish()]);
 
@@ -171,7 +154,6 @@ fn engine_launches(features: wgpu::Features) {
 fn a_plan_for_any_m_is_recorded_in_one_call_with_row_strides() {
     let Some((device, queue, info)) = engine_device() else { return };
     let backend = WgpuBackend::from_device(device.clone(), queue.clone(), info);
-    let tiers = ResolvedTiers::resolve(&backend, KillSwitches::default());
     let (n, k, m, x_stride, y_stride) = (40, 96, 37, 99, 43);
     let matrix = conformance::matrix(n, k, 11);
     let view = matrix.view();
@@ -194,25 +176,23 @@ fn a_plan_for_any_m_is_recorded_in_one_call_with_row_strides() {
     let y_gaps: Vec<u16> = vec![GAP; y_len / 2 + 2];
     let y_buffer = make(bytemuck::cast_slice(&y_gaps));
     let whole = |buffer, len: usize| WgpuRange { buffer, offset: 0, len: len as u64 };
-    let launch = WgpuGemv {
-        x: WgpuRange { buffer: &arena, offset: x_at, len: 2 * x_rows.len() as u64 },
+    let weights = WgpuWeights {
         packed: whole(&packed, view.packed().len()),
         scales: whole(&scales, view.scales().len()),
-        y: WgpuRange { buffer: &y_buffer, offset: y_at, len: y_len as u64 },
         global_scale: view.global_scale(),
-        m,
         n,
         k,
-        x_row_stride: x_stride,
-        y_row_stride: y_stride,
     };
+    let x = WgpuRange { buffer: &arena, offset: x_at, len: 2 * x_rows.len() as u64 };
+    let y = WgpuRange { buffer: &y_buffer, offset: y_at, len: y_len as u64 };
+    let call = GemvCall::new(m).with_x_row_stride(x_stride).with_y_row_stride(y_stride);
     let mut encoder = device.create_command_encoder(&Default::default());
-    let fast = backend.record_plan(&mut encoder, &tiers, gemv_core::FamilyChoice::Fast, &launch);
+    let fast = backend.record_gemv(&mut encoder, &weights, x, y, &call.with_family(FamilyChoice::Fast));
     assert!(fast.is_err(), "wgpu has no fast family: {fast:?}");
-    let short = WgpuGemv { y: WgpuRange { len: y_len as u64 - 2, ..launch.y }, ..launch };
-    let refused = backend.record_plan(&mut encoder, &tiers, gemv_core::FamilyChoice::Auto, &short);
+    let short = WgpuRange { len: y_len as u64 - 2, ..y };
+    let refused = backend.record_gemv(&mut encoder, &weights, x, short, &call);
     assert!(matches!(refused, Err(Error::Core(CoreError::RangeTooSmall { what: "y", .. }))), "{refused:?}");
-    backend.record_plan(&mut encoder, &tiers, gemv_core::FamilyChoice::Auto, &launch).expect("recorded");
+    backend.record_gemv(&mut encoder, &weights, x, y, &call).expect("recorded");
     queue.submit([encoder.finish()]);
 
     let bytes = read_back(&device, &queue, &y_buffer);
@@ -233,53 +213,43 @@ fn a_plan_for_any_m_is_recorded_in_one_call_with_row_strides() {
 fn engine_launches_are_validated_before_anything_is_recorded() {
     let Some((device, queue, info)) = engine_device() else { return };
     let backend = WgpuBackend::from_device(device.clone(), queue, info);
-    let kernel = backend.lookup_kernel(gemv_core::MODULE_NAME, "w4a16_gemv");
+    let kernel = kernel_spec("w4a16_gemv").expect("in the registry");
     let storage = wgpu::BufferUsages::STORAGE;
     let buffer = |size| {
         device.create_buffer(&wgpu::BufferDescriptor { label: None, size, usage: storage, mapped_at_creation: false })
     };
     let (x, w, y) = (buffer(64), buffer(64), buffer(64));
     let range = |buffer, offset, len| WgpuRange { buffer, offset, len };
-    let good = WgpuGemv {
-        x: range(&x, 0, 32),
-        packed: range(&w, 0, 8),
-        scales: range(&w, 8, 1),
-        y: range(&y, 0, 2),
-        global_scale: 1.0,
-        m: 1,
-        n: 1,
-        k: 16,
-        x_row_stride: 16,
-        y_row_stride: 1,
-    };
+    let weights = WgpuWeights { packed: range(&w, 0, 8), scales: range(&w, 8, 1), global_scale: 1.0, n: 1, k: 16 };
+    let (good_x, good_y, one) = (range(&x, 0, 32), range(&y, 0, 2), GemvCall::new(1));
     let mut encoder = device.create_command_encoder(&Default::default());
-    backend.record_gemv(&mut encoder, kernel, &good).expect("a good launch records");
+    backend.record_kernel(&mut encoder, kernel, &weights, good_x, good_y, &one).expect("a good launch records");
+    backend.record_gemv(&mut encoder, &weights, good_x, good_y, &one).expect("a good call records");
     type Expect = fn(&Error) -> bool;
-    let cases: [(WgpuGemv<'_>, Expect); 7] = [
-        (WgpuGemv { m: 2, ..good }, |e| matches!(e, Error::Core(CoreError::MExceedsWidth { .. }))),
-        (WgpuGemv { x: range(&x, 40, 32), ..good }, |e| matches!(e, Error::RangeOutOfBounds { what: "x", .. })),
-        (WgpuGemv { x: range(&x, 0, 30), ..good }, |e| {
-            matches!(e, Error::Core(CoreError::RangeTooSmall { what: "x", .. }))
+    let cases: [(WgpuRange<'_>, WgpuRange<'_>, GemvCall, Expect); 7] = [
+        (range(&x, 0, 64), range(&y, 0, 4), GemvCall::new(2), |e| {
+            matches!(e, Error::Core(CoreError::MExceedsWidth { .. }))
         }),
-        (WgpuGemv { y: range(&y, 1, 2), ..good }, |e| {
-            matches!(e, Error::Core(CoreError::Misaligned { what: "y", .. }))
-        }),
-        (WgpuGemv { y: range(&x, 34, 2), ..good }, |e| matches!(e, Error::OutputOverlaps { what: "x", .. })),
-        (WgpuGemv { x_row_stride: 15, ..good }, |e| {
+        (range(&x, 40, 32), good_y, one, |e| matches!(e, Error::RangeOutOfBounds { what: "x", .. })),
+        (range(&x, 0, 30), good_y, one, |e| matches!(e, Error::Core(CoreError::RangeTooSmall { what: "x", .. }))),
+        (good_x, range(&y, 1, 2), one, |e| matches!(e, Error::Core(CoreError::Misaligned { what: "y", .. }))),
+        (good_x, range(&x, 34, 2), one, |e| matches!(e, Error::OutputOverlaps { what: "x", .. })),
+        (good_x, good_y, one.with_x_row_stride(15), |e| {
             matches!(e, Error::Core(CoreError::RowStrideTooSmall { what: "x", .. }))
         }),
-        (WgpuGemv { y_row_stride: 0, ..good }, |e| {
+        (good_x, good_y, one.with_y_row_stride(0), |e| {
             matches!(e, Error::Core(CoreError::RowStrideTooSmall { what: "y", .. }))
         }),
     ];
-    for (index, (launch, expected)) in cases.iter().enumerate() {
-        match backend.record_gemv(&mut encoder, kernel, launch) {
+    for (index, (x, y, call, expected)) in cases.iter().enumerate() {
+        match backend.record_kernel(&mut encoder, kernel, &weights, *x, *y, call) {
             Err(error) => assert!(expected(&error), "case {index}: unexpected {error}"),
             Ok(()) => panic!("case {index}: accepted"),
         }
     }
+    let fast = kernel_spec("w4a16_fast_m8").expect("in the registry");
     assert!(matches!(
-        backend.record_gemv(&mut encoder, gemv_backend::KernelHandle::NONE, &good),
+        backend.record_kernel(&mut encoder, fast, &weights, good_x, good_y, &one),
         Err(Error::UnresolvedKernel { .. })
     ));
 }

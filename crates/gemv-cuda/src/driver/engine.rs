@@ -5,14 +5,12 @@
 //! [`CudaKernels::load`] puts the embedded PTX into the engine's context once and looks every
 //! kernel up. Weights are whatever device memory the engine filled ([`CudaWeights`]: a whole
 //! matrix, or a row range of a bigger one, a tensor-parallel shard, as views). Each step,
-//! [`CudaKernels::launch`] validates the lengths once and enqueues one kernel;
-//! [`CudaKernels::launch_m`] enqueues the exact family's dispatch plan for any M, and
-//! [`CudaKernels::launch_plan`] the plan of the family the policy picks (the fast, tensor-core
-//! family where asked for and loaded). The tier table is resolved once at load, under the kill
-//! switches of the environment or given as a value ([`CudaKernels::load_with`]). X is `[m][k]` and Y `[m][n]`,
-//! contiguous; the `_strided` forms take row strides instead (X's and Y's rows as rows of wider
-//! buffers, e.g. one head's slice of a fused activation: elements between rows are neither read
-//! nor written).
+//! [`CudaKernels::gemv`] takes a [`GemvCall`] (M, row strides, family policy), validates it and
+//! the views once and enqueues the dispatch plan of the family the policy picks;
+//! [`CudaKernels::launch_kernel`] enqueues one chosen kernel instead. The tier table is resolved
+//! once at load, under the kill switches of the environment or given as a value
+//! ([`CudaKernels::load_with`]). Row strides (X's and Y's rows as rows of wider buffers, e.g. one
+//! head's slice of a fused activation) leave the elements between rows unread and unwritten.
 
 use super::driver_error;
 use super::enqueue::{Operands, enqueue};
@@ -20,9 +18,7 @@ use crate::error::CudaError;
 use crate::ptx;
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use gemv_backend::{Error, KernelHandle, ResolvedTiers, Result};
-use gemv_core::{
-    Bf16Element, Family, FamilyChoice, KERNELS, KernelSpec, KillSwitches, Launch, LaunchShape, Operand, WIDEST_TIER,
-};
+use gemv_core::{Bf16Element, GemvCall, KERNELS, KernelSpec, KillSwitches, LaunchShape, Operand};
 use std::sync::Arc;
 
 use super::NAME;
@@ -117,144 +113,91 @@ impl CudaKernels {
         &self.tiers
     }
 
-    /// Enqueues one launch of `kernel` on `stream`: `y[..m] = W x[..m]`. Validates the shape, the
-    /// kernel's width and every view's length; then one driver call, nothing else (no
-    /// allocation, copy or synchronisation), so a graph capture of the stream records it.
-    pub fn launch<T: Bf16Element>(
+    /// Enqueues `call` on `stream`: `y[t] = W x[t]` for its M tokens, X's and Y's rows at its
+    /// strides, in the family its policy picks on this device (the fast, tensor-core family only
+    /// where asked for and loaded), as many launches as the dispatch plan needs for that M. The
+    /// call, the matrix and both views are validated once, before anything is enqueued; then one
+    /// driver call per launch, nothing else (no allocation, copy or synchronisation), so a graph
+    /// capture of the stream records it. The views start at row 0 of X and Y and span
+    /// `(m - 1) * stride + width` elements at least.
+    pub fn gemv<T: Bf16Element>(
         &self,
         stream: &CudaStream,
-        kernel: &'static KernelSpec,
         weights: &CudaWeights<'_>,
         x: &CudaView<'_, T>,
         y: &mut CudaViewMut<'_, T>,
-        m: usize,
+        call: &GemvCall,
     ) -> Result<()> {
-        self.launch_strided(stream, kernel, weights, x, weights.k, y, weights.n, m)
+        let shape = self.checked(weights, x, y, call)?;
+        for planned in self.tiers.plan_call(call)? {
+            let kernel = gemv_backend::resolved_spec(NAME, planned.kernel)?;
+            let (part, x_start, y_start) = shape.part(&planned.launch)?;
+            let x_rows = x.slice(x_start..x_start + part.bytes(Operand::X) / 2);
+            let mut y_rows = y.slice_mut(y_start..y_start + part.bytes(Operand::Y) / 2);
+            self.enqueue_checked(stream, kernel, planned.kernel, weights, &x_rows, &mut y_rows, &part)?;
+        }
+        Ok(())
     }
 
-    /// [`launch`](Self::launch) with X's rows `x_row_stride` elements apart (at least K) and Y's
-    /// `y_row_stride` (at least N); the views start at row 0 and span
-    /// `(m - 1) * stride + width` elements.
-    #[allow(clippy::too_many_arguments)]
-    pub fn launch_strided<T: Bf16Element>(
+    /// Enqueues one launch of `kernel` (any kernel the device loaded, whatever the plan would
+    /// pick: a benchmark's or a test's choice) for `call`, whose M must be within the kernel's
+    /// width; the call's family policy does not apply. Validated like [`Self::gemv`].
+    pub fn launch_kernel<T: Bf16Element>(
         &self,
         stream: &CudaStream,
         kernel: &'static KernelSpec,
         weights: &CudaWeights<'_>,
         x: &CudaView<'_, T>,
-        x_row_stride: usize,
         y: &mut CudaViewMut<'_, T>,
-        y_row_stride: usize,
-        m: usize,
+        call: &GemvCall,
     ) -> Result<()> {
-        let launch = LaunchShape::new(m, weights.n, weights.k, x_row_stride, y_row_stride)?;
-        launch.check_width(kernel)?;
+        let shape = self.checked(weights, x, y, call)?;
+        shape.check_width(kernel)?;
+        self.enqueue_checked(stream, kernel, KernelHandle::for_name(kernel.name), weights, x, y, &shape)
+    }
+
+    /// The call's shape over `weights`, with the weights' and the views' lengths checked against it.
+    fn checked<T: Bf16Element>(
+        &self,
+        weights: &CudaWeights<'_>,
+        x: &CudaView<'_, T>,
+        y: &CudaViewMut<'_, T>,
+        call: &GemvCall,
+    ) -> Result<LaunchShape> {
+        let shape = call.shape(weights.n, weights.k)?;
         // Lengths in bytes; views are element-aligned.
         let lens = [2 * x.len(), weights.packed.len(), weights.scales.len(), 2 * y.len()];
         for (operand, len) in Operand::ALL.into_iter().zip(lens) {
-            launch.check_operand(operand, 0, len)?;
+            shape.check_operand(operand, 0, len)?;
         }
-        // By name, not by address: KERNELS is a `const`, so each use may be its own copy (in an
-        // optimised build the plan's specs and this table's did not compare equal).
-        let handle = KernelHandle::for_name(kernel.name);
-        let index = handle.registry_index().ok_or(Error::UnresolvedKernel { raw: 0, backend: NAME })?;
-        let function =
-            self.functions[index].as_ref().ok_or(Error::UnresolvedKernel { raw: handle.raw(), backend: NAME })?;
+        Ok(shape)
+    }
+
+    /// Enqueues `kernel` (`handle` names it) over views already checked against `shape`.
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue_checked<T: Bf16Element>(
+        &self,
+        stream: &CudaStream,
+        kernel: &'static KernelSpec,
+        handle: KernelHandle,
+        weights: &CudaWeights<'_>,
+        x: &CudaView<'_, T>,
+        y: &mut CudaViewMut<'_, T>,
+        shape: &LaunchShape,
+    ) -> Result<()> {
+        let function = handle
+            .registry_index()
+            .and_then(|index| self.functions[index].as_ref())
+            .ok_or(Error::UnresolvedKernel { raw: handle.raw(), backend: NAME })?;
         let (x_ptr, _x_sync) = x.device_ptr(stream);
         let (packed_ptr, _packed_sync) = weights.packed.device_ptr(stream);
         let (scales_ptr, _scales_sync) = weights.scales.device_ptr(stream);
         let (y_ptr, _y_sync) = y.device_ptr_mut(stream);
         let operands = Operands { x: x_ptr, packed: packed_ptr, scales: scales_ptr, y: y_ptr };
-        // SAFETY: the views' lengths were checked against the launch above and M against the
-        // kernel's width; the borrows keep the memory alive and y unaliased while the launch is
-        // enqueued, and the sync guards order it on `stream`.
-        unsafe { enqueue(stream, function, kernel, operands, weights.global_scale, &launch) }?;
-        Ok(())
-    }
-
-    /// Enqueues the dispatch plan for any `m` (the narrowest tiers that cover it, at most
-    /// `width_cap` rows per launch): X and Y views of `m` rows.
-    pub fn launch_m<T: Bf16Element>(
-        &self,
-        stream: &CudaStream,
-        weights: &CudaWeights<'_>,
-        x: &CudaView<'_, T>,
-        y: &mut CudaViewMut<'_, T>,
-        m: usize,
-        width_cap: usize,
-    ) -> Result<()> {
-        self.launch_m_strided(stream, weights, x, weights.k, y, weights.n, m, width_cap)
-    }
-
-    /// [`launch_m`](Self::launch_m) with row strides (see [`launch_strided`](Self::launch_strided)).
-    #[allow(clippy::too_many_arguments)]
-    pub fn launch_m_strided<T: Bf16Element>(
-        &self,
-        stream: &CudaStream,
-        weights: &CudaWeights<'_>,
-        x: &CudaView<'_, T>,
-        x_row_stride: usize,
-        y: &mut CudaViewMut<'_, T>,
-        y_row_stride: usize,
-        m: usize,
-        width_cap: usize,
-    ) -> Result<()> {
-        let plan = self.tiers.plan(m, width_cap)?;
-        self.launch_parts(stream, weights, (x, x_row_stride), (y, y_row_stride), m, &plan, |tier| {
-            self.tiers.handle(tier)
-        })
-    }
-
-    /// Enqueues the dispatch plan for any `m` in the family `family` picks on this device (the
-    /// policy of `gemv_core::select_family`: `Fast` where every fast tier loaded, sm_80+), X's and
-    /// Y's rows at their strides.
-    #[allow(clippy::too_many_arguments)]
-    pub fn launch_plan<T: Bf16Element>(
-        &self,
-        stream: &CudaStream,
-        weights: &CudaWeights<'_>,
-        x: &CudaView<'_, T>,
-        x_row_stride: usize,
-        y: &mut CudaViewMut<'_, T>,
-        y_row_stride: usize,
-        m: usize,
-        family: FamilyChoice,
-    ) -> Result<()> {
-        let rows = ((x, x_row_stride), (y, y_row_stride));
-        match self.tiers.family(m, family)? {
-            Family::Exact => {
-                let plan = self.tiers.plan(m, WIDEST_TIER)?;
-                self.launch_parts(stream, weights, rows.0, rows.1, m, &plan, |tier| self.tiers.handle(tier))
-            }
-            Family::Fast => {
-                let plan = self.tiers.fast_plan(m)?;
-                self.launch_parts(stream, weights, rows.0, rows.1, m, &plan, |tier| self.tiers.fast_handle(tier))
-            }
-        }
-    }
-
-    /// Enqueues each launch of `plan` (tier indices resolved by `handle`) over its rows of X and Y.
-    #[allow(clippy::too_many_arguments)]
-    fn launch_parts<T: Bf16Element>(
-        &self,
-        stream: &CudaStream,
-        weights: &CudaWeights<'_>,
-        (x, x_row_stride): (&CudaView<'_, T>, usize),
-        (y, y_row_stride): (&mut CudaViewMut<'_, T>, usize),
-        m: usize,
-        plan: &[Launch],
-        handle: impl Fn(usize) -> KernelHandle,
-    ) -> Result<()> {
-        let launch = LaunchShape::new(m, weights.n, weights.k, x_row_stride, y_row_stride)?;
-        launch.check_operand(Operand::X, 0, 2 * x.len())?;
-        launch.check_operand(Operand::Y, 0, 2 * y.len())?;
-        for step in plan {
-            let kernel = gemv_backend::resolved_spec(NAME, handle(step.tier))?;
-            let (part, x_start, y_start) = launch.part(step)?;
-            let x_rows = x.slice(x_start..x_start + part.bytes(Operand::X) / 2);
-            let mut y_rows = y.slice_mut(y_start..y_start + part.bytes(Operand::Y) / 2);
-            self.launch_strided(stream, kernel, weights, &x_rows, x_row_stride, &mut y_rows, y_row_stride, step.rows)?;
-        }
-        Ok(())
+        // SAFETY: the callers checked the views' lengths against `shape` and M against the
+        // kernel's width (the plan's kernels cover their launch's rows); the borrows keep the
+        // memory alive and y unaliased while the launch is enqueued, and the sync guards order it
+        // on `stream`.
+        unsafe { enqueue(stream, function, kernel, operands, weights.global_scale, shape) }
     }
 }

@@ -3,7 +3,7 @@
 
 use super::{Binding, NAME, WgpuBackend};
 use crate::error::WgpuError;
-use crate::launch::{WgpuGemv, WgpuRange};
+use crate::launch::{WgpuRange, WgpuWeights};
 use crate::shader::{rows_per_workgroup, shader_source};
 use gemv_backend::{GemvArgs, KernelHandle, Result, resolved_spec};
 use gemv_core::{KernelSpec, Operand};
@@ -38,7 +38,8 @@ impl WgpuBackend {
     }
 
     /// Validates `args` against this backend's buffers (ids, bounds, Y overlapping no input) and
-    /// records one dispatch into `encoder` through the engine path ([`Self::record_gemv`]), so
+    /// records one dispatch into `encoder` through the engine path's launch
+    /// ([`Self::record_launch`], which [`Self::record_gemv`] calls for each launch of a plan), so
     /// every gate run through the trait exercises what an engine calls. An input that shares Y's
     /// buffer (wgpu cannot bind one buffer read-only and read-write in one dispatch) is first
     /// copied into a buffer of its own.
@@ -67,19 +68,15 @@ impl WgpuBackend {
         fn engine_range((buffer, offset, len): &(wgpu::Buffer, u64, u64)) -> WgpuRange<'_> {
             WgpuRange { buffer, offset: *offset, len: *len }
         }
-        let launch = WgpuGemv {
-            x: engine_range(&inputs[0]),
+        let weights = WgpuWeights {
             packed: engine_range(&inputs[1]),
             scales: engine_range(&inputs[2]),
-            y: WgpuRange { buffer: &y, offset: args.y.offset as u64, len: args.y.len as u64 },
             global_scale: args.global_scale,
-            m: shape.m,
             n: shape.n,
             k: shape.k,
-            x_row_stride: args.x_row_stride,
-            y_row_stride: args.y_row_stride,
         };
-        self.record_gemv_timed(encoder, kernel, &launch, timestamp_writes)
+        let y = WgpuRange { buffer: &y, offset: args.y.offset as u64, len: args.y.len as u64 };
+        self.record_launch(encoder, kernel, &weights, engine_range(&inputs[0]), y, &launch, timestamp_writes)
     }
 
     /// Records one dispatch of `spec` over bound windows of X, the packed weights, the scales
