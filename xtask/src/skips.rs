@@ -1,12 +1,12 @@
 //! Counting the tests that skipped for want of hardware, and failing on undeclared skips.
 //!
-//! Tests report skips through `gemv_backend::conformance::skip`, which appends to the file named
+//! Tests report skips through `gemv_conformance::skip`, which appends to the file named
 //! by `GEMV_SKIP_LOG`. `cargo xtask test` points it at target/test-skips.log, prints one line
 //! counting them at the end, and, when `GEMV_EXPECTED_SKIPS` is set (CI sets it in `.ci/run`),
 //! fails if a test skipped for a requirement that list does not name.
 
 use crate::util::root;
-use gemv_backend::conformance::skip::{Requirement, SKIP_LOG};
+use gemv_conformance::skip::{Requirement, SKIP_LOG};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

@@ -6,8 +6,7 @@
 //! - [`GemvArgs::validate`]: the one boundary check every launch goes through.
 //! - [`ResolvedTiers`]: the tier table bound to one backend; [`DeviceMatrix`]: weights uploaded
 //!   once, any M run through the dispatch plan.
-//! - [`conformance`] (feature `conformance`): the verification gates, written once, run for every
-//!   backend.
+//! - The verification gates every backend runs live in their own crate, gemv-conformance.
 //! - `HostMemory` and `AlignedBytes` (feature `host-memory`): device-aligned buffers for the
 //!   backends that execute on the CPU, handing kernels raw addresses; not for engines.
 #![warn(missing_docs)]
@@ -19,8 +18,6 @@ mod backend;
 mod bench_timers;
 mod buffer;
 mod buffer_table;
-#[cfg(feature = "conformance")]
-pub mod conformance;
 mod device;
 mod device_matrix;
 mod error;

@@ -4,8 +4,8 @@
 use candle_core::safetensors::SliceSafetensors;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use gemv_backend::conformance::{activations, matrix};
 use gemv_candle::{Nvfp4Linear, nvfp4_linear};
+use gemv_conformance::{activations, matrix};
 use gemv_core::{Nvfp4Matrix, gemv_contract};
 use half::bf16;
 use safetensors::Dtype;

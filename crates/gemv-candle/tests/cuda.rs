@@ -4,9 +4,9 @@
 #![cfg(feature = "cuda")]
 
 use candle_core::{Device, Tensor};
-use gemv_backend::conformance::skip::{Requirement, skip};
-use gemv_backend::conformance::{activations, matrix};
 use gemv_candle::{FamilyChoice, Nvfp4Linear};
+use gemv_conformance::skip::{Requirement, skip};
+use gemv_conformance::{activations, matrix};
 use half::bf16;
 
 #[test]

@@ -95,7 +95,7 @@ fn main() {
 #[cfg(test)]
 mod tests {
     use super::{D_MODEL, layer, open};
-    use gemv_backend::conformance::skip::{Requirement, skip};
+    use gemv_conformance::skip::{Requirement, skip};
 
     /// docs/cli.md's claim for this example: the same layer code on any backend, the same bits.
     /// The host reference is the oracle; M = 1 and 5 take one launch, 9 and 37 are split by the

@@ -1,6 +1,6 @@
 //! The `gemv` binary as a user runs it.
 
-use gemv_backend::conformance::skip::{Requirement, skip};
+use gemv_conformance::skip::{Requirement, skip};
 use std::process::Command;
 
 fn gemv(args: &[&str]) -> (i32, String, String) {

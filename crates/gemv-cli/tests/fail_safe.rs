@@ -6,7 +6,7 @@
 
 mod support;
 
-use gemv_backend::conformance::skip::{Requirement, skip};
+use gemv_conformance::skip::{Requirement, skip};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use support::{Dir, f32_bytes, write_safetensors, write_sparse};

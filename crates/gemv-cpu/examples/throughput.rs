@@ -5,7 +5,8 @@
 //! `GEMV_COPIES` cycles that many weight copies (enough of them stream every launch from
 //! memory); `GEMV_BACK_TO_BACK=20` times launches in groups the way `gemv bench` does.
 
-use gemv_backend::{BenchTimers, DeviceMatrix, GpuBackend, ResolvedTiers, conformance};
+use gemv_backend::{BenchTimers, DeviceMatrix, GpuBackend, ResolvedTiers};
+use gemv_conformance as conformance;
 use gemv_core::KillSwitches;
 use gemv_cpu::{CpuBackend, SimdPath};
 use std::time::Instant;

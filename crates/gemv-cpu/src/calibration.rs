@@ -212,8 +212,8 @@ mod tests {
         // choice follows the timings, not an order.
         let fast = candidates(4)[0];
         if fast == SimdPath::Portable {
-            gemv_backend::conformance::skip::skip(
-                gemv_backend::conformance::skip::Requirement::CpuFeature,
+            gemv_conformance::skip::skip(
+                gemv_conformance::skip::Requirement::CpuFeature,
                 "this CPU has no SIMD path beside the portable one to compare it with",
             );
             return;

@@ -3,7 +3,7 @@
 //! best one the CPU has always run, and the calibrated backend wherever it has two paths to
 //! choose from.
 
-use gemv_backend::conformance::skip::{Requirement, skip};
+use gemv_conformance::skip::{Requirement, skip};
 use gemv_cpu::{CpuBackend, SimdPath};
 
 fn on(path: SimdPath) -> Option<CpuBackend> {
@@ -20,7 +20,7 @@ mod calibrated {
     fn backend() -> Option<gemv_cpu::CpuBackend> {
         super::calibrated()
     }
-    gemv_backend::conformance_tests!(backend);
+    gemv_conformance::conformance_tests!(backend);
 }
 
 /// The calibrated backend, where the CPU has two SIMD paths or more to choose from (with one, it
@@ -38,35 +38,35 @@ mod avx512bf16 {
     fn backend() -> Option<gemv_cpu::CpuBackend> {
         super::on(gemv_cpu::SimdPath::Avx512Bf16)
     }
-    gemv_backend::conformance_tests!(backend);
+    gemv_conformance::conformance_tests!(backend);
 }
 
 mod avx512 {
     fn backend() -> Option<gemv_cpu::CpuBackend> {
         super::on(gemv_cpu::SimdPath::Avx512)
     }
-    gemv_backend::conformance_tests!(backend);
+    gemv_conformance::conformance_tests!(backend);
 }
 
 mod avx2 {
     fn backend() -> Option<gemv_cpu::CpuBackend> {
         super::on(gemv_cpu::SimdPath::Avx2)
     }
-    gemv_backend::conformance_tests!(backend);
+    gemv_conformance::conformance_tests!(backend);
 }
 
 mod neon {
     fn backend() -> Option<gemv_cpu::CpuBackend> {
         super::on(gemv_cpu::SimdPath::Neon)
     }
-    gemv_backend::conformance_tests!(backend);
+    gemv_conformance::conformance_tests!(backend);
 }
 
 mod portable {
     fn backend() -> Option<gemv_cpu::CpuBackend> {
         super::on(gemv_cpu::SimdPath::Portable)
     }
-    gemv_backend::conformance_tests!(backend);
+    gemv_conformance::conformance_tests!(backend);
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! row strides, on every SIMD path this CPU has, against the host contract bit for bit.
 
 use gemv_backend::Error;
-use gemv_backend::conformance::{
+use gemv_conformance::{
     activations, matrix,
     skip::{Requirement, skip},
 };

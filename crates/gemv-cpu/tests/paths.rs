@@ -3,11 +3,11 @@
 //! E4M3 code, signed zeros, a product that overflows f32 inside a finite fused chain, and
 //! activations on both sides of every bound the AVX-512 BF16 pair kernel is taken within.
 
-use gemv_backend::conformance::{
+use gemv_backend::{DeviceMatrix, ResolvedTiers};
+use gemv_conformance::{
     Lcg, activations, extreme_activations, matrix, matrix_with_scales, overflowing_product,
     skip::{Requirement, skip},
 };
-use gemv_backend::{DeviceMatrix, ResolvedTiers};
 use gemv_core::codec::{BF16_NAN, bf16_to_f32, f32_to_bf16};
 use gemv_core::{KillSwitches, Nvfp4Matrix, gemv_contract};
 use gemv_cpu::{CpuBackend, SimdPath};

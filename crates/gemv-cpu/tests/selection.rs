@@ -1,7 +1,7 @@
 //! How a launch's path is chosen: a forced path runs every launch, a calibrated backend runs each
 //! M on the path its calibration chose, and the bits never depend on the choice.
 
-use gemv_backend::conformance::{activations, matrix};
+use gemv_conformance::{activations, matrix};
 use gemv_core::gemv_contract;
 use gemv_cpu::{CALIBRATED_TOKENS, CpuBackend, CpuWeights, ForcedBy, PathSelection, SimdPath};
 

@@ -3,7 +3,7 @@
 //! pack's run.sh sets it).
 
 use gemv_backend::Error;
-use gemv_backend::conformance::skip::{Requirement, skip};
+use gemv_conformance::skip::{Requirement, skip};
 use gemv_cuda::CudaBackend;
 use std::sync::OnceLock;
 
@@ -18,7 +18,7 @@ fn cuda() -> Option<&'static CudaBackend> {
     }
 }
 
-gemv_backend::conformance_tests!(cuda);
+gemv_conformance::conformance_tests!(cuda);
 
 #[test]
 fn no_driver_is_a_typed_error_not_a_panic() {
@@ -37,7 +37,7 @@ fn no_driver_is_a_typed_error_not_a_panic() {
 #[cfg_attr(debug_assertions, ignore = "release-mode test: the device pack runs it")]
 fn weights_past_2_gib_are_addressed_correctly() {
     let Some(backend) = cuda() else { return };
-    if let Err(failure) = gemv_backend::conformance::weights_past_2_gib(backend) {
+    if let Err(failure) = gemv_conformance::weights_past_2_gib(backend) {
         panic!("cuda: {failure}");
     }
 }
@@ -103,7 +103,7 @@ fn an_engine_launches_on_its_own_stream_and_memory_and_replays_a_captured_graph(
         return;
     }
     use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-    use gemv_backend::conformance;
+    use gemv_conformance as conformance;
     use gemv_core::{FamilyChoice, GemvCall, gemv_contract, host_threads};
     let context = gemv_cuda::engine_context(0).expect("context");
     // SAFETY: this test uses one stream only, so cudarc's cross-stream event tracking (which

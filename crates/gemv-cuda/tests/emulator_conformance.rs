@@ -9,14 +9,14 @@ fn emulator() -> Option<gemv_cuda::CudaEmulator> {
     Some(gemv_cuda::CudaEmulator::new())
 }
 
-gemv_backend::conformance_tests!(emulator);
+gemv_conformance::conformance_tests!(emulator);
 
 mod sm80_reversed_thread_order {
     fn emulator() -> Option<gemv_cuda::CudaEmulator> {
         Some(gemv_cuda::CudaEmulator::new().with_capability((8, 0)).with_thread_order(gemv_cuda::ThreadOrder::Reversed))
     }
 
-    gemv_backend::conformance_tests!(emulator);
+    gemv_conformance::conformance_tests!(emulator);
 }
 
 #[test]
@@ -51,7 +51,7 @@ fn the_emulated_capability_decides_what_resolves() {
 /// how the threads of a block interleave.
 #[test]
 fn gates_pass_under_seeded_block_and_thread_orders() {
-    use gemv_backend::conformance::{Gate, assert_gate};
+    use gemv_conformance::{Gate, assert_gate};
     for (seed, capability) in [(0x5EED_0001, (9, 0)), (0x5EED_0002, (8, 0))] {
         let emulator = gemv_cuda::CudaEmulator::new()
             .with_capability(capability)

@@ -13,7 +13,8 @@
 //! every block it touches reruns on the plain path and the gates, which compare bits, pass; only
 //! this count sees it.
 
-use gemv_backend::{DeviceMatrix, GpuBackend, KernelHandle, conformance};
+use gemv_backend::{DeviceMatrix, GpuBackend, KernelHandle};
+use gemv_conformance as conformance;
 use gemv_core::codec::f32_to_bf16;
 use gemv_core::{Family, KERNELS, MODULE_NAME, Nvfp4Matrix, gemv_contract};
 use gemv_cuda::CudaEmulator;

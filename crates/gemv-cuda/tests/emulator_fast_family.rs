@@ -4,7 +4,7 @@
 //! results are from the exact family's (printed, not asserted: the two contracts differ).
 
 use gemv_backend::GpuBackend;
-use gemv_backend::conformance::{activations, fast_bound_failure, matrix};
+use gemv_conformance::{activations, fast_bound_failure, matrix};
 use gemv_core::{FAST_TIERS, Family, family_kernels, gemv_contract, kernel_spec};
 use gemv_cuda::launch::THREADS_PER_BLOCK;
 use gemv_cuda::{CudaEmulator, HostLaunch};
@@ -79,10 +79,10 @@ fn distance_from_the_exact_family_is_reported() {
 
 #[test]
 fn a_summation_order_that_depends_on_m_fails_the_invariance_check() {
-    let (w, x) = gemv_backend::conformance::order_sensitive(16);
+    let (w, x) = gemv_conformance::order_sensitive(16);
     let (n, k) = (w.n(), w.k());
     let check = |kernel: &str| {
-        gemv_backend::conformance::invariance_failure(
+        gemv_conformance::invariance_failure(
             &x,
             n,
             k,

@@ -9,7 +9,7 @@
 fn weights_past_2_gib_are_addressed_correctly() {
     let started = std::time::Instant::now();
     let emulator = gemv_cuda::CudaEmulator::new().with_grid_ends(64);
-    if let Err(failure) = gemv_backend::conformance::weights_past_2_gib(&emulator) {
+    if let Err(failure) = gemv_conformance::weights_past_2_gib(&emulator) {
         panic!("cuda-emu: {failure}");
     }
     eprintln!("cuda-emu: weights past 2^31 bytes bit-exact in {:.1} s", started.elapsed().as_secs_f64());

@@ -12,7 +12,8 @@
 //! calls weights 1 byte off aligned and reads them 16 bytes at a time, a fault on a GPU; only the
 //! layout with packed 1 byte off shows it.
 
-use gemv_backend::{GemvArgs, GpuBackend, conformance};
+use gemv_backend::{GemvArgs, GpuBackend};
+use gemv_conformance as conformance;
 use gemv_core::{Family, KERNELS, gemv_contract};
 use gemv_cuda::{CudaEmulator, GlobalAccesses, HostLaunch};
 

@@ -1,7 +1,8 @@
 //! The 27B qkv/o shape N = K = 5120 at M = 8 under the emulator, bit-exact against the host
 //! reference. Release only (`cargo xtask test` runs it with --release); prints its time.
 
-use gemv_backend::{DeviceMatrix, ResolvedTiers, conformance};
+use gemv_backend::{DeviceMatrix, ResolvedTiers};
+use gemv_conformance as conformance;
 use gemv_core::{KillSwitches, gemv_contract, host_threads};
 use gemv_cuda::CudaEmulator;
 use std::time::Instant;

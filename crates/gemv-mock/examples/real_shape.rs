@@ -1,7 +1,8 @@
 //! Times the host reference on the 27B qkv/o shape: `cargo run --release -p gemv-mock --example
 //! real_shape [N K M]`. Prints the median of five runs.
 
-use gemv_backend::{DeviceMatrix, GpuBackend, ResolvedTiers, conformance};
+use gemv_backend::{DeviceMatrix, GpuBackend, ResolvedTiers};
+use gemv_conformance as conformance;
 use gemv_core::KillSwitches;
 use gemv_mock::MockBackend;
 use std::time::Instant;

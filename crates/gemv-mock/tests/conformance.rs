@@ -4,4 +4,4 @@ fn host() -> Option<gemv_mock::MockBackend> {
     Some(gemv_mock::MockBackend::new())
 }
 
-gemv_backend::conformance_tests!(host);
+gemv_conformance::conformance_tests!(host);

@@ -1,6 +1,7 @@
 //! Resolution and dispatch against a backend that lacks kernels, read through the launch log.
 
-use gemv_backend::{DeviceMatrix, KernelHandle, ResolvedTiers, conformance};
+use gemv_backend::{DeviceMatrix, KernelHandle, ResolvedTiers};
+use gemv_conformance as conformance;
 use gemv_core::{KillSwitches, TIERS};
 use gemv_mock::{LaunchRecord, MockBackend};
 use rstest::rstest;
@@ -105,7 +106,7 @@ fn unknown_names_are_rejected() {
 /// family's plan, each launch with a resolved kernel wide enough for its rows, every row once.
 #[test]
 fn a_call_plans_every_row_once_on_resolved_kernels_of_its_family() {
-    use gemv_core::{Family, FamilyChoice, GemvCall};
+    use gemv_core::{FamilyChoice, GemvCall};
     // Every registry kernel present, the fast family's included (the mock itself has none).
     let tiers = ResolvedTiers::resolve_with("every kernel", |_, name| KernelHandle::for_name(name), ON);
     assert!(tiers.family(1, FamilyChoice::Fast).is_ok());

@@ -2,7 +2,8 @@
 //! `Arc<dyn GpuBackend>` has no lifetime, runs like the borrowed form, and frees its buffers when
 //! dropped.
 
-use gemv_backend::{DeviceMatrix, GpuBackend, ResolvedTiers, conformance};
+use gemv_backend::{DeviceMatrix, GpuBackend, ResolvedTiers};
+use gemv_conformance as conformance;
 use gemv_core::{KillSwitches, WIDEST_TIER};
 use gemv_mock::MockBackend;
 use std::sync::Arc;

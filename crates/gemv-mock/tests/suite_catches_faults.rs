@@ -3,8 +3,8 @@
 //! error from the hook), with a message that says what differed. The control is the same hook
 //! with no fault: it passes every gate.
 
-use gemv_backend::conformance::{Gate, run_gate};
 use gemv_backend::{BufferRange, GemvArgs, GpuBackend, Result};
+use gemv_conformance::{Gate, run_gate};
 use gemv_core::codec::BF16_NAN;
 use gemv_mock::MockBackend;
 

@@ -1,7 +1,7 @@
 //! The conformance suite on wgpu. Without an adapter each test reports a skip (counted by `cargo
 //! xtask test`); `GEMV_REQUIRE_WGPU=1` turns that into a failure (CI sets it: lavapipe).
 
-use gemv_backend::conformance::skip::{Requirement, skip};
+use gemv_conformance::skip::{Requirement, skip};
 use std::sync::OnceLock;
 
 fn wgpu_backend() -> Option<&'static gemv_wgpu::WgpuBackend> {
@@ -15,4 +15,4 @@ fn wgpu_backend() -> Option<&'static gemv_wgpu::WgpuBackend> {
     }
 }
 
-gemv_backend::conformance_tests!(wgpu_backend);
+gemv_conformance::conformance_tests!(wgpu_backend);

@@ -4,8 +4,9 @@
 //! host contract for every M through the dispatch plan, with no buffer created per launch.
 //! Skips without an adapter unless GEMV_REQUIRE_WGPU=1.
 
-use gemv_backend::conformance::skip::{Requirement, skip};
-use gemv_backend::{Error, conformance};
+use gemv_backend::Error;
+use gemv_conformance as conformance;
+use gemv_conformance::skip::{Requirement, skip};
 use gemv_core::{CoreError, FamilyChoice, GemvCall, gemv_contract, host_threads, kernel_spec};
 use gemv_wgpu::{WgpuBackend, WgpuRange, WgpuWeights};
 use wgpu::util::DeviceExt;

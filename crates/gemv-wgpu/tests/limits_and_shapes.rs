@@ -1,8 +1,9 @@
 //! wgpu-specific behaviour: typed errors for missing adapters and device limits, and the real
 //! shape on the adapter (release only). Skips without an adapter unless GEMV_REQUIRE_WGPU=1.
 
-use gemv_backend::conformance::skip::{Requirement, skip};
-use gemv_backend::{DeviceMatrix, Error, GpuBackend, ResolvedTiers, conformance};
+use gemv_backend::{DeviceMatrix, Error, GpuBackend, ResolvedTiers};
+use gemv_conformance as conformance;
+use gemv_conformance::skip::{Requirement, skip};
 use gemv_core::{KillSwitches, gemv_contract, host_threads};
 use gemv_wgpu::{AdapterChoice, WgpuBackend};
 

@@ -3,7 +3,7 @@
 use crate::backends::{BackendChoice, open};
 use crate::error::CliError;
 use gemv_backend::DeviceKind;
-use gemv_backend::conformance::{Gate, plumbing_note, run_gate};
+use gemv_conformance::{Gate, plumbing_note, run_gate};
 use std::io::{IsTerminal, Write};
 
 /// What `gemv check` runs and prints, as clap parses it.

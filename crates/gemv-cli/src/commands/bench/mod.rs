@@ -18,7 +18,8 @@ pub use options::{BenchOptions, TierChoice};
 use crate::backends::open;
 use crate::commands::progress::counted;
 use crate::error::CliError;
-use gemv_backend::{DeviceKind, DeviceMatrix, GpuBackend, KernelHandle, ResolvedTiers, conformance};
+use gemv_backend::{DeviceKind, DeviceMatrix, GpuBackend, KernelHandle, ResolvedTiers};
+use gemv_conformance as conformance;
 use gemv_core::{
     FAST_TIERS, Family, FamilyChoice, KernelSpec, KillSwitches, TIERS, WIDEST_TIER, f64_reference, gemv_contract,
     host_threads,

@@ -11,7 +11,8 @@ use super::peers;
 use super::rotation_peer::{self, RotationPeer};
 use super::{Arm, BenchOptions, Measurement};
 use crate::commands::progress::progress;
-use gemv_backend::{BenchTimers, DeviceMatrix, GpuBackend, PeerTiming, conformance};
+use gemv_backend::{BenchTimers, DeviceMatrix, GpuBackend, PeerTiming};
+use gemv_conformance as conformance;
 use gemv_core::{GemvShape, host_threads};
 
 fn median(values: &mut [f64]) -> f64 {

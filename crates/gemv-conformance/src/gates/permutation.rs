@@ -2,8 +2,8 @@
 //! depend on where it sits in the batch).
 
 use super::{CAP, Cases, diff, resolve};
-use crate::conformance::data::{activations, matrix};
-use crate::{DeviceMatrix, GpuBackend};
+use crate::data::{activations, matrix};
+use gemv_backend::{DeviceMatrix, GpuBackend};
 
 pub(super) fn row_permutation(backend: &dyn GpuBackend, cases: &mut Cases) {
     let tiers = resolve(backend);

@@ -1,4 +1,6 @@
-//! The conformance suite: the verification gates, written once over `&dyn GpuBackend`.
+//! gemv-conformance: the verification gates, written once over `&dyn GpuBackend`, for the tests of
+//! every backend crate and for tools that prove a backend (`gemv check`, `gemv bench`); no engine
+//! depends on it.
 //!
 //! Every backend runs it (tests through [`conformance_tests!`](crate::conformance_tests), users
 //! through `gemv check`). Exact gates compare with the host contract bit for bit and print the
@@ -8,6 +10,7 @@
 //! plumbing (buffers, offsets, dispatch), not the arithmetic. Its independent checks are gate 3
 //! (the f64 reference), gate 6 (a closed-form oracle) and the codec fixtures produced by
 //! ml_dtypes; [`Gate::has_independent_oracle`] says which is which.
+#![warn(missing_docs)]
 
 mod data;
 mod gates;
@@ -21,7 +24,7 @@ pub use data::{
 pub use gates::fast::{RowsLaunch, fast_bound_failure, invariance_failure};
 pub use large::{LARGE_SHAPE, weights_past_2_gib};
 
-use crate::GpuBackend;
+use gemv_backend::GpuBackend;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 /// The verification gates.
@@ -189,7 +192,7 @@ pub fn assert_gate(backend: &dyn GpuBackend, gate: Gate) {
 /// What a passing `gate` means on `backend` when it proves nothing about the arithmetic: on the
 /// host reference, a gate without an independent oracle compares the contract with itself.
 pub fn plumbing_note(backend: &dyn GpuBackend, gate: Gate) -> Option<&'static str> {
-    (backend.device_info().kind == crate::DeviceKind::Reference && !gate.has_independent_oracle())
+    (backend.device_info().kind == gemv_backend::DeviceKind::Reference && !gate.has_independent_oracle())
         .then_some("plumbing only: this backend is the contract these cases compare with")
 }
 
@@ -214,7 +217,7 @@ macro_rules! conformance_tests {
         #[test]
         fn $name() {
             if let Some(backend) = $make() {
-                $crate::conformance::assert_gate(&backend, $crate::conformance::Gate::$gate);
+                $crate::assert_gate(&backend, $crate::Gate::$gate);
             }
         }
     };

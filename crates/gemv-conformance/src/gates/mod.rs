@@ -19,7 +19,7 @@ mod strides;
 mod values;
 
 use super::{Gate, GateResult};
-use crate::{Error, GpuBackend, KernelHandle, ResolvedTiers, Result};
+use gemv_backend::{Error, GpuBackend, KernelHandle, ResolvedTiers, Result};
 use gemv_core::codec::bf16_to_f32;
 use gemv_core::{KillSwitches, MODULE_NAME, Nvfp4Matrix, gemv_contract, host_threads};
 

@@ -4,8 +4,8 @@
 //! activations from bf16 subnormals to 2^100.
 
 use super::{CAP, Cases, clone_error, diff, host, resolve};
-use crate::conformance::data::{EXTREME_ROWS, Lcg, activations, extreme_activations, matrix_with_scales};
-use crate::{DeviceMatrix, GpuBackend};
+use crate::data::{EXTREME_ROWS, Lcg, activations, extreme_activations, matrix_with_scales};
+use gemv_backend::{DeviceMatrix, GpuBackend};
 
 /// E4M3's NaN codes.
 const NAN_CODES: [u8; 2] = [0x7F, 0xFF];

@@ -4,8 +4,8 @@
 //! N = 4097 and K = 5136.
 
 use super::{CAP, Cases, diff, host, lookup, resolve};
-use crate::conformance::data::{activations, matrix};
-use crate::{DeviceMatrix, GpuBackend};
+use crate::data::{activations, matrix};
+use gemv_backend::{DeviceMatrix, GpuBackend};
 use gemv_core::{Family, family_kernels};
 
 pub(super) const ODD_N: [usize; 5] = [1, 7, 63, 65, 4097];

@@ -1,8 +1,8 @@
 //! Gate 3: every output within the derived bound of the independent f64 reference.
 
 use super::{CAP, Cases, clone_error, resolve};
-use crate::conformance::data::{activations, matrix};
-use crate::{DeviceMatrix, GpuBackend};
+use crate::data::{activations, matrix};
+use gemv_backend::{DeviceMatrix, GpuBackend};
 use gemv_core::codec::bf16_to_f32;
 use gemv_core::f64_reference;
 

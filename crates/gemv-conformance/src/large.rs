@@ -5,7 +5,7 @@
 //! call it.
 
 use super::data::activations;
-use crate::{DeviceMatrix, GpuBackend, ResolvedTiers};
+use gemv_backend::{DeviceMatrix, GpuBackend, ResolvedTiers};
 use gemv_core::{KillSwitches, Nvfp4Matrix, Nvfp4View, gemv_contract};
 
 /// Rows and columns of the check: `N * K / 2 = 2^31 + 2^15` packed bytes.

@@ -7,8 +7,8 @@
 //! boundary (stride K + 3, Y's N + 1), so both of a kernel's X load paths meet a stride.
 
 use super::{Cases, diff, host, lookup};
-use crate::conformance::data::{activations, matrix};
-use crate::{GemvArgs, GpuBackend, KernelHandle, Result};
+use crate::data::{activations, matrix};
+use gemv_backend::{GemvArgs, GpuBackend, KernelHandle, Result};
 use gemv_core::strided_span;
 use gemv_core::{Family, Nvfp4Matrix, family_kernels};
 

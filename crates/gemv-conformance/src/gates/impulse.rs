@@ -2,8 +2,8 @@
 //! oracle that shares no arithmetic with the contract.
 
 use super::{CAP, Cases, clone_error, diff, resolve};
-use crate::conformance::data::matrix;
-use crate::{DeviceMatrix, GpuBackend};
+use crate::data::matrix;
+use gemv_backend::{DeviceMatrix, GpuBackend};
 use gemv_core::codec::f32_to_bf16;
 
 pub(super) fn impulse(backend: &dyn GpuBackend, cases: &mut Cases) {

@@ -9,10 +9,8 @@ use super::guards::{Offsets, guarded_launch};
 use super::strides::{STRIDE_PADS, strided_launch};
 use super::values::GLOBAL_SCALES;
 use super::{Cases, clone_error};
-use crate::conformance::data::{
-    EXTREME_ROWS, activations, extreme_activations, matrix, matrix_with_scales, order_sensitive,
-};
-use crate::{DeviceMatrix, GpuBackend, KernelHandle, Result};
+use crate::data::{EXTREME_ROWS, activations, extreme_activations, matrix, matrix_with_scales, order_sensitive};
+use gemv_backend::{DeviceMatrix, GpuBackend, KernelHandle, Result};
 use gemv_core::codec::bf16_to_f32;
 use gemv_core::{FAST_TIERS, KernelSpec, Nvfp4Matrix, ReferenceOutput, fast_reference, kernel_spec};
 

@@ -5,8 +5,8 @@
 //! buffer in a last case.
 
 use super::{Cases, diff, host, lookup};
-use crate::conformance::data::{activations, matrix};
-use crate::{GemvArgs, GpuBackend, KernelHandle, Result};
+use crate::data::{activations, matrix};
+use gemv_backend::{GemvArgs, GpuBackend, KernelHandle, Result};
 use gemv_core::{Family, Nvfp4Matrix, family_kernels};
 
 const GUARD_BYTE: u8 = 0xA5;

@@ -2,8 +2,8 @@
 //! the contract's documented results, never a panic or an out-of-bounds access.
 
 use super::{CAP, Cases, diff, host, lookup, resolve};
-use crate::conformance::data::{activations, matrix, overflowing_product, staged_overflow};
-use crate::{DeviceMatrix, Error, GemvArgs, GpuBackend, KernelHandle, MultiplyAdd};
+use crate::data::{activations, matrix, overflowing_product, staged_overflow};
+use gemv_backend::{DeviceMatrix, Error, GemvArgs, GpuBackend, KernelHandle, MultiplyAdd};
 use gemv_core::codec::{BF16_NAN, bf16_to_f32, f32_to_bf16};
 use gemv_core::{CoreError, Nvfp4Matrix};
 

@@ -2,8 +2,8 @@
 //! row and the host contract; the register-tiled batch8 equals the classic one.
 
 use super::{CAP, Cases, diff, host, lookup};
-use crate::conformance::data::{activations, matrix};
-use crate::{DeviceMatrix, GpuBackend};
+use crate::data::{activations, matrix};
+use gemv_backend::{DeviceMatrix, GpuBackend};
 use gemv_core::{Family, family_kernels};
 
 /// (N, K): a K with G > 64 and G mod 64 = 4, one with K % 32 != 0 and G = 130, one tiny, and two
