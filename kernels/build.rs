@@ -1,5 +1,5 @@
 //! Tells dependents where the CUDA sources are: `DEP_GEMV_KERNELS_CUDA_DIR` in their build
-//! scripts (gemv-cuda's emulator compiles them for the host).
+//! scripts (gemv-cuda-emulator compiles them for the host).
 
 fn main() {
     let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");

@@ -173,7 +173,7 @@ __device__ __forceinline__ Chunk<TILES> load_chunk(const gemv_u8* const (&rows)[
     return c;
 }
 
-// Planted faults, for the emulator's tests only (crates/gemv-cuda/tests/emulator_fast_family.rs).
+// Planted faults, for the emulator's tests only (crates/gemv-cuda-emulator/tests/emulator_fast_family.rs).
 enum Fault {
     kNone,
     kWrongFragment,     // A's registers of rows g + 8 and of k 2t + 8 swapped: gate 10 must fail

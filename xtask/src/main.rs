@@ -207,9 +207,7 @@ fn test() -> Result<(), String> {
         &[
             "test",
             "-p",
-            "gemv-cuda",
-            "--features",
-            "emulator",
+            "gemv-cuda-emulator",
             "--target-dir",
             "target/sanitize",
             "--test",
@@ -235,8 +233,8 @@ fn test() -> Result<(), String> {
     // Release-only tests: the real qkv/o shape under the emulator and on the wgpu adapter, and
     // weights past 2^31 bytes under the emulator.
     let release = [
-        &["-p", "gemv-cuda", "--features", "emulator", "--test", "emulator_real_shape"][..],
-        &["-p", "gemv-cuda", "--features", "emulator", "--test", "emulator_large_weights"][..],
+        &["-p", "gemv-cuda-emulator", "--test", "emulator_real_shape"][..],
+        &["-p", "gemv-cuda-emulator", "--test", "emulator_large_weights"][..],
         &["-p", "gemv-wgpu", "--test", "limits_and_shapes", "qkv_shape"][..],
     ];
     for selection in release {

@@ -1,8 +1,9 @@
 //! gemv-backend: what every gemv backend implements and proves.
 //!
 //! - [`GpuBackend`]: object-safe; kernels by (module, name) into [`KernelHandle`]s (0 = not
-//!   resolved), buffers, launches, synchronisation, device info; [`BenchTimers`]: what the
-//!   benchmark times beyond that (device events, the device's copy, a peer GEMM).
+//!   resolved), buffers, launches, synchronisation, device info; `BenchTimers` (feature
+//!   `bench`): what the benchmark times beyond that (device events, the device's copy, a peer
+//!   GEMM), for `gemv bench` rather than engines.
 //! - [`GemvArgs::validate`]: the one boundary check every launch goes through.
 //! - [`ResolvedTiers`]: the tier table bound to one backend; [`DeviceMatrix`]: weights uploaded
 //!   once, any M run through the dispatch plan.
@@ -15,6 +16,7 @@
 mod aligned_bytes;
 mod args;
 mod backend;
+#[cfg(feature = "bench")]
 mod bench_timers;
 mod buffer;
 mod buffer_table;
@@ -30,6 +32,7 @@ mod tiers;
 pub use aligned_bytes::{AlignedBytes, DEVICE_ALIGNMENT};
 pub use args::GemvArgs;
 pub use backend::{GpuBackend, resolved_spec};
+#[cfg(feature = "bench")]
 pub use bench_timers::{BenchTimers, PeerTiming, time_with_host_clock};
 pub use buffer::{BufferRange, DeviceBuffer};
 pub use buffer_table::{BufferGuard, BufferTable};

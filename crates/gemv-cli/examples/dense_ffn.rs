@@ -19,7 +19,7 @@ fn open(name: &str) -> Result<Box<dyn GpuBackend>, String> {
         "host" => Box::new(gemv_mock::MockBackend::new()),
         "cpu" => Box::new(gemv_cpu::CpuBackend::new().map_err(|e| e.to_string())?),
         #[cfg(feature = "emulator")]
-        "cuda-emu" => Box::new(gemv_cuda::CudaEmulator::new()),
+        "cuda-emu" => Box::new(gemv_cuda_emulator::CudaEmulator::new()),
         "wgpu" => Box::new(gemv_wgpu::WgpuBackend::new().map_err(|e| e.to_string())?),
         "cuda" => Box::new(gemv_cuda::CudaBackend::new(0).map_err(|e| e.to_string())?),
         other => return Err(format!("unknown backend {other:?} (host, cpu, cuda-emu, wgpu, cuda)")),

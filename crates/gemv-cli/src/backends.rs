@@ -18,7 +18,7 @@ pub fn set_device(index: usize) {
 static EMULATED: OnceLock<(i32, i32)> = OnceLock::new();
 
 /// The compute capability the `cuda-emu` backend emulates (`--emulate`; default
-/// [`gemv_cuda::DEFAULT_EMULATED_CAPABILITY`]). The first call wins.
+/// [`gemv_cuda_emulator::DEFAULT_EMULATED_CAPABILITY`]). The first call wins.
 pub fn set_emulated_capability(capability: (i32, i32)) {
     let _ = EMULATED.set(capability);
 }
@@ -98,8 +98,8 @@ fn gpu_device_nodes() -> bool {
 /// The CUDA kernels under the SIMT emulator, emulating `--emulate`'s capability.
 #[cfg(feature = "emulator")]
 fn open_emulator() -> Result<Box<dyn BenchTimers>, String> {
-    let capability = EMULATED.get().copied().unwrap_or(gemv_cuda::DEFAULT_EMULATED_CAPABILITY);
-    Ok(Box::new(gemv_cuda::CudaEmulator::new().with_capability(capability)))
+    let capability = EMULATED.get().copied().unwrap_or(gemv_cuda_emulator::DEFAULT_EMULATED_CAPABILITY);
+    Ok(Box::new(gemv_cuda_emulator::CudaEmulator::new().with_capability(capability)))
 }
 
 /// This build has no emulator (it needs a C++ compiler to build).

@@ -47,14 +47,6 @@ pub enum CudaError {
         /// cuBLAS's status code, by name.
         status: String,
     },
-    /// The emulator stopped a kernel (memory, barrier, shuffle or deadlock check).
-    #[error("kernel {kernel} faulted: {message}")]
-    Fault {
-        /// Kernel name.
-        kernel: String,
-        /// Block, thread, region and offset.
-        message: String,
-    },
 }
 
 impl CudaError {
@@ -75,7 +67,6 @@ impl From<CudaError> for gemv_backend::Error {
             CudaError::Cublas { .. } => {
                 gemv_backend::Error::Device { backend: "cuda", message: error.to_string(), source: None }
             }
-            CudaError::Fault { kernel, message } => gemv_backend::Error::KernelFault { kernel, message },
             CudaError::Driver { call, source } => {
                 if source.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
                     gemv_backend::Error::OutOfMemory { backend: "cuda", what: call, source: Some(Box::new(source)) }

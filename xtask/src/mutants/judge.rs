@@ -237,10 +237,10 @@ pub(super) fn kernel_cargo() -> Command {
     cargo
 }
 
-/// `cargo test` of gemv-cuda's emulator `tests` in `tree`, kernels from `dir`, into `target`.
+/// `cargo test` of gemv-cuda-emulator's `tests` in `tree`, kernels from `dir`, into `target`.
 pub(super) fn emulator_tests(tree: &Path, dir: &Path, target: &str, tests: &[&str]) -> Command {
     let mut command = kernel_cargo();
-    command.args(["test", "-q", "-p", "gemv-cuda", "--features", "emulator"]);
+    command.args(["test", "-q", "-p", "gemv-cuda-emulator"]);
     for test in tests {
         command.args(["--test", test]);
     }
@@ -255,7 +255,7 @@ pub(super) fn warm_test_builds(tree: &Path, dir: &Path) -> Result<(), String> {
     {
         let mut build = kernel_cargo();
         build
-            .args(["test", "--no-run", "-q", "-p", "gemv-cuda", "--features", "emulator", "--tests", "--target-dir"])
+            .args(["test", "--no-run", "-q", "-p", "gemv-cuda-emulator", "--tests", "--target-dir"])
             .arg(root().join(target))
             .env("GEMV_KERNELS_DIR", dir)
             .current_dir(tree);

@@ -3,6 +3,8 @@
 //! Nothing here touches CUDA before `is_culib_present()` says libcuda can be loaded: a machine
 //! with no driver, or no device, gets [`Error::Unavailable`], never a panic.
 
+#[cfg(feature = "bench")]
+mod bench_timers;
 #[cfg(feature = "cublas-peer")]
 mod cublas_peer;
 mod engine;
@@ -15,20 +17,19 @@ pub use engine::{CudaKernels, CudaWeights, engine_context};
 
 use crate::error::CudaError;
 use crate::ptx;
-use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
+use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr};
 use enqueue::{Operands, enqueue};
 use gemv_backend::{
-    BenchTimers, BufferGuard, BufferRange, BufferTable, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs,
-    GpuBackend, KernelHandle, PeerTiming, Result, TimerKind, resolved_spec,
+    BufferGuard, BufferRange, BufferTable, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend,
+    KernelHandle, Result, TimerKind, resolved_spec,
 };
-use gemv_core::{GemvShape, KernelSpec};
+use gemv_core::KernelSpec;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// The locked buffer table a launch holds while it is enqueued.
 type Buffers<'a> = BufferGuard<'a, CudaSlice<u8>>;
-use std::time::Duration;
 
 const NAME: &str = "cuda";
 
@@ -227,62 +228,5 @@ impl GpuBackend for CudaBackend {
 
     fn synchronize(&self) -> Result<()> {
         self.stream.synchronize().map_err(driver_error("synchronize"))
-    }
-}
-
-impl BenchTimers for CudaBackend {
-    fn time_launches(&self, launches: &[(KernelHandle, GemvArgs)], repeats: usize) -> Result<Duration> {
-        let buffers = self.buffers.lock();
-        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
-        let start = self.stream.record_event(timing).map_err(driver_error("recording an event"))?;
-        for _ in 0..repeats {
-            for (kernel, args) in launches {
-                self.launch_locked(&buffers, *kernel, args)?;
-            }
-        }
-        let end = self.stream.record_event(timing).map_err(driver_error("recording an event"))?;
-        end.synchronize().map_err(driver_error("waiting for an event"))?;
-        let ms = start.elapsed_ms(&end).map_err(driver_error("reading event time"))?;
-        Ok(Duration::from_secs_f64(f64::from(ms) / 1e3))
-    }
-
-    fn time_device_copy(&self, bytes: usize, repeats: usize) -> Result<Option<Duration>> {
-        // Copied through buffers larger than any target's L2 (H200: 50 MB), like the rotated
-        // weight copies the kernels stream: a weight-sized copy would stay in L2 and measure it.
-        const COLD_COPY_BYTES: usize = 256 << 20;
-        let size = bytes.max(COLD_COPY_BYTES);
-        let source = self.stream.alloc_zeros::<u8>(size).map_err(driver_error("copy source"))?;
-        let mut target = self.stream.alloc_zeros::<u8>(size).map_err(driver_error("copy target"))?;
-        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
-        self.stream.memcpy_dtod(&source, &mut target).map_err(driver_error("warm-up copy"))?;
-        let start = self.stream.record_event(timing).map_err(driver_error("recording an event"))?;
-        for _ in 0..repeats {
-            self.stream.memcpy_dtod(&source, &mut target).map_err(driver_error("device copy"))?;
-        }
-        let end = self.stream.record_event(timing).map_err(driver_error("recording an event"))?;
-        end.synchronize().map_err(driver_error("waiting for an event"))?;
-        let ms = start.elapsed_ms(&end).map_err(driver_error("reading event time"))?;
-        // The time `repeats` copies of `bytes` take at the rate measured.
-        Ok(Some(Duration::from_secs_f64(f64::from(ms) / 1e3 * bytes as f64 / size as f64)))
-    }
-
-    /// cuBLAS's BF16 GEMM (feature `cublas-peer`; see `cublas_peer.rs`).
-    fn time_peer_gemm(
-        &self,
-        shape: GemvShape,
-        cold_bytes: usize,
-        repeats: usize,
-        rounds: usize,
-    ) -> Result<Option<PeerTiming>> {
-        #[cfg(feature = "cublas-peer")]
-        return self.time_cublas(shape, cold_bytes, repeats, rounds).map(Some);
-        #[cfg(not(feature = "cublas-peer"))]
-        {
-            let _ = (shape, cold_bytes, repeats, rounds);
-            Err(Error::Unavailable {
-                backend: NAME,
-                reason: "the cuBLAS peer needs gemv-cuda's `cublas-peer` feature".into(),
-            })
-        }
     }
 }

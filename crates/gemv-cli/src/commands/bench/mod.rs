@@ -349,7 +349,7 @@ mod tests {
     #[cfg(feature = "emulator")]
     #[test]
     fn families_side_by_side_are_each_proved_by_their_own_gate() {
-        let backend = gemv_cuda::CudaEmulator::new();
+        let backend = gemv_cuda_emulator::CudaEmulator::new();
         let tiers = ResolvedTiers::resolve(&backend, KillSwitches::default());
         let options = options_for(&[1, 9], vec![FamilyChoice::Exact, FamilyChoice::Fast]);
         let arms = arms(&tiers, &backend, &options, &mut Vec::new()).expect("arms");

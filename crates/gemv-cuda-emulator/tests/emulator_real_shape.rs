@@ -4,7 +4,7 @@
 use gemv_backend::{DeviceMatrix, ResolvedTiers};
 use gemv_conformance as conformance;
 use gemv_core::{KillSwitches, gemv_contract, host_threads};
-use gemv_cuda::CudaEmulator;
+use gemv_cuda_emulator::CudaEmulator;
 use std::time::Instant;
 
 #[test]

@@ -1,5 +1,5 @@
 // Planted faults, each next to a control that must pass: the emulator's own tests
-// (crates/gemv-cuda/tests/emulator_faults.rs). Compiled only into the emulator. Every kernel has
+// (crates/gemv-cuda-emulator/tests/emulator_faults.rs). Compiled only into the emulator. Every kernel has
 // the gemv signature; most ignore the arguments they do not need.
 #include "gemv_portable.cuh"
 

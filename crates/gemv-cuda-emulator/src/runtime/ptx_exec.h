@@ -1,5 +1,5 @@
 // The emulator's executor for the kernels' inline PTX. Under the emulator build every
-// `asm(...)` statement of a kernel source is rewritten (gemv-cuda's build/asm_rewrite.rs) into a
+// `asm(...)` statement of a kernel source is rewritten (this crate's build/asm_rewrite.rs) into a
 // static Statement holding the template and constraints as written, and a call of execute() with
 // the statement's C++ bindings, so what runs here is the text the GPU runs, not a C++ stand-in.
 //

@@ -17,7 +17,7 @@ mod tensor_core;
 
 use gemv_backend::Error;
 use gemv_cuda::launch::THREADS_PER_BLOCK;
-use gemv_cuda::{CudaEmulator, EMULATOR_SANITIZERS, ThreadOrder};
+use gemv_cuda_emulator::{CudaEmulator, EMULATOR_SANITIZERS, ThreadOrder};
 use harness::{K, fault_message, fault_message_with, launch, launch_with, passes};
 
 // ---- Global memory ----

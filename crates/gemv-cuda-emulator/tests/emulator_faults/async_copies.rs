@@ -10,7 +10,7 @@
 //! bulk copy with no `fence.proxy.async` after its initialisation.
 
 use gemv_backend::Error;
-use gemv_cuda::{CudaEmulator, HostLaunch, ThreadOrder};
+use gemv_cuda_emulator::{CudaEmulator, HostLaunch, ThreadOrder};
 
 /// K of the launch: 3 full stages of 2048 elements and a fourth of 112, of which the kernel
 /// copies K - 5 (thread 13 copies 6 bytes of its 16, threads 14 and up none).

@@ -1,21 +1,30 @@
-//! [`CudaEmulator`]: the CUDA kernels executed on the CPU (docs/emulator.md).
+//! gemv-cuda-emulator: the CUDA kernels of gemv-kernels compiled by g++ and run on the CPU by a
+//! SIMT emulator with a memory checker ([`CudaEmulator`], a [`gemv_backend::GpuBackend`]), so
+//! tests prove the kernels without a GPU. A test tool: engines use gemv-cuda.
 //!
 //! Buffers live in device-aligned host memory. A launch hands the kernel the arguments' own
 //! addresses (no copies, so the kernel sees the alignment a GPU would), with exactly the argument
 //! ranges as the only memory it may touch: reads of x, packed and scales, writes of the first m
 //! rows of y.
 
+#![warn(missing_docs)]
+
 mod accesses;
 mod ffi;
 
+// The build script's asm rewriter, compiled here for its unit tests.
+#[cfg(test)]
+#[path = "../build/asm_rewrite.rs"]
+#[allow(dead_code)]
+mod asm_rewrite;
+
 pub use accesses::{AccessWidths, GlobalAccesses};
 
-use crate::error::CudaError;
-use crate::launch::{THREADS_PER_BLOCK, grid_size, kernel_int};
 use gemv_backend::{
     DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, HostMemory, KernelHandle, Result, TimerKind, resolved_spec,
 };
 use gemv_core::host_threads;
+use gemv_cuda::launch::{THREADS_PER_BLOCK, grid_size, kernel_int};
 use std::ffi::{CStr, CString, c_int};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -138,7 +147,7 @@ impl CudaEmulator {
     }
 
     /// Emulates a device of compute capability `(major, minor)`: its kernels are those of the
-    /// module builds such a device loads ([`crate::ptx::module_build`]), e.g. the exact family's
+    /// module builds such a device loads ([`gemv_cuda::ptx::module_build`]), e.g. the exact family's
     /// sm_75 build below 8.9 and no fast family below 8.0.
     pub fn with_capability(mut self, capability: (i32, i32)) -> Self {
         self.capability = capability;
@@ -148,7 +157,7 @@ impl CudaEmulator {
     /// The emulator library's name for a registry kernel on this emulated device, if its module
     /// has a build the device loads.
     fn emulated_name(&self, spec: &gemv_core::KernelSpec) -> Option<String> {
-        crate::ptx::module_build(spec.module, self.capability)
+        gemv_cuda::ptx::module_build(spec.module, self.capability)
             .map(|build| format!("{}{}", spec.name, build.emulator_suffix))
     }
 
@@ -257,7 +266,7 @@ impl CudaEmulator {
         k: usize,
         (x_stride, y_stride): (usize, usize),
     ) -> Result<()> {
-        let fault = |message: String| Error::from(CudaError::Fault { kernel: kernel_name.to_string(), message });
+        let fault = |message: String| Error::KernelFault { kernel: kernel_name.to_string(), message };
         let kernel = find(kernel_name).ok_or_else(|| fault("no such kernel in the emulator library".into()))?;
         let args = ffi::EmuArgs {
             x: regions[0].base.cast(),

@@ -8,7 +8,7 @@
 #[cfg_attr(debug_assertions, ignore = "release-mode test: `cargo xtask test` runs it with --release")]
 fn weights_past_2_gib_are_addressed_correctly() {
     let started = std::time::Instant::now();
-    let emulator = gemv_cuda::CudaEmulator::new().with_grid_ends(64);
+    let emulator = gemv_cuda_emulator::CudaEmulator::new().with_grid_ends(64);
     if let Err(failure) = gemv_conformance::weights_past_2_gib(&emulator) {
         panic!("cuda-emu: {failure}");
     }

@@ -3,7 +3,7 @@
 
 use crate::harness::launch_token;
 use gemv_backend::Error;
-use gemv_cuda::CudaEmulator;
+use gemv_cuda_emulator::CudaEmulator;
 
 const THREADS: usize = 32;
 const K: usize = 512;

@@ -1,4 +1,4 @@
-// The PTX executor's tests (crates/gemv-cuda/tests/emulator_faults/asm.rs): every inline-PTX
+// The PTX executor's tests (crates/gemv-cuda-emulator/tests/emulator_faults/asm.rs): every inline-PTX
 // wrapper of gemv_portable.cuh, run by the executor, against its C++ oracle (cuda_emu.h); and
 // planted faults in asm statements, each of which the executor must report. Compiled only into
 // the emulator, its asm rewritten like the kernels'.

@@ -1,7 +1,7 @@
 //! Tensor-core primitives: bf16 products and the mma's fragment layout.
 
 use crate::primitives::product_sweep;
-use gemv_cuda::{CudaEmulator, HostLaunch};
+use gemv_cuda_emulator::{CudaEmulator, HostLaunch};
 
 /// An exact value to bf16 bits, rounding to nearest even with subnormals kept (None for NaN).
 fn bf16_bits_rounded(value: f64) -> Option<u16> {

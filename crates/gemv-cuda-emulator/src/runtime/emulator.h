@@ -1,4 +1,4 @@
-// The C interface between the emulator and Rust (crates/gemv-cuda/src/emulator/ffi.rs).
+// The C interface between the emulator and Rust (src/ffi.rs).
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 // The memory microbenchmarks' kernels (kernels/cuda/probes/memory_probes.cuh) under the emulator:
 // their checksums, their ring's synchronisation and their dependent-launch order, proven before a
-// GPU times them (crates/gemv-cuda/tests/emulator_faults/probes.rs). Compiled only into the
+// GPU times them (crates/gemv-cuda-emulator/tests/emulator_faults/probes.rs). Compiled only into the
 // emulator; the weights (packed) are read from their first 16-byte aligned byte.
 #include "probes/memory_probes.cuh"
 

@@ -5,7 +5,7 @@
 
 use crate::harness::launch_token;
 use gemv_backend::Error;
-use gemv_cuda::{CudaEmulator, ThreadOrder};
+use gemv_cuda_emulator::{CudaEmulator, ThreadOrder};
 
 const ORDERS: [ThreadOrder; 4] =
     [ThreadOrder::Forward, ThreadOrder::Reversed, ThreadOrder::Seeded(3), ThreadOrder::Seeded(4)];

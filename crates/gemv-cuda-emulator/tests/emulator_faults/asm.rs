@@ -3,7 +3,7 @@
 //! planted faults inside asm statements (the kind no C++ stand-in could see) are reported.
 
 use crate::harness::{fault_message, launch_with, passes};
-use gemv_cuda::{CudaEmulator, HostLaunch, ThreadOrder};
+use gemv_cuda_emulator::{CudaEmulator, HostLaunch, ThreadOrder};
 
 /// Runs the oracle kernel for wrapper `which` on 2 blocks of 256 threads; y[t] = cases thread t checked.
 fn oracle_run(kernel: &str, which: usize) -> Result<Vec<u16>, gemv_backend::Error> {

@@ -17,8 +17,8 @@ use gemv_backend::{DeviceMatrix, GpuBackend, KernelHandle};
 use gemv_conformance as conformance;
 use gemv_core::codec::f32_to_bf16;
 use gemv_core::{Family, KERNELS, MODULE_NAME, Nvfp4Matrix, gemv_contract};
-use gemv_cuda::CudaEmulator;
 use gemv_cuda::launch::grid_size;
+use gemv_cuda_emulator::CudaEmulator;
 
 /// The emulated devices that run each build of the exact family: sm_80 its sm_75 build, sm_90
 /// its sm_89 build.

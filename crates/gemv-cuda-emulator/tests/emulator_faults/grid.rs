@@ -3,7 +3,7 @@
 //! atomics (a persistent grid's tickets under every block order) and `elect.sync`.
 
 use gemv_backend::Error;
-use gemv_cuda::{CudaEmulator, HostLaunch, ThreadOrder};
+use gemv_cuda_emulator::{CudaEmulator, HostLaunch, ThreadOrder};
 
 /// Runs `kernel` on `grid` blocks of 256 threads over X = 0, 1, ..., packed = 3, 4, ...; returns Y.
 fn run(kernel: &str, grid: u32, emulator: CudaEmulator) -> Result<Vec<u16>, Error> {

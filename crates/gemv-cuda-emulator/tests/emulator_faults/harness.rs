@@ -1,7 +1,7 @@
 //! Launching the emulator's test kernels and reading what happened.
 
 use gemv_backend::Error;
-use gemv_cuda::{CudaEmulator, HostLaunch, ThreadOrder};
+use gemv_cuda_emulator::{CudaEmulator, HostLaunch, ThreadOrder};
 
 pub(crate) const M: usize = 1;
 pub(crate) const N: usize = 64;

@@ -15,7 +15,7 @@
 use gemv_backend::{GemvArgs, GpuBackend};
 use gemv_conformance as conformance;
 use gemv_core::{Family, KERNELS, gemv_contract};
-use gemv_cuda::{CudaEmulator, GlobalAccesses, HostLaunch};
+use gemv_cuda_emulator::{CudaEmulator, GlobalAccesses, HostLaunch};
 
 /// The emulated devices that run each build of the exact family (sm_80 its sm_75 build, sm_90
 /// its sm_89 build); the fast family, one build, runs on sm_90.

@@ -1,5 +1,5 @@
 // The emulator's tests of asynchronous and grid-level primitives
-// (crates/gemv-cuda/tests/emulator_faults/async_copies.rs and grid.rs): cp.async pipelines,
+// (crates/gemv-cuda-emulator/tests/emulator_faults/async_copies.rs and grid.rs): cp.async pipelines,
 // mbarriers with bulk copies, programmatic dependent launch and global atomics, each correct
 // once and with planted faults the emulator must report. Compiled only into the emulator, its
 // asm (the portable header's wrappers) rewritten like the kernels'.

@@ -1,4 +1,4 @@
-//! With the `emulator` feature, compiles the CUDA kernels and the SIMT emulator for the host.
+//! Compiles the CUDA kernels and the SIMT emulator for the host.
 //!
 //! `GEMV_EMU_SANITIZE=address,undefined` (any `-fsanitize=` list) builds them under g++'s
 //! sanitizers and links their runtimes into this package's binaries: `cargo xtask test` runs the
@@ -6,7 +6,7 @@
 //! behaviour in a kernel fails CI even where the emulator's own checks cannot see it.
 //!
 //! The kernel sources come from gemv-kernels (`DEP_GEMV_KERNELS_CUDA_DIR`, its `cuda/`), the
-//! emulator's runtime from `src/emulator/runtime/`. g++ compiles copies of the kernel sources (and
+//! emulator's runtime from `src/runtime/`. g++ compiles copies of the kernel sources (and
 //! of the runtime's test kernels) in which every inline-PTX `asm` statement calls the emulator's
 //! PTX executor with its template, constraints and bindings (`build/asm_rewrite.rs`), so the
 //! emulator runs the PTX text the GPU runs. `GEMV_KERNELS_DIR` compiles the kernels from
@@ -14,16 +14,13 @@
 //! it for its mutants).
 
 fn main() {
-    #[cfg(feature = "emulator")]
     emulator::build();
 }
 
-#[cfg(feature = "emulator")]
 #[path = "build/asm_rewrite.rs"]
 #[allow(dead_code)]
 mod asm_rewrite;
 
-#[cfg(feature = "emulator")]
 mod emulator {
     use std::fmt::Write as _;
     use std::path::{Path, PathBuf};
@@ -90,7 +87,7 @@ mod emulator {
                 PathBuf::from(std::env::var_os("DEP_GEMV_KERNELS_CUDA_DIR").expect("gemv-kernels exports its cuda_dir"))
             }
         };
-        let runtime = manifest.join("src/emulator/runtime");
+        let runtime = manifest.join("src/runtime");
         let rewritten = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("emulated_kernels");
         rewrite_kernels(&kernels, &rewritten);
         rewrite_test_kernels(&runtime, &kernels, &rewritten);
@@ -136,7 +133,7 @@ mod emulator {
             build.flag("-mfma");
         }
         let sanitizers = std::env::var("GEMV_EMU_SANITIZE").ok().filter(|s| !s.is_empty());
-        // `gemv_cuda::EMULATOR_SANITIZERS`: what this build chose, for the tests.
+        // `gemv_cuda_emulator::EMULATOR_SANITIZERS`: what this build chose, for the tests.
         println!("cargo:rustc-env=GEMV_EMU_SANITIZERS={}", sanitizers.as_deref().unwrap_or(""));
         if let Some(sanitizers) = sanitizers {
             let flag = format!("-fsanitize={sanitizers}");

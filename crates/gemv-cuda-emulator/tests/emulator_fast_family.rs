@@ -7,7 +7,7 @@ use gemv_backend::GpuBackend;
 use gemv_conformance::{activations, fast_bound_failure, matrix};
 use gemv_core::{FAST_TIERS, Family, family_kernels, gemv_contract, kernel_spec};
 use gemv_cuda::launch::THREADS_PER_BLOCK;
-use gemv_cuda::{CudaEmulator, HostLaunch};
+use gemv_cuda_emulator::{CudaEmulator, HostLaunch};
 
 fn launch(kernel: &str, w: &gemv_core::Nvfp4Matrix, x: &[u16], m: usize) -> Vec<u16> {
     let (n, k) = (w.n(), w.k());

@@ -1,0 +1,69 @@
+//! `gemv bench`'s view of the CUDA backend (feature `bench`): spans of launches and the device's
+//! own copy timed by device events, and cuBLAS's BF16 GEMM as the peer (feature `cublas-peer`).
+
+#[cfg(not(feature = "cublas-peer"))]
+use super::NAME;
+use super::{CudaBackend, driver_error};
+use cudarc::driver::sys::CUevent_flags;
+#[cfg(not(feature = "cublas-peer"))]
+use gemv_backend::Error;
+use gemv_backend::{BenchTimers, GemvArgs, KernelHandle, PeerTiming, Result};
+use gemv_core::GemvShape;
+use std::time::Duration;
+
+impl BenchTimers for CudaBackend {
+    fn time_launches(&self, launches: &[(KernelHandle, GemvArgs)], repeats: usize) -> Result<Duration> {
+        let buffers = self.buffers.lock();
+        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let start = self.stream.record_event(timing).map_err(driver_error("recording an event"))?;
+        for _ in 0..repeats {
+            for (kernel, args) in launches {
+                self.launch_locked(&buffers, *kernel, args)?;
+            }
+        }
+        let end = self.stream.record_event(timing).map_err(driver_error("recording an event"))?;
+        end.synchronize().map_err(driver_error("waiting for an event"))?;
+        let ms = start.elapsed_ms(&end).map_err(driver_error("reading event time"))?;
+        Ok(Duration::from_secs_f64(f64::from(ms) / 1e3))
+    }
+
+    fn time_device_copy(&self, bytes: usize, repeats: usize) -> Result<Option<Duration>> {
+        // Copied through buffers larger than any target's L2 (H200: 50 MB), like the rotated
+        // weight copies the kernels stream: a weight-sized copy would stay in L2 and measure it.
+        const COLD_COPY_BYTES: usize = 256 << 20;
+        let size = bytes.max(COLD_COPY_BYTES);
+        let source = self.stream.alloc_zeros::<u8>(size).map_err(driver_error("copy source"))?;
+        let mut target = self.stream.alloc_zeros::<u8>(size).map_err(driver_error("copy target"))?;
+        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        self.stream.memcpy_dtod(&source, &mut target).map_err(driver_error("warm-up copy"))?;
+        let start = self.stream.record_event(timing).map_err(driver_error("recording an event"))?;
+        for _ in 0..repeats {
+            self.stream.memcpy_dtod(&source, &mut target).map_err(driver_error("device copy"))?;
+        }
+        let end = self.stream.record_event(timing).map_err(driver_error("recording an event"))?;
+        end.synchronize().map_err(driver_error("waiting for an event"))?;
+        let ms = start.elapsed_ms(&end).map_err(driver_error("reading event time"))?;
+        // The time `repeats` copies of `bytes` take at the rate measured.
+        Ok(Some(Duration::from_secs_f64(f64::from(ms) / 1e3 * bytes as f64 / size as f64)))
+    }
+
+    /// cuBLAS's BF16 GEMM (feature `cublas-peer`; see `cublas_peer.rs`).
+    fn time_peer_gemm(
+        &self,
+        shape: GemvShape,
+        cold_bytes: usize,
+        repeats: usize,
+        rounds: usize,
+    ) -> Result<Option<PeerTiming>> {
+        #[cfg(feature = "cublas-peer")]
+        return self.time_cublas(shape, cold_bytes, repeats, rounds).map(Some);
+        #[cfg(not(feature = "cublas-peer"))]
+        {
+            let _ = (shape, cold_bytes, repeats, rounds);
+            Err(Error::Unavailable {
+                backend: NAME,
+                reason: "the cuBLAS peer needs gemv-cuda's `cublas-peer` feature".into(),
+            })
+        }
+    }
+}
