@@ -49,6 +49,14 @@ fi
 # 1. The conformance suite on the GPU; a missing GPU is a failure here. Gates 10 and 11 prove the
 #    fast (tensor-core) family on real tensor cores: its bound, and batch invariance bit for bit.
 GEMV_REQUIRE_CUDA=1 step conformance conformance.log 200 "$here/cuda_conformance" --test-threads 1
+# gemv-candle on the GPU: 64 Nvfp4Linear layers on one device load gemv's kernels once, and give
+# the CPU path's bits. candle's cudarc links the CUDA libraries it binds (libcublas, libcurand)
+# by name: the toolkit's lib64 goes on the loader's path where the system's does not have them.
+if ! ldconfig -p 2> /dev/null | grep -q 'libcurand\.so'; then
+  curand=$(find /usr/local/cuda*/lib64 -name 'libcurand.so*' 2> /dev/null | head -n 1)
+  [ -z "$curand" ] || export LD_LIBRARY_PATH="$(dirname "$curand")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+GEMV_REQUIRE_CUDA=1 step candle conformance.log 60 "$here/candle_cuda" --test-threads 1
 
 # The machine's nvcc builds the two probe programs (nan_probe.cu, memory_probes.cu) for its GPU.
 nvcc=$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -n 1)

@@ -1,6 +1,7 @@
 //! `cargo xtask device-pack`: everything the GPU check needs, built on a development machine so
 //! that the GPU machine needs only a driver, into target/device-pack/ (at most 60 MiB): the release
-//! `gemv` binary, the release CUDA conformance test binary, compute-sanitizer (pinned, from
+//! `gemv` binary, the release CUDA conformance test binary, gemv-candle's release CUDA test
+//! binary (`candle_cuda`: layers on one device load the kernels once), compute-sanitizer (pinned, from
 //! PyPI: the GPU machine may have only a driver), `nan_probe.cu` (the GPU's NaN bits) and
 //! `memory_probes.cu` with the headers it includes (the streaming model's microbenchmarks), both
 //! built there by its nvcc, and `run.sh`, which runs them there inside one time budget (8 minutes by default)
@@ -15,6 +16,8 @@ const PACK: &str = "target/device-pack";
 /// compute-sanitizer for CUDA 13.0 drivers (580 and later), from PyPI.
 const SANITIZER_PACKAGE: &str = "nvidia-cuda-sanitizer-api==13.0.85";
 const LIMIT_BYTES: u64 = 60 << 20;
+/// The pack's executables.
+const BINARIES: [&str; 3] = ["gemv", "cuda_conformance", "candle_cuda"];
 
 /// The start of every script in the pack: where it lies, and where its logs go ($OUT when set,
 /// else target/device-check/).
@@ -23,8 +26,8 @@ const SCRIPT_PRELUDE: &str = include_str!("../scripts/device_prelude.sh");
 /// The check: conformance, bench sweep, families, NaN probe, sanitizers, in one time budget.
 const RUN_SH: &str = include_str!("../scripts/device_run.sh");
 
-/// The NaN bits a GPU produces, against what the emulator assumes (gemv-cuda's
-/// src/emulator/runtime/cuda_emu.h and its PTX executor): f32 FMA, add and multiply give the one
+/// The NaN bits a GPU produces, against what the emulator assumes (gemv-cuda-emulator's
+/// src/runtime/cuda_emu.h and its PTX executor): f32 FMA, add and multiply give the one
 /// NaN 0x7FFFFFFF whatever the inputs' payloads, the conversions to binary16 and bfloat16 and the
 /// packed f16x2/bf16x2 operations give 0x7FFF per lane. Compiled on the GPU machine by its nvcc,
 /// and here first (the pinned nvcc, for sm_90), so that a probe that does not compile fails here.
@@ -42,9 +45,13 @@ const MEMORY_PROBES_HEADERS: [&str; 2] = ["gemv_portable.cuh", "probes/memory_pr
 /// follows the first measurements: where the time goes when a kernel is not at the memory limit.
 const PROFILE_SH: &str = include_str!("../scripts/device_profile.sh");
 
-fn cargo_json_executable(args: &[&str], target_name: &str) -> Result<String, String> {
-    let output =
-        Command::new("cargo").args(args).current_dir(root()).output().map_err(|e| format!("cannot run cargo: {e}"))?;
+pub(crate) fn cargo_json_executable(args: &[&str], env: &[(&str, String)], target_name: &str) -> Result<String, String> {
+    let output = Command::new("cargo")
+        .args(args)
+        .envs(env.iter().map(|(key, value)| (key, value)))
+        .current_dir(root())
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
     if !output.status.success() {
         return Err(format!("cargo {} failed:\n{}", args.join(" "), String::from_utf8_lossy(&output.stderr)));
     }
@@ -80,6 +87,7 @@ pub fn run() -> Result<(), String> {
     eprintln!("xtask: building release binaries for the device pack");
     let gemv = cargo_json_executable(
         &["build", "--release", "-p", "gemv-cli", "--bin", "gemv", "--message-format=json"],
+        &[],
         "gemv",
     )?;
     let conformance = cargo_json_executable(
@@ -95,12 +103,15 @@ pub fn run() -> Result<(), String> {
             "--no-run",
             "--message-format=json",
         ],
+        &[],
         "cuda_conformance",
     )?;
+    // gemv-candle's CUDA test: 64 layers share one load of the kernels, each gives the CPU's bits.
+    let candle = crate::candle_gpu_test::build_binary()?;
     let pack = root().join(PACK);
     let _ = std::fs::remove_dir_all(&pack);
     std::fs::create_dir_all(&pack).map_err(|e| format!("cannot create {}: {e}", pack.display()))?;
-    for (from, name) in [(gemv, "gemv"), (conformance, "cuda_conformance")] {
+    for (from, name) in [(gemv, "gemv"), (conformance, "cuda_conformance"), (candle, "candle_cuda")] {
         std::fs::copy(&from, pack.join(name)).map_err(|e| format!("cannot copy {from}: {e}"))?;
         let _ = Command::new("strip").arg(pack.join(name)).status();
     }
@@ -129,13 +140,11 @@ pub fn run() -> Result<(), String> {
     let sanitizer_archive = std::fs::metadata(pack.join("sanitizer.tar.gz")).map(|m| m.len()).unwrap_or(0);
     let mut total = 0;
     let mut manifest = String::from("gemv device pack: bash run.sh on the GPU machine\n");
-    for name in
-        ["gemv", "cuda_conformance"].into_iter().chain(texts.iter().map(|(name, _)| *name)).chain(MEMORY_PROBES_HEADERS)
-    {
+    for name in BINARIES.into_iter().chain(texts.iter().map(|(name, _)| *name)).chain(MEMORY_PROBES_HEADERS) {
         let path = pack.join(name);
         let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         total += size;
-        let is_binary = ["gemv", "cuda_conformance"].contains(&name);
+        let is_binary = BINARIES.contains(&name);
         let glibc = if is_binary { format!(", needs glibc >= {}", glibc_needed(&path)) } else { String::new() };
         manifest.push_str(&format!("{name}: {size} bytes{glibc}\n"));
     }

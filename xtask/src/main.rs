@@ -12,7 +12,7 @@
 //!   pinned NVRTC.
 //! - `sass [--check]`: the static SASS report docs/sass.md.
 //! - `package`: `cargo package` of the library crates, verified (the last step of `test`).
-//! - `candle [--full]`: fmt, clippy (with and without `cuda`) and the CPU tests of
+//! - `candle [--full]`: fmt, clippy (with and without `cuda`), the CPU tests and the package of
 //!   `crates/gemv-candle`; for `cuda`, candle's own CUDA kernels built by a stand-in nvcc (or,
 //!   with `--full`, the real one: 20 min).
 //! - `device-pack`: release binaries and run.sh for a GPU machine without Rust.
@@ -24,6 +24,7 @@
 //!   docs/testing.md's table from the recorded verdicts (docs/mutants/; the check is in `test`).
 
 mod candle;
+mod candle_gpu_test;
 mod cross;
 mod cuda_toolchain;
 mod device_pack;
@@ -60,10 +61,10 @@ commands:
                     and bytes-in-flight models; all modelled); fails on spills
   package           cargo package of the library crates, each tarball built against the
                     others' tarballs (the last step of `test`)
-  candle [--full]   crates/gemv-candle (Nvfp4Linear for candle): fmt, clippy and the CPU tests,
-                    then clippy with its cuda feature (candle-core's cuda); candle's CUDA kernels
-                    built by a stand-in nvcc (part of `test`), or with --full by the pinned one
-                    (20 min)
+  candle [--full]   crates/gemv-candle (Nvfp4Linear for candle): fmt, clippy, the CPU tests and
+                    `cargo package` (verified), then clippy with its cuda feature (candle-core's
+                    cuda); candle's CUDA kernels built by a stand-in nvcc (part of `test`), or
+                    with --full by the pinned one (20 min)
   aarch64           clippy and the tests of gemv-cpu for aarch64 Linux, run under qemu-user
                     (rustup target, cross gcc and qemu installed when missing; part of test)
   ggml-bench [OPTIONS]
