@@ -76,7 +76,7 @@ fn cuda_symbols(binary: &str) -> Result<Vec<String>, String> {
 }
 
 fn build(env: &[(&str, String)]) -> Result<String, String> {
-    crate::device_pack::cargo_json_executable(
+    crate::util::cargo_json_executable(
         &[
             "test",
             "--release",
@@ -113,7 +113,8 @@ pub fn build_binary() -> Result<String, String> {
     let source = std::fs::read(&test).map_err(|e| format!("cannot read {}: {e}", test.display()))?;
     std::fs::write(&test, source).map_err(|e| format!("cannot touch {}: {e}", test.display()))?;
     let binary = build(&env)?;
-    let needed = Command::new("readelf").args(["-d", &binary]).output().map_err(|e| format!("cannot run readelf: {e}"))?;
+    let needed =
+        Command::new("readelf").args(["-d", &binary]).output().map_err(|e| format!("cannot run readelf: {e}"))?;
     let needed = String::from_utf8_lossy(&needed.stdout);
     let missing: Vec<&str> = LIBRARIES
         .iter()

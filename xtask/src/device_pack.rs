@@ -45,25 +45,6 @@ const MEMORY_PROBES_HEADERS: [&str; 2] = ["gemv_portable.cuh", "probes/memory_pr
 /// follows the first measurements: where the time goes when a kernel is not at the memory limit.
 const PROFILE_SH: &str = include_str!("../scripts/device_profile.sh");
 
-pub(crate) fn cargo_json_executable(args: &[&str], env: &[(&str, String)], target_name: &str) -> Result<String, String> {
-    let output = Command::new("cargo")
-        .args(args)
-        .envs(env.iter().map(|(key, value)| (key, value)))
-        .current_dir(root())
-        .output()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if !output.status.success() {
-        return Err(format!("cargo {} failed:\n{}", args.join(" "), String::from_utf8_lossy(&output.stderr)));
-    }
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    stdout
-        .lines()
-        .rev()
-        .filter(|line| line.contains(&format!("\"name\":\"{target_name}\"")) && line.contains("\"executable\":\""))
-        .find_map(|line| line.split("\"executable\":\"").nth(1)?.split('"').next().map(str::to_string))
-        .ok_or(format!("cargo did not report an executable for {target_name}"))
-}
-
 /// The newest GLIBC symbol version a binary needs (the GPU machine must have at least this).
 fn glibc_needed(path: &std::path::Path) -> String {
     let Ok(output) = Command::new("objdump").arg("-T").arg(path).output() else { return "unknown (no objdump)".into() };
@@ -85,12 +66,12 @@ fn glibc_needed(path: &std::path::Path) -> String {
 pub fn run() -> Result<(), String> {
     compile_probes()?;
     eprintln!("xtask: building release binaries for the device pack");
-    let gemv = cargo_json_executable(
+    let gemv = crate::util::cargo_json_executable(
         &["build", "--release", "-p", "gemv-cli", "--bin", "gemv", "--message-format=json"],
         &[],
         "gemv",
     )?;
-    let conformance = cargo_json_executable(
+    let conformance = crate::util::cargo_json_executable(
         &[
             "test",
             "--release",

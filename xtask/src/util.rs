@@ -60,3 +60,24 @@ pub fn site_package(venv: &std::path::Path, relative: &str, probe: &str) -> Resu
         .find(|path| path.join(probe).exists())
         .ok_or_else(|| format!("{relative}/{probe} not found under {}", lib.display()))
 }
+
+/// Runs `cargo ARGS` (with `--message-format=json` among them) and returns the path of the
+/// executable it reports for the target `target_name`.
+pub fn cargo_json_executable(args: &[&str], env: &[(&str, String)], target_name: &str) -> Result<String, String> {
+    let output = Command::new("cargo")
+        .args(args)
+        .envs(env.iter().map(|(key, value)| (key, value)))
+        .current_dir(root())
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !output.status.success() {
+        return Err(format!("cargo {} failed:\n{}", args.join(" "), String::from_utf8_lossy(&output.stderr)));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    stdout
+        .lines()
+        .rev()
+        .filter(|line| line.contains(&format!("\"name\":\"{target_name}\"")) && line.contains("\"executable\":\""))
+        .find_map(|line| line.split("\"executable\":\"").nth(1)?.split('"').next().map(str::to_string))
+        .ok_or(format!("cargo did not report an executable for {target_name}"))
+}

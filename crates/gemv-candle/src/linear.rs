@@ -83,7 +83,7 @@ impl Nvfp4Linear {
             return Tensor::zeros(y_dims, DType::BF16, x.device());
         }
         let rows = x.contiguous()?.reshape((m, k))?;
-        rows.apply_op1_no_bwd(&LinearOp(self))?.reshape(y_dims)
+        rows.apply_op1_no_bwd(&LinearOp { placement: &self.placement, dims: self.dims })?.reshape(y_dims)
     }
 }
 

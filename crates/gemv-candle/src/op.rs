@@ -1,9 +1,8 @@
 //! The layer as a candle [`CustomOp1`] over `[m, k]` rows: gemv's CPU backend on the CPU, gemv's
-//! CUDA kernels on candle's stream. Private: users call [`Nvfp4Linear::forward`] or
+//! CUDA kernels on candle's stream. Private: users call [`crate::Nvfp4Linear::forward`] or
 //! [`candle_core::Module::forward`].
 
-use crate::linear::Nvfp4Linear;
-use crate::placement::Placement;
+use crate::placement::{LayerDims, Placement};
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CudaStorage, CustomOp1, Layout, Result, Shape, bail};
 use gemv_core::{FamilyChoice, GemvCall};
@@ -19,13 +18,16 @@ fn cpu_backend() -> Result<&'static CpuBackend> {
         .map_err(|e| candle_core::Error::Msg(format!("gemv-candle: the CPU backend: {e}")))
 }
 
-/// One layer's GEMV as candle's op.
-pub(crate) struct LinearOp<'a>(pub(crate) &'a Nvfp4Linear);
+/// One layer's GEMV as candle's op: its weights where they are placed, and its dimensions.
+pub(crate) struct LinearOp<'a> {
+    pub(crate) placement: &'a Placement,
+    pub(crate) dims: LayerDims,
+}
 
 impl LinearOp<'_> {
     /// M and the first element of the rows `layout` describes (contiguous `[m, k]`).
     fn rows(&self, layout: &Layout) -> Result<(usize, usize)> {
-        let k = self.0.in_features();
+        let k = self.dims.k;
         let (m, columns) = layout.shape().dims2()?;
         if columns != k || !layout.is_contiguous() {
             bail!("gemv-candle: expected contiguous [m, {k}] rows, found {:?}", layout.shape());
@@ -41,8 +43,8 @@ impl CustomOp1 for LinearOp<'_> {
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
         let (m, offset) = self.rows(layout)?;
-        let (n, k) = (self.0.out_features(), self.0.in_features());
-        let Placement::Cpu(weights) = &self.0.placement else {
+        let (n, k) = (self.dims.n, self.dims.k);
+        let Placement::Cpu(weights) = self.placement else {
             bail!("gemv-candle: the layer's weights are on a CUDA device and x on the CPU");
         };
         let CpuStorage::BF16(x) = storage else {
@@ -57,9 +59,9 @@ impl CustomOp1 for LinearOp<'_> {
 
     fn cuda_fwd(&self, storage: &CudaStorage, layout: &Layout) -> Result<(CudaStorage, Shape)> {
         let (m, offset) = self.rows(layout)?;
-        let Placement::Cuda(placed) = &self.0.placement else {
+        let Placement::Cuda(placed) = self.placement else {
             bail!("gemv-candle: the layer's weights are on the CPU and x on a CUDA device");
         };
-        placed.forward(self.0.dims, storage, m, offset)
+        placed.forward(self.dims, storage, m, offset)
     }
 }
