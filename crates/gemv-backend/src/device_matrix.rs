@@ -7,7 +7,7 @@
 //! buffers are freed when the matrix drops.
 
 use crate::{BufferRange, DeviceBuffer, GemvArgs, GpuBackend, KernelHandle, ResolvedTiers, Result};
-use gemv_core::{GemvShape, Launch, Nvfp4View, TIERS};
+use gemv_core::{GemvCall, GemvShape, Launch, LaunchShape, Nvfp4View, Operand, TIERS};
 use std::sync::Arc;
 
 /// How a [`DeviceMatrix`] reaches its backend: a borrow, an `Arc` or a `Box` of any backend
@@ -127,54 +127,79 @@ impl<B: BackendRef> DeviceMatrix<B> {
         Ok(())
     }
 
-    /// `Y = W X` for host `x: [m][K]` bf16 bits, split by the dispatch plan (cap `width_cap`).
-    pub fn gemv(&self, tiers: &ResolvedTiers, x: &[u16], m: usize, width_cap: usize) -> Result<Vec<u16>> {
-        let plan = tiers.plan(m, width_cap)?;
-        self.run(x, m, |x_buf, y_buf| self.launch_plan(tiers, &plan, x_buf, y_buf))
-    }
-
-    /// `Y = W X` for host `x: [m][K]` on the fast family's plan (tensor cores; its own contract).
-    pub fn gemv_fast(&self, tiers: &ResolvedTiers, x: &[u16], m: usize) -> Result<Vec<u16>> {
-        let plan = tiers.fast_plan(m)?;
-        self.run(x, m, |x_buf, y_buf| {
-            for launch in &plan {
-                let args = self.args(x_buf, y_buf, launch.row_offset, launch.rows);
-                self.backend.backend().launch_gemv(tiers.fast_handle(launch.tier), &args)?;
+    /// `Y = W X` for `call` over host X bf16 bits laid out as the call says (token t's row at
+    /// element `t * x_row_stride`, K values each): the launches [`ResolvedTiers::plan_call`] gives
+    /// (the family the call's policy picks here, then that family's dispatch plan; the one
+    /// planning step of every engine path), each through [`GpuBackend::launch_gemv`]. Returns Y
+    /// as the call lays it out (rows `y_row_stride` apart, N values each, zeros between). The
+    /// conformance gates run every backend through this.
+    pub fn call(&self, tiers: &ResolvedTiers, x: &[u16], call: &GemvCall) -> Result<Vec<u16>> {
+        let shape = call.shape(self.n, self.k)?;
+        let plan = tiers.plan_call(call)?;
+        self.run(x, shape, |x_buf, y_buf| {
+            for planned in &plan {
+                let (part, x_at, y_at) = shape.part(&planned.launch)?;
+                self.backend.backend().launch_gemv(planned.kernel, &self.part_args(x_buf, y_buf, &part, x_at, y_at))?;
             }
             Ok(())
         })
     }
 
-    /// `Y = W X` with one launch of `kernel` (m <= its width).
-    pub fn gemv_with(&self, kernel: KernelHandle, x: &[u16], m: usize) -> Result<Vec<u16>> {
-        self.run(x, m, |x_buf, y_buf| self.backend.backend().launch_gemv(kernel, &self.args(x_buf, y_buf, 0, m)))
+    /// `Y = W X` for host `x: [m][K]` bf16 bits on the exact family's dispatch plan with the
+    /// widest tier capped at `width_cap` (a caller that must not run wider kernels; [`Self::call`]
+    /// otherwise).
+    pub fn gemv(&self, tiers: &ResolvedTiers, x: &[u16], m: usize, width_cap: usize) -> Result<Vec<u16>> {
+        let plan = tiers.plan(m, width_cap)?;
+        let shape = LaunchShape::contiguous(m, self.n, self.k)?;
+        self.run(x, shape, |x_buf, y_buf| self.launch_plan(tiers, &plan, x_buf, y_buf))
     }
 
+    /// `Y = W X` with one launch of `kernel` (m <= its width).
+    pub fn gemv_with(&self, kernel: KernelHandle, x: &[u16], m: usize) -> Result<Vec<u16>> {
+        let shape = LaunchShape::contiguous(m, self.n, self.k)?;
+        self.run(x, shape, |x_buf, y_buf| self.backend.backend().launch_gemv(kernel, &self.args(x_buf, y_buf, 0, m)))
+    }
+
+    /// The arguments of one launch of a plan over `shape`: its part (`part`, from
+    /// [`LaunchShape::part`]) whose first X and Y rows start at elements `x_at` and `y_at`.
+    fn part_args(&self, x: DeviceBuffer, y: DeviceBuffer, part: &LaunchShape, x_at: usize, y_at: usize) -> GemvArgs {
+        GemvArgs {
+            x: BufferRange { buffer: x, offset: 2 * x_at, len: part.bytes(Operand::X) },
+            y: BufferRange { buffer: y, offset: 2 * y_at, len: part.bytes(Operand::Y) },
+            m: part.shape().m,
+            x_row_stride: part.x_row_stride(),
+            y_row_stride: part.y_row_stride(),
+            ..self.args(x, y, 0, part.shape().m)
+        }
+    }
+
+    /// Uploads `x` (exactly the elements `shape`'s X spans), runs `launch` over X and a Y of the
+    /// elements `shape`'s Y spans, and returns Y. Y is zeroed first only where its rows leave
+    /// gaps: a launch writes every element of its rows, and a backend's fresh buffer is left as
+    /// it comes (a backend may poison it, so an element a kernel forgets shows).
     fn run(
         &self,
         x: &[u16],
-        m: usize,
+        shape: LaunchShape,
         launch: impl FnOnce(DeviceBuffer, DeviceBuffer) -> Result<()>,
     ) -> Result<Vec<u16>> {
-        let shape = GemvShape::new(m, self.n, self.k)?;
-        if x.len() != m * self.k {
-            return Err(gemv_core::CoreError::LengthMismatch {
-                what: "x",
-                expected: m * self.k,
-                found: x.len(),
-                m,
-                n: self.n,
-                k: self.k,
-            }
-            .into());
+        let GemvShape { m, n, k } = shape.shape();
+        let (x_len, y_len) = (shape.bytes(Operand::X) / 2, shape.bytes(Operand::Y) / 2);
+        if x.len() != x_len {
+            return Err(
+                gemv_core::CoreError::LengthMismatch { what: "x", expected: x_len, found: x.len(), m, n, k }.into()
+            );
         }
-        let x_buf = self.backend.backend().alloc(2 * shape.m * shape.k)?;
-        let result = self.backend.backend().alloc(2 * shape.m * shape.n).and_then(|y_buf| {
+        let x_buf = self.backend.backend().alloc(2 * x_len)?;
+        let result = self.backend.backend().alloc(2 * y_len).and_then(|y_buf| {
             let outcome = (|| {
                 self.backend.backend().upload(x_buf.whole(), bytemuck::cast_slice(x))?;
+                let mut y = vec![0u16; y_len];
+                if y_len > m * n {
+                    self.backend.backend().upload(y_buf.whole(), bytemuck::cast_slice(&y))?;
+                }
                 launch(x_buf, y_buf)?;
                 self.backend.backend().synchronize()?;
-                let mut y = vec![0u16; shape.m * shape.n];
                 self.backend.backend().download(y_buf.whole(), bytemuck::cast_slice_mut(&mut y))?;
                 Ok(y)
             })();

@@ -43,6 +43,16 @@ pub enum FamilyChoice {
     Fast,
 }
 
+/// Asking for one family by name.
+impl From<Family> for FamilyChoice {
+    fn from(family: Family) -> Self {
+        match family {
+            Family::Exact => FamilyChoice::Exact,
+            Family::Fast => FamilyChoice::Fast,
+        }
+    }
+}
+
 /// Whether `Auto` may pick the fast family. Off: the default keeps the exact contract's bits.
 pub const FAST_FAMILY_BY_DEFAULT: bool = false;
 

@@ -5,7 +5,7 @@
 
 use gemv_backend::GpuBackend;
 use gemv_conformance::{activations, fast_bound_failure, matrix};
-use gemv_core::{FAST_TIERS, Family, family_kernels, gemv_contract, kernel_spec};
+use gemv_core::{FAST_TIERS, Family, GemvCall, family_kernels, gemv_contract, kernel_spec};
 use gemv_cuda::launch::THREADS_PER_BLOCK;
 use gemv_cuda_emulator::{CudaEmulator, HostLaunch};
 
@@ -114,9 +114,11 @@ fn the_fast_plan_gives_every_token_its_bits_alone_at_any_m() {
     let w = matrix(n, k, 41);
     let x = activations(m, k, 42);
     let matrix = DeviceMatrix::upload(&backend, &w.view()).expect("upload");
-    let all = matrix.gemv_fast(&tiers, &x, m).expect("m16 + m16 + m8");
+    let all = matrix.call(&tiers, &x, &GemvCall::new(m).with_family(FamilyChoice::Fast)).expect("m16 + m16 + m8");
     for t in 0..m {
-        let alone = matrix.gemv_fast(&tiers, &x[t * k..(t + 1) * k], 1).expect("one token");
+        let alone = matrix
+            .call(&tiers, &x[t * k..(t + 1) * k], &GemvCall::new(1).with_family(FamilyChoice::Fast))
+            .expect("one token");
         assert_eq!(&all[t * n..(t + 1) * n], &alone[..], "token {t} inside M = {m} vs alone");
     }
     assert_eq!(fast_bound_failure(&w, &x, m, &all), None);

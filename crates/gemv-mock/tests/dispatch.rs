@@ -131,3 +131,33 @@ fn a_call_plans_every_row_once_on_resolved_kernels_of_its_family() {
         }
     }
 }
+
+/// `DeviceMatrix::call` keeps the call's row strides across every launch of its plan: each
+/// token's row of Y is the host contract's, read from its strided row of X, and the elements
+/// between Y's rows stay zero.
+#[test]
+fn a_call_with_row_strides_writes_each_token_at_its_row() {
+    let backend = MockBackend::new();
+    let tiers = ResolvedTiers::resolve(&backend, ON);
+    let (n, k, m) = (40, 96, 40);
+    let (x_stride, y_stride) = (k + 24, n + 8);
+    let w = conformance::matrix(n, k, 5);
+    let dense = conformance::activations(m, k, 6);
+    let mut x = vec![0x7FC0u16; (m - 1) * x_stride + k];
+    for t in 0..m {
+        x[t * x_stride..t * x_stride + k].copy_from_slice(&dense[t * k..(t + 1) * k]);
+    }
+    let mut expected = vec![0u16; m * n];
+    gemv_core::gemv_contract(&w.view(), &dense, m, &mut expected, 1).expect("host");
+    let call = gemv_core::GemvCall::new(m).with_x_row_stride(x_stride).with_y_row_stride(y_stride);
+    let matrix = DeviceMatrix::upload(&backend, &w.view()).expect("upload");
+    let y = matrix.call(&tiers, &x, &call).expect("call");
+    assert_eq!(y.len(), (m - 1) * y_stride + n);
+    assert!(backend.launches().len() >= 2, "M = 40 takes more than one launch");
+    for t in 0..m {
+        assert_eq!(&y[t * y_stride..t * y_stride + n], &expected[t * n..(t + 1) * n], "token {t}");
+        if t + 1 < m {
+            assert!(y[t * y_stride + n..(t + 1) * y_stride].iter().all(|&v| v == 0), "gap after token {t}");
+        }
+    }
+}

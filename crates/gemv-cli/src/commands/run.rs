@@ -8,7 +8,7 @@ use crate::error::CliError;
 use crate::mapped::MappedCheckpoint;
 use crate::safetensors::{Dtype, TensorLayout};
 use gemv_backend::{DeviceKind, DeviceMatrix, GpuBackend, ResolvedTiers};
-use gemv_core::{KillSwitches, WIDEST_TIER};
+use gemv_core::{FamilyChoice, GemvCall, KillSwitches};
 use std::io::Write;
 
 /// Arguments of `gemv run`, as clap parses them.
@@ -147,7 +147,9 @@ pub fn run(options: &RunOptions) -> Result<String, CliError> {
             while row < m {
                 let rows = rows_per_piece.min(m - row);
                 let bits = x.rows(&input_file, row..row + rows).map_err(fail)?;
-                let y = matrix.gemv(&tiers, &bits, rows, WIDEST_TIER).map_err(|e| fail(e.into()))?;
+                let y = matrix
+                    .call(&tiers, &bits, &GemvCall::new(rows).with_family(FamilyChoice::Exact))
+                    .map_err(|e| fail(e.into()))?;
                 file.write_all(bytemuck::cast_slice(&y))?;
                 row += rows;
             }

@@ -1,7 +1,7 @@
 //! Gate 8: bad input gives a typed error naming what is wrong, and NaN or infinite values give
 //! the contract's documented results, never a panic or an out-of-bounds access.
 
-use super::{CAP, Cases, diff, host, lookup, resolve};
+use super::{Cases, diff, exact, host, lookup, resolve};
 use crate::data::{activations, matrix, overflowing_product, staged_overflow};
 use gemv_backend::{DeviceMatrix, Error, GemvArgs, GpuBackend, KernelHandle, MultiplyAdd};
 use gemv_core::codec::{BF16_NAN, bf16_to_f32, f32_to_bf16};
@@ -126,7 +126,7 @@ fn staged_overflows(backend: &dyn GpuBackend, cases: &mut Cases) {
             if let Some(i) = expected.iter().position(|&v| !bf16_to_f32(v).is_finite()) {
                 return Ok(Some(format!("the contract's output {i} must be finite: {:#06x}", expected[i])));
             }
-            Ok(diff(&expected, &matrix.gemv(&tiers, x, m, CAP)?, n))
+            Ok(diff(&expected, &matrix.call(&tiers, x, &exact(m))?, n))
         });
         cases.record(format!("X that overflows once staged, M = {m}: {label} there, finite here"), outcome);
     }
@@ -142,7 +142,7 @@ fn overflowing_products(backend: &dyn GpuBackend, cases: &mut Cases) {
     let expected = host(&w, &x, 1);
     let multiply_add = backend.device_info().multiply_add;
     let outcome = DeviceMatrix::upload(backend, &w.view()).and_then(|matrix| {
-        let found = matrix.gemv(&tiers, &x, 1, CAP)?;
+        let found = matrix.call(&tiers, &x, &exact(1))?;
         if !bf16_to_f32(expected[0]).is_finite() {
             return Ok(Some(format!("the host contract must keep the fused chain finite: {:#06x}", expected[0])));
         }
@@ -164,7 +164,7 @@ fn nan_and_inf(backend: &dyn GpuBackend, cases: &mut Cases, w: &Nvfp4Matrix) {
     x[2 * k + 20] = f32_to_bf16(f32::INFINITY); // row 2
     let expected = host(w, &x, m);
     let outcome = DeviceMatrix::upload(backend, &w.view()).and_then(|matrix| {
-        let found = matrix.gemv(&tiers, &x, m, CAP)?;
+        let found = matrix.call(&tiers, &x, &exact(m))?;
         if let Some(d) = diff(&expected, &found, n) {
             return Ok(Some(format!("vs host contract: {d}")));
         }
@@ -177,7 +177,7 @@ fn nan_and_inf(backend: &dyn GpuBackend, cases: &mut Cases, w: &Nvfp4Matrix) {
     let nan_scale = Nvfp4Matrix::from_parts(packed.clone(), scales, w.global_scale(), n, k).expect("same shape");
     let x = activations(m, k, 18);
     let outcome = DeviceMatrix::upload(backend, &nan_scale.view()).and_then(|matrix| {
-        let found = matrix.gemv(&tiers, &x, m, CAP)?;
+        let found = matrix.call(&tiers, &x, &exact(m))?;
         let column: Vec<u16> = (0..m).map(|t| found[t * n + 2]).collect();
         Ok(diff(&host(&nan_scale, &x, m), &found, n)
             .or_else(|| column.iter().any(|&v| v != BF16_NAN).then(|| format!("column 2 should be NaN: {column:x?}"))))
@@ -187,12 +187,12 @@ fn nan_and_inf(backend: &dyn GpuBackend, cases: &mut Cases, w: &Nvfp4Matrix) {
     let (_, scales, _) = w.clone().into_parts();
     let nan_global = Nvfp4Matrix::from_parts(packed, scales, f32::NAN, n, k).expect("same shape");
     let outcome = DeviceMatrix::upload(backend, &nan_global.view()).and_then(|matrix| {
-        let found = matrix.gemv(&tiers, &x, m, CAP)?;
+        let found = matrix.call(&tiers, &x, &exact(m))?;
         Ok(found.iter().any(|&v| v != BF16_NAN).then(|| "a NaN global scale must give 0x7FC0 everywhere".into()))
     });
     cases.record("NaN global scale gives 0x7FC0 everywhere", outcome);
 
-    let bad_x = DeviceMatrix::upload(backend, &w.view()).and_then(|matrix| matrix.gemv(&tiers, &x[..k - 1], 1, CAP));
+    let bad_x = DeviceMatrix::upload(backend, &w.view()).and_then(|matrix| matrix.call(&tiers, &x[..k - 1], &exact(1)));
     cases.record(
         "rejects X of the wrong length",
         Ok(match bad_x {

@@ -1,6 +1,6 @@
 //! Gate 3: every output within the derived bound of the independent f64 reference.
 
-use super::{CAP, Cases, clone_error, resolve};
+use super::{Cases, clone_error, exact, resolve};
 use crate::data::{activations, matrix};
 use gemv_backend::{DeviceMatrix, GpuBackend};
 use gemv_core::codec::bf16_to_f32;
@@ -14,7 +14,7 @@ pub(super) fn f64_bound(backend: &dyn GpuBackend, cases: &mut Cases) {
         for m in [1, 8, 32] {
             let x = activations(m, k, 5 + m as u64);
             let outcome = matrix.as_ref().map_err(clone_error).and_then(|matrix| {
-                let found = matrix.gemv(&tiers, &x, m, CAP)?;
+                let found = matrix.call(&tiers, &x, &exact(m))?;
                 let reference = f64_reference(&w.view(), &x, m)?;
                 let bad = (0..found.len()).find(|&i| !reference[i].admits(found[i]));
                 Ok(bad.map(|i| {

@@ -1,7 +1,7 @@
 //! Gate 6: X one-hot at column c gives `bf16(e2m1 * e4m3 * global_scale)` exactly: a closed-form
 //! oracle that shares no arithmetic with the contract.
 
-use super::{CAP, Cases, clone_error, diff, resolve};
+use super::{Cases, clone_error, diff, exact, resolve};
 use crate::data::matrix;
 use gemv_backend::{DeviceMatrix, GpuBackend};
 use gemv_core::codec::f32_to_bf16;
@@ -28,8 +28,8 @@ pub(super) fn impulse(backend: &dyn GpuBackend, cases: &mut Cases) {
                 })
                 .collect();
             let outcome = matrix.as_ref().map_err(clone_error).and_then(|matrix| {
-                let rows3 = matrix.gemv(&tiers, &x, 3, CAP)?;
-                let row1 = matrix.gemv(&tiers, &x[..k], 1, CAP)?;
+                let rows3 = matrix.call(&tiers, &x, &exact(3))?;
+                let row1 = matrix.call(&tiers, &x[..k], &exact(1))?;
                 Ok(diff(&expected, &rows3, n).or_else(|| diff(&expected[..n], &row1, n)))
             });
             cases.record(format!("N={n} K={k} column {c}"), outcome);

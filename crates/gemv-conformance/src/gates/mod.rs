@@ -21,10 +21,16 @@ mod values;
 use super::{Gate, GateResult};
 use gemv_backend::{Error, GpuBackend, KernelHandle, ResolvedTiers, Result};
 use gemv_core::codec::bf16_to_f32;
-use gemv_core::{KillSwitches, MODULE_NAME, Nvfp4Matrix, gemv_contract, host_threads};
+use gemv_core::{FamilyChoice, GemvCall, KillSwitches, MODULE_NAME, Nvfp4Matrix, gemv_contract, host_threads};
 
-/// The suite plans with every tier allowed.
+/// The exact family's widest tier: the most tokens the gates run through one plan case.
 const CAP: usize = gemv_core::WIDEST_TIER;
+
+/// An exact-family call of `m` contiguous tokens: the gates run every backend through
+/// `DeviceMatrix::call`, the engine paths' one planning step.
+fn exact(m: usize) -> GemvCall {
+    GemvCall::new(m).with_family(FamilyChoice::Exact)
+}
 
 pub(super) fn run(backend: &dyn GpuBackend, gate: Gate) -> Vec<GateResult> {
     let mut cases = Cases { gate, results: Vec::new() };

@@ -1,7 +1,7 @@
 //! Gate 4: permuting the rows of X permutes the rows of Y, bit for bit (a token's result does not
 //! depend on where it sits in the batch).
 
-use super::{CAP, Cases, diff, resolve};
+use super::{Cases, diff, exact, resolve};
 use crate::data::{activations, matrix};
 use gemv_backend::{DeviceMatrix, GpuBackend};
 
@@ -15,8 +15,8 @@ pub(super) fn row_permutation(backend: &dyn GpuBackend, cases: &mut Cases) {
         let order: Vec<usize> = (0..m).map(|t| (t + 1) % m).collect();
         let permuted: Vec<u16> = order.iter().flat_map(|&t| x[t * k..(t + 1) * k].iter().copied()).collect();
         let outcome = DeviceMatrix::upload(backend, &w.view()).and_then(|matrix| {
-            let y = matrix.gemv(&tiers, &x, m, CAP)?;
-            let y_permuted = matrix.gemv(&tiers, &permuted, m, CAP)?;
+            let y = matrix.call(&tiers, &x, &exact(m))?;
+            let y_permuted = matrix.call(&tiers, &permuted, &exact(m))?;
             let expected: Vec<u16> = order.iter().flat_map(|&t| y[t * n..(t + 1) * n].iter().copied()).collect();
             Ok(diff(&expected, &y_permuted, n))
         });

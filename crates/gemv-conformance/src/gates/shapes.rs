@@ -3,7 +3,7 @@
 //! width on each shape, so a kernel the plan does not pick (the classic batch8, say) still meets
 //! N = 4097 and K = 5136.
 
-use super::{CAP, Cases, diff, host, lookup, resolve};
+use super::{CAP, Cases, diff, exact, host, lookup, resolve};
 use crate::data::{activations, matrix};
 use gemv_backend::{DeviceMatrix, GpuBackend};
 use gemv_core::{Family, family_kernels};
@@ -29,7 +29,7 @@ pub(super) fn odd_shapes(backend: &dyn GpuBackend, cases: &mut Cases) {
                 if failure.is_some() {
                     return Ok(failure);
                 }
-                let found = matrix.gemv(&tiers, &x[..m * k], m, CAP)?;
+                let found = matrix.call(&tiers, &x[..m * k], &exact(m))?;
                 Ok(diff(&expected[..m * n], &found, n).map(|d| format!("M={m}: {d}")))
             });
             cases.record(format!("N={n} K={k} M=1..=32 by the plan"), planned);

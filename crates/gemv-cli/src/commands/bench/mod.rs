@@ -21,8 +21,8 @@ use crate::error::CliError;
 use gemv_backend::{DeviceKind, DeviceMatrix, GpuBackend, KernelHandle, ResolvedTiers};
 use gemv_conformance as conformance;
 use gemv_core::{
-    FAST_TIERS, Family, FamilyChoice, KernelSpec, KillSwitches, TIERS, WIDEST_TIER, f64_reference, gemv_contract,
-    host_threads,
+    FAST_TIERS, Family, FamilyChoice, GemvCall, KernelSpec, KillSwitches, TIERS, WIDEST_TIER, f64_reference,
+    gemv_contract, host_threads,
 };
 use std::io::Write;
 
@@ -171,8 +171,7 @@ fn gates(
     for arm in arms {
         let x = conformance::activations(arm.m, k, arm.m as u64);
         let found = match arm.kind {
-            ArmKind::Plan(Family::Exact) => matrix.gemv(tiers, &x, arm.m, WIDEST_TIER),
-            ArmKind::Plan(Family::Fast) => matrix.gemv_fast(tiers, &x, arm.m),
+            ArmKind::Plan(family) => matrix.call(tiers, &x, &GemvCall::new(arm.m).with_family(family.into())),
             ArmKind::Kernel(_) => matrix.gemv_with(arm.launches[0].0, &x, arm.m),
         }
         .map_err(|e| format!("gate {} M = {}: {e}", arm.kernels, arm.m))?;
