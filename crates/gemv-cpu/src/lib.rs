@@ -31,3 +31,6 @@ pub use backend::CpuBackend;
 pub use calibration::{CALIBRATED_TOKENS, Calibration, ForcedBy, PathSelection};
 pub use simd::{SIMD_VARIABLE, SimdPath};
 pub use weights::CpuWeights;
+// What an engine's call names beside this crate's own types, so one `use` line suffices.
+pub use gemv_backend::Error;
+pub use gemv_core::{FamilyChoice, GemvCall, Nvfp4Matrix, Nvfp4View};

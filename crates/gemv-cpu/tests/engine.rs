@@ -1,14 +1,14 @@
 //! The engine path: weights arranged once (`CpuWeights`), launches over the caller's slices with
 //! row strides, on every SIMD path this CPU has, against the host contract bit for bit.
 
-use gemv_backend::Error;
 use gemv_conformance::{
     activations, matrix,
     skip::{Requirement, skip},
 };
 use gemv_core::codec::BF16_NAN;
-use gemv_core::{CoreError, FamilyChoice, GemvCall, gemv_contract};
-use gemv_cpu::{CpuBackend, CpuWeights, SimdPath};
+use gemv_core::{CoreError, gemv_contract};
+// The engine's names, as an engine imports them: from the backend crate alone.
+use gemv_cpu::{CpuBackend, CpuWeights, Error, FamilyChoice, GemvCall, SimdPath};
 
 /// Every path this CPU has, forced, and the calibrated choice.
 fn backends() -> Vec<CpuBackend> {

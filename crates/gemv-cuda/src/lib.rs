@@ -21,3 +21,6 @@ pub mod ptx;
 pub use driver::cublas_present;
 pub use driver::{CudaBackend, CudaKernels, CudaWeights, driver_present, engine_context};
 pub use error::CudaError;
+// What an engine's call names beside this crate's own types, so one `use` line suffices.
+pub use gemv_backend::Error;
+pub use gemv_core::{FamilyChoice, GemvCall, Nvfp4Matrix, Nvfp4View};

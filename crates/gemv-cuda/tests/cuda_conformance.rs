@@ -104,7 +104,9 @@ fn an_engine_launches_on_its_own_stream_and_memory_and_replays_a_captured_graph(
     }
     use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
     use gemv_conformance as conformance;
-    use gemv_core::{FamilyChoice, GemvCall, gemv_contract, host_threads};
+    use gemv_core::{gemv_contract, host_threads};
+    // The engine's names, as an engine imports them: from the backend crate alone.
+    use gemv_cuda::{FamilyChoice, GemvCall};
     let context = gemv_cuda::engine_context(0).expect("context");
     // SAFETY: this test uses one stream only, so cudarc's cross-stream event tracking (which
     // would record events inside the graph capture) is not needed.

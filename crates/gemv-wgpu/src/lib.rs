@@ -17,3 +17,6 @@ pub use backend::WgpuBackend;
 pub use error::WgpuError;
 pub use launch::{WgpuRange, WgpuWeights};
 pub use shader::{rows_per_workgroup, shader_source};
+// What an engine's call names beside this crate's own types, so one `use` line suffices.
+pub use gemv_backend::Error;
+pub use gemv_core::{FamilyChoice, GemvCall, Nvfp4Matrix, Nvfp4View};

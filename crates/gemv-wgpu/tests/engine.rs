@@ -4,11 +4,11 @@
 //! host contract for every M through the dispatch plan, with no buffer created per launch.
 //! Skips without an adapter unless GEMV_REQUIRE_WGPU=1.
 
-use gemv_backend::Error;
 use gemv_conformance as conformance;
 use gemv_conformance::skip::{Requirement, skip};
-use gemv_core::{CoreError, FamilyChoice, GemvCall, gemv_contract, host_threads, kernel_spec};
-use gemv_wgpu::{WgpuBackend, WgpuRange, WgpuWeights};
+use gemv_core::{CoreError, gemv_contract, host_threads, kernel_spec};
+// The engine's names, as an engine imports them: from the backend crate alone.
+use gemv_wgpu::{Error, FamilyChoice, GemvCall, WgpuBackend, WgpuRange, WgpuWeights};
 use wgpu::util::DeviceExt;
 
 /// What an engine would do: its own instance, adapter, device and queue.
