@@ -33,29 +33,27 @@ if command -v nvidia-smi > /dev/null; then
 else
   say "nvidia-smi not found: no NVIDIA driver on this machine"
 fi
-# libcublas for the bench's peer row: the loader's path, else a CUDA toolkit's or a Python
-# package's copy (the NVIDIA wheels keep theirs under site-packages/nvidia).
-if ! ldconfig -p 2> /dev/null | grep -q 'libcublas\.so'; then
-  cublas=$(find /usr/local/cuda*/lib64 /usr/local/lib/python3* /usr/lib/python3* /opt -name 'libcublas.so*' 2> /dev/null | head -n 1)
-  if [ -n "$cublas" ]; then
-    export LD_LIBRARY_PATH="$(dirname "$cublas")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    say "libcublas from $(dirname "$cublas")"
+# The CUDA libraries the binaries open or link by name: libcublas for the bench's peer row, and
+# libcublas and libcurand for candle's cudarc (candle_cuda). Each from the loader's path, else a
+# CUDA toolkit's or a Python package's copy (the NVIDIA wheels keep theirs under
+# site-packages/nvidia).
+for library in libcublas libcurand; do
+  ldconfig -p 2> /dev/null | grep -q "$library\.so" && continue
+  found=$(find /usr/local/cuda*/lib64 /usr/local/lib/python3* /usr/lib/python3* /opt -name "$library.so*" 2> /dev/null | head -n 1)
+  if [ -n "$found" ]; then
+    export LD_LIBRARY_PATH="$(dirname "$found")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    say "$library from $(dirname "$found")"
   else
-    say "libcublas not found: no cuBLAS peer row"
+    say "$library not found (the cuBLAS peer row needs libcublas, candle_cuda both)"
   fi
-fi
+done
 "$here/gemv" info --backend cuda 2>&1 | head -n 12 | tee -a "$summary"
 
 # 1. The conformance suite on the GPU; a missing GPU is a failure here. Gates 10 and 11 prove the
 #    fast (tensor-core) family on real tensor cores: its bound, and batch invariance bit for bit.
 GEMV_REQUIRE_CUDA=1 step conformance conformance.log 200 "$here/cuda_conformance" --test-threads 1
 # gemv-candle on the GPU: 64 Nvfp4Linear layers on one device load gemv's kernels once, and give
-# the CPU path's bits. candle's cudarc links the CUDA libraries it binds (libcublas, libcurand)
-# by name: the toolkit's lib64 goes on the loader's path where the system's does not have them.
-if ! ldconfig -p 2> /dev/null | grep -q 'libcurand\.so'; then
-  curand=$(find /usr/local/cuda*/lib64 -name 'libcurand.so*' 2> /dev/null | head -n 1)
-  [ -z "$curand" ] || export LD_LIBRARY_PATH="$(dirname "$curand")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
+# the CPU path's bits (its CUDA libraries found above).
 GEMV_REQUIRE_CUDA=1 step candle conformance.log 60 "$here/candle_cuda" --test-threads 1
 
 # The machine's nvcc builds the two probe programs (nan_probe.cu, memory_probes.cu) for its GPU.
