@@ -130,11 +130,10 @@ impl CudaKernels {
     ) -> Result<()> {
         let shape = self.checked(weights, x, y, call)?;
         for planned in self.tiers.plan_call(call)? {
-            let kernel = gemv_backend::resolved_spec(NAME, planned.kernel)?;
             let (part, x_start, y_start) = shape.part(&planned.launch)?;
             let x_rows = x.slice(x_start..x_start + part.bytes(Operand::X) / 2);
             let mut y_rows = y.slice_mut(y_start..y_start + part.bytes(Operand::Y) / 2);
-            self.enqueue_checked(stream, kernel, planned.kernel, weights, &x_rows, &mut y_rows, &part)?;
+            self.enqueue_checked(stream, planned.kernel, weights, &x_rows, &mut y_rows, &part)?;
         }
         Ok(())
     }
@@ -153,7 +152,7 @@ impl CudaKernels {
     ) -> Result<()> {
         let shape = self.checked(weights, x, y, call)?;
         shape.check_width(kernel)?;
-        self.enqueue_checked(stream, kernel, KernelHandle::for_name(kernel.name), weights, x, y, &shape)
+        self.enqueue_checked(stream, KernelHandle::for_name(kernel.name), weights, x, y, &shape)
     }
 
     /// The call's shape over `weights`, with the weights' and the views' lengths checked against it.
@@ -173,18 +172,17 @@ impl CudaKernels {
         Ok(shape)
     }
 
-    /// Enqueues `kernel` (`handle` names it) over views already checked against `shape`.
-    #[allow(clippy::too_many_arguments)]
+    /// Enqueues the kernel `handle` names over views already checked against `shape`.
     fn enqueue_checked<T: Bf16Element>(
         &self,
         stream: &CudaStream,
-        kernel: &'static KernelSpec,
         handle: KernelHandle,
         weights: &CudaWeights<'_>,
         x: &CudaView<'_, T>,
         y: &mut CudaViewMut<'_, T>,
         shape: &LaunchShape,
     ) -> Result<()> {
+        let kernel = gemv_backend::resolved_spec(NAME, handle)?;
         let function = handle
             .registry_index()
             .and_then(|index| self.functions[index].as_ref())
