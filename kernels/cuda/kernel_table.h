@@ -2,19 +2,28 @@
 // `cargo xtask kernels --check` fails when this file is stale.
 #pragma once
 
-// The exact family: name, max M, rows per warp, blocks per SM the registers must allow.
+// The exact family: name, max M, rows per warp, blocks per SM the registers must allow, ring
+// depth (0: the classic pipeline), persistent grid (0 or 1).
 #define GEMV_KERNELS(X) \
-    X(w4a16_gemv, 1, 4, 2) \
-    X(w4a16_gemv_batch2, 2, 4, 1) \
-    X(w4a16_gemv_batch3, 3, 4, 1) \
-    X(w4a16_gemv_batch4, 4, 4, 1) \
-    X(w4a16_gemv_batch5, 5, 4, 1) \
-    X(w4a16_gemv_batch6, 6, 4, 1) \
-    X(w4a16_gemv_batch7, 7, 4, 1) \
-    X(w4a16_gemv_batch8, 8, 2, 1) \
-    X(w4a16_gemv_batch8_rt2, 8, 4, 1) \
-    X(w4a16_gemv_batch16, 16, 1, 2) \
-    X(w4a16_gemv_batch32, 32, 1, 1)
+    X(w4a16_gemv, 1, 4, 2, 0, 0) \
+    X(w4a16_gemv_batch2, 2, 4, 1, 0, 0) \
+    X(w4a16_gemv_batch3, 3, 4, 1, 0, 0) \
+    X(w4a16_gemv_batch4, 4, 4, 1, 0, 0) \
+    X(w4a16_gemv_batch5, 5, 4, 1, 0, 0) \
+    X(w4a16_gemv_batch6, 6, 4, 1, 0, 0) \
+    X(w4a16_gemv_batch7, 7, 4, 1, 0, 0) \
+    X(w4a16_gemv_batch8, 8, 2, 1, 0, 0) \
+    X(w4a16_gemv_batch8_rt2, 8, 4, 1, 0, 0) \
+    X(w4a16_gemv_batch16, 16, 1, 2, 0, 0) \
+    X(w4a16_gemv_batch32, 32, 1, 1, 0, 0) \
+    X(w4a16_gemv_ring3_r4_b2, 1, 4, 2, 3, 0) \
+    X(w4a16_gemv_ring2_r4_b2, 1, 4, 2, 2, 0) \
+    X(w4a16_gemv_ring2_r2_b3, 1, 2, 3, 2, 0) \
+    X(w4a16_gemv_batch2_ring3_r2_b2, 2, 2, 2, 3, 0) \
+    X(w4a16_gemv_batch4_ring2_r2_b2, 4, 2, 2, 2, 0) \
+    X(w4a16_gemv_ring3_r4_b2_p, 1, 4, 2, 3, 1) \
+    X(w4a16_gemv_batch2_ring3_r2_b2_p, 2, 2, 2, 3, 1) \
+    X(w4a16_gemv_batch4_ring2_r2_b2_p, 4, 2, 2, 2, 1)
 
 // The fast family: name, 8-token mma tiles, rows per warp (the tile's 16 rows over 8 warps),
 // blocks per SM the registers must allow.

@@ -87,11 +87,12 @@ __device__ __forceinline__ gemv_u32 word_of(const PassWeights& w, int h, int wor
 // weights e2m1 * e4m3 * 2^-S. Each 8-element word is decoded once per row and its activations loaded once
 // per token (two 128-bit shared loads), whichever of the two is fewer held in registers while
 // the other is streamed; elements run in order j = 0..15 within a group, as the contract's
-// chain requires.
-template <int MAX_M, int ROWS, int SLICE_TOKENS, bool FULL>
+// chain requires. The slice's tokens are staged at `first` .. `first + SLICE_TOKENS` of `xs`,
+// which holds CAPACITY tokens (the ring pipeline stages several passes at once).
+template <int MAX_M, int ROWS, int SLICE_TOKENS, bool FULL, int CAPACITY = SLICE_TOKENS>
 __device__ __forceinline__ void compute_slice(const PassWeights (&w)[ROWS], const ScaleTable& table,
-                                              const GemvShared<float, SLICE_TOKENS * kTokenStride>& xs, int t0,
-                                              int m, int lane, float (&acc)[ROWS][2][MAX_M]) {
+                                              const GemvShared<float, CAPACITY * kTokenStride>& xs, int t0,
+                                              int m, int lane, float (&acc)[ROWS][2][MAX_M], int first = 0) {
     RowScales scales[ROWS];
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) scales[r] = row_scales(table, w[r].codes);
@@ -109,7 +110,7 @@ __device__ __forceinline__ void compute_slice(const PassWeights (&w)[ROWS], cons
 #pragma unroll
                 for (int t = 0; t < SLICE_TOKENS; ++t) {
                     if (t0 + t < MAX_M && (FULL || t0 + t < m)) {
-                        word_activations<SLICE_TOKENS>(xs, t, lane_vector, 2 * h + word, xv[t]);
+                        word_activations<CAPACITY>(xs, first + t, lane_vector, 2 * h + word, xv[t]);
                     }
                 }
 #pragma unroll
@@ -134,7 +135,7 @@ __device__ __forceinline__ void compute_slice(const PassWeights (&w)[ROWS], cons
                 for (int t = 0; t < SLICE_TOKENS; ++t) {
                     if (t0 + t >= MAX_M || (!FULL && t0 + t >= m)) continue;
                     float xv[8];
-                    word_activations<SLICE_TOKENS>(xs, t, lane_vector, 2 * h + word, xv);
+                    word_activations<CAPACITY>(xs, first + t, lane_vector, 2 * h + word, xv);
 #pragma unroll
                     for (int r = 0; r < ROWS; ++r) {
                         float sum = acc[r][h][t0 + t];
@@ -239,6 +240,48 @@ __device__ __forceinline__ void store(float total, gemv_u16* y, float global_sca
                  gemv_f32_to_bf16(__fmul_rn(total, global_scale)));
 }
 
+template <int MAX_M, int ROWS>
+__device__ __forceinline__ void zero_accumulators(float (&acc)[ROWS][2][MAX_M]) {
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int t = 0; t < MAX_M; ++t) acc[r][h][t] = 0.0f;
+}
+
+// The cursor of a warp's ROWS rows from row0 at this lane's first group. Rows past N (the last
+// warps of the last block) repeat row N - 1, the first row included.
+template <int ROWS>
+__device__ __forceinline__ RowCursor<ROWS> make_row_cursor(const gemv_u8* packed, const gemv_u8* scales, int n, int k,
+                                                           int lane, int row0) {
+    const int first = row0 < n ? row0 : n - 1;
+    RowCursor<ROWS> rows;
+    rows.group = 2 * lane;
+    rows.packed = packed + (gemv_u64)first * (gemv_u64)(k / 2) + 8 * rows.group;
+    rows.scales = scales + (gemv_u64)first * (gemv_u64)(k / kGroup) + rows.group;
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+        const int row = row0 + r < n ? row0 + r : n - 1;
+        rows.unit[r] = (gemv_u32)(row - first) * (gemv_u32)(k / 16);
+    }
+    return rows;
+}
+
+// Fills the block's scale table, one E4M3 code per thread (the cvt build has none to fill); a
+// barrier must follow before any lookup.
+__device__ __forceinline__ void fill_scale_table(ScaleTable& table, int tid) {
+    static_assert(kThreadsPerBlock == 256, "one thread per E4M3 code fills the scale table");
+#ifdef GEMV_SCALES_BY_CVT
+    (void)table;
+    (void)tid;
+#else
+    gemv_u32 pair, unused;
+    scale_pairs((gemv_u32)tid, pair, unused);
+    table[tid] = pair;
+#endif
+}
+
 // One warp computes ROWS consecutive weight rows from row0 for every t < m (m <= MAX_M) and returns
 // the total of the output this lane holds (see reduce). Every warp of the block runs every pass
 // (the staging barriers are block-wide), rows past N included: they reload row N - 1 and are never
@@ -250,37 +293,14 @@ __device__ __forceinline__ float gemv_rows(const gemv_u16* x, const gemv_u8* pac
     const int groups = k / kGroup;
     const int passes = (groups + kPartials - 1) / kPartials;
     float acc[ROWS][2][MAX_M];
-#pragma unroll
-    for (int r = 0; r < ROWS; ++r)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int t = 0; t < MAX_M; ++t) acc[r][h][t] = 0.0f;
-    // Rows past N (the last warps of the last block) repeat row N - 1, the first row included.
-    const int first = row0 < n ? row0 : n - 1;
-    RowCursor<ROWS> rows;
-    rows.group = 2 * lane;
-    rows.packed = packed + (gemv_u64)first * (gemv_u64)(k / 2) + 8 * rows.group;
-    rows.scales = scales + (gemv_u64)first * (gemv_u64)groups + rows.group;
-#pragma unroll
-    for (int r = 0; r < ROWS; ++r) {
-        const int row = row0 + r < n ? row0 + r : n - 1;
-        rows.unit[r] = (gemv_u32)(row - first) * (gemv_u32)(k / 16);
-    }
+    zero_accumulators(acc);
     // This thread's staging, advanced one pass at a time.
     const int chunk = tid % kChunks;
+    RowCursor<ROWS> rows = make_row_cursor<ROWS>(packed, scales, n, k, lane, row0);
     Stager stager = make_stager<Held<MAX_M, SLICE>::value>(x, tid, x_stride, m);
-    // The scale table, one code per thread; the first pass's staging barrier orders it before
-    // any lookup.
+    // The scale table; the first pass's staging barrier orders it before any lookup.
     GEMV_SHARED(gemv_u32, scale_table, 256);
-    static_assert(kThreadsPerBlock == 256, "one thread per E4M3 code fills the scale table");
-#ifndef GEMV_SCALES_BY_CVT
-    {
-        gemv_u32 pair, unused;
-        scale_pairs((gemv_u32)tid, pair, unused);
-        scale_table[tid] = pair;
-    }
-#endif
+    fill_scale_table(scale_table, tid);
     // Two weight buffers alternate: the next pass's loads are in flight while the current pass
     // computes, and nothing is copied between them.
     PassWeights a[ROWS], b[ROWS];
@@ -300,27 +320,30 @@ __device__ __forceinline__ float gemv_rows(const gemv_u16* x, const gemv_u8* pac
     return reduce<MAX_M, ROWS>(acc, lane);
 }
 
+#include "w4a16_gemv_ring.cuh"
+
 #include "w4a16_gemv_plain.cuh"
 
-// Entry: reads the alignments once; the passes then branch on them uniformly.
-template <int MAX_M, int ROWS, int SLICE>
-__device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
-                                           float global_scale, int m, int n, int k, int x_stride, int y_stride) {
-    const int tid = (int)threadIdx.x;
-    const int lane = tid % kWarp;
-    const int row0 = ((int)blockIdx.x * (kThreadsPerBlock / kWarp) + tid / kWarp) * ROWS;
-    const gemv_u64 packed_address = (gemv_u64)packed;
-    Loads loads;
-    loads.vector16 = (packed_address & 15u) == 0u && (k / 2) % 16 == 0;
-    loads.vector8 = (packed_address & 7u) == 0u;
-    loads.scales16 = (((gemv_u64)scales) & 1u) == 0u && (k / kGroup) % 2 == 0;
-    // Every token row 16-byte aligned: the base, and a stride of whole 8-element vectors.
-    const bool x_aligned = (((gemv_u64)x) & 15u) == 0u && x_stride % 8 == 0;
+// One warp's ROWS rows from row0, computed and stored: the pipeline DEPTH selects (0: the classic
+// gemv_rows; >= 2: gemv_rows_ring, which skips the loads and arithmetic of an inactive warp, one
+// with no rows this round of a persistent grid, while it still takes the block's barriers).
+template <int MAX_M, int ROWS, int SLICE, int DEPTH>
+__device__ __forceinline__ void gemv_warp_rows(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales,
+                                               gemv_u16* y, float global_scale, int m, int n, int k, int x_stride,
+                                               int y_stride, bool x_aligned, const Loads& loads, int tid, int lane,
+                                               int row0, bool active) {
     // X staged times 2^S is exact unless some |x| >= 2^(128 - S) overflows it; then an output of the
     // block is infinite or NaN (the overflowed x meets a weight in every output that reads it).
     // Only then does the block run again on the plain path: the same bits, slower, on inputs no
     // model produces. Outputs that are infinite or NaN anyway take the same detour.
-    float total = gemv_rows<MAX_M, ROWS, SLICE>(x, packed, scales, m, n, k, x_stride, x_aligned, loads, tid, lane, row0);
+    float total;
+    if constexpr (DEPTH == 0) {
+        (void)active;
+        total = gemv_rows<MAX_M, ROWS, SLICE>(x, packed, scales, m, n, k, x_stride, x_aligned, loads, tid, lane, row0);
+    } else {
+        total = gemv_rows_ring<MAX_M, ROWS, DEPTH>(x, packed, scales, m, n, k, x_stride, x_aligned, loads, tid, lane,
+                                                   row0, active);
+    }
     const bool mine = stores<MAX_M, ROWS>(lane, m, n, row0);
     const bool finite = (__float_as_uint(total) & 0x7F800000u) != 0x7F800000u;
     const int suspect = __syncthreads_or(mine && !finite);
@@ -331,21 +354,62 @@ __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* pac
     if (mine) store<MAX_M, ROWS>(total, y, global_scale, y_stride, lane, row0);
 }
 
+// Entry: reads the alignments once; the passes then branch on them uniformly. A grid sized by N
+// gives warp w of block b the rows from (8 b + w) ROWS. A PERSISTENT grid (sized from the device:
+// blocks per SM times SMs, gemv_cuda::launch) walks the groups of ROWS rows warp-major: in round r,
+// warp w of block b takes group b + G (w + 8 r), G blocks, so consecutive groups go to different
+// blocks and every SM gets the same number of groups, give or take one, however N falls. Every
+// warp runs every round (the block's barriers), those past the last group inactive.
+template <int MAX_M, int ROWS, int SLICE, int DEPTH, bool PERSISTENT>
+__device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
+                                           float global_scale, int m, int n, int k, int x_stride, int y_stride) {
+    const int tid = (int)threadIdx.x;
+    const int lane = tid % kWarp;
+    const int warp = tid / kWarp;
+    const gemv_u64 packed_address = (gemv_u64)packed;
+    Loads loads;
+    loads.vector16 = (packed_address & 15u) == 0u && (k / 2) % 16 == 0;
+    loads.vector8 = (packed_address & 7u) == 0u;
+    loads.scales16 = (((gemv_u64)scales) & 1u) == 0u && (k / kGroup) % 2 == 0;
+    // Every token row 16-byte aligned: the base, and a stride of whole 8-element vectors.
+    const bool x_aligned = (((gemv_u64)x) & 15u) == 0u && x_stride % 8 == 0;
+    constexpr int kWarps = kThreadsPerBlock / kWarp;
+    if constexpr (!PERSISTENT) {
+        const int row0 = ((int)blockIdx.x * kWarps + warp) * ROWS;
+        gemv_warp_rows<MAX_M, ROWS, SLICE, DEPTH>(x, packed, scales, y, global_scale, m, n, k, x_stride, y_stride,
+                                                  x_aligned, loads, tid, lane, row0, true);
+    } else {
+        static_assert(DEPTH >= 2, "persistent grids run the ring pipeline");
+        const int groups = (n + ROWS - 1) / ROWS;
+        const int blocks = (int)gridDim.x;
+        const int per_round = blocks * kWarps;
+        const int rounds = (groups + per_round - 1) / per_round;
+        for (int round = 0; round < rounds; ++round) {
+            // At most groups + per_round - 1 < 2^31: N and the grid are 32-bit kernel parameters.
+            const int group = (int)blockIdx.x + blocks * (warp + kWarps * round);
+            const bool active = group < groups;
+            // An inactive warp's rows start past N: it loads nothing and stores nothing.
+            gemv_warp_rows<MAX_M, ROWS, SLICE, DEPTH>(x, packed, scales, y, global_scale, m, n, k, x_stride, y_stride,
+                                                      x_aligned, loads, tid, lane, active ? group * ROWS : n, active);
+        }
+    }
+}
+
 #ifdef GEMV_SCALES_BY_CVT
 }  // namespace scales_by_cvt
 #endif
 }  // namespace gemv
 
 // The entry list, generated from gemv_core::KERNELS: name, MAX_M, rows per warp, blocks per SM
-// the registers must allow.
+// the registers must allow, ring depth (0: the classic pipeline), persistent grid (0 or 1).
 #include "kernel_table.h"
 
-#define GEMV_DEFINE_ENTRY(name, max_m, rows, min_blocks)                                                         \
+#define GEMV_DEFINE_ENTRY(name, max_m, rows, min_blocks, depth, persistent)                                      \
     GEMV_KERNEL(GEMV_ENTRY_NAME(name), gemv::kThreadsPerBlock, min_blocks)                                      \
     (const gemv_u16* __restrict__ x, const gemv_u8* __restrict__ packed, const gemv_u8* __restrict__ scales,     \
      gemv_u16* __restrict__ y, float global_scale, int m, int n, int k, int x_stride, int y_stride) {            \
-        gemv::gemv_entry<max_m, rows, gemv::SliceTokens<min_blocks>::value>(x, packed, scales, y, global_scale, m, n, \
-                                                                               k, x_stride, y_stride);           \
+        gemv::gemv_entry<max_m, rows, gemv::SliceTokens<min_blocks>::value, depth, persistent != 0>(              \
+            x, packed, scales, y, global_scale, m, n, k, x_stride, y_stride);                                    \
     }
 
 GEMV_KERNELS(GEMV_DEFINE_ENTRY)

@@ -36,8 +36,9 @@ __device__ __forceinline__ uint2 load_group(const gemv_u8* p, bool vector) {
 }
 
 // Row r's share of the cursor's pass; groups past the row's end (the last, partial pass) are zero
-// weights with scale code 0.
-template <int ROWS>
+// weights with scale code 0. STREAM reads the 16-byte weights without allocating L1 lines (the ring
+// pipeline, whose blocks read each weight once and re-read X from shared memory).
+template <int ROWS, bool STREAM = false>
 __device__ __forceinline__ PassWeights load_pass(const RowCursor<ROWS>& rows, int r, int groups, const Loads& loads) {
     const gemv_u8* packed = rows.packed + (gemv_u64)rows.unit[r] * 8u;
     const gemv_u8* scales = rows.scales + (gemv_u64)rows.unit[r];
@@ -45,7 +46,7 @@ __device__ __forceinline__ PassWeights load_pass(const RowCursor<ROWS>& rows, in
     gemv_poison(w);  // every field is written below; under the emulator one left unwritten reads as NaN
     if (GEMV_ON_COMMON_PATH(rows.group + 1 < groups, true)) {
         if (GEMV_ON_COMMON_PATH(loads.vector16, true)) {
-            w.packed = __ldg(reinterpret_cast<const uint4*>(packed));
+            w.packed = STREAM ? gemv_load_stream16(packed) : __ldg(reinterpret_cast<const uint4*>(packed));
         } else {
             const uint2 a = load_group(packed, loads.vector8);
             const uint2 b = load_group(packed + 8, loads.vector8);
@@ -69,6 +70,16 @@ __device__ __forceinline__ PassWeights load_pass(const RowCursor<ROWS>& rows, in
     return w;
 }
 
+// Moves the cursor to the next pass. The units move, the bases stay: a 32-bit add per row where
+// moving the two 64-bit bases cost four instructions and let ptxas keep a 64-bit address per row
+// (4 fewer per pass).
+template <int ROWS>
+__device__ __forceinline__ void next_pass(RowCursor<ROWS>& rows) {
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) rows.unit[r] += kPartials;
+    rows.group += kPartials;
+}
+
 // Loads the cursor's pass of every row into `w`, prefetches the pass after it into L2 (so two
 // passes of weights are in flight per warp while one computes, at no register cost), and moves
 // the cursor on.
@@ -84,9 +95,15 @@ __device__ __forceinline__ void load_all(RowCursor<ROWS>& rows, int groups, cons
             gemv_prefetch_l2(rows.scales + (gemv_u64)rows.unit[r] + kPartials);
         }
     }
-    // The units move, the bases stay: a 32-bit add per row where moving the two 64-bit bases
-    // cost four instructions and let ptxas keep a 64-bit address per row (4 fewer per pass).
+    next_pass(rows);
+}
+
+// Loads the cursor's pass of every row into `w` with streaming loads and moves the cursor on: the
+// ring pipeline's step, which keeps several passes in flight in registers and prefetches nothing.
+template <int ROWS>
+__device__ __forceinline__ void load_ring_slot(RowCursor<ROWS>& rows, int groups, const Loads& loads,
+                                               PassWeights (&w)[ROWS]) {
 #pragma unroll
-    for (int r = 0; r < ROWS; ++r) rows.unit[r] += kPartials;
-    rows.group += kPartials;
+    for (int r = 0; r < ROWS; ++r) w[r] = load_pass<ROWS, true>(rows, r, groups, loads);
+    next_pass(rows);
 }

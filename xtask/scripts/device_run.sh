@@ -56,6 +56,13 @@ GEMV_REQUIRE_CUDA=1 step conformance conformance.log 200 "$here/cuda_conformance
 # the CPU path's bits (its CUDA libraries found above).
 GEMV_REQUIRE_CUDA=1 step candle conformance.log 60 "$here/candle_cuda" --test-threads 1
 
+# 2. The exact family's pipeline variants (docs/kernels.md, docs/sass.md's static check): every
+#    ring-pipeline kernel and the classic kernel of its width on the three shapes, at the widths
+#    they serve (a kernel is skipped at an M above its width). The list is the registry's, filled
+#    in by `cargo xtask device-pack`.
+step variants bench.log 100 "$here/gemv" bench --backend cuda --shape qkv --shape ffn-up --shape ffn-down --m 1,2,4 \
+  @PIPELINE_VARIANTS@ --peak-gbps 4800
+
 # The machine's nvcc builds the two probe programs (nan_probe.cu, memory_probes.cu) for its GPU.
 nvcc=$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -n 1)
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
@@ -63,7 +70,7 @@ arch=${arch:+sm_$arch}
 arch=${arch:-native}
 probe_dir=$(mktemp -d "${TMPDIR:-/tmp}/gemv-probes.XXXXXX")
 
-# 2. The streaming model's microbenchmarks (memory_probes.cu; docs/kernels.md): read bandwidth
+# 3. The streaming model's microbenchmarks (memory_probes.cu; docs/kernels.md): read bandwidth
 #    against bytes in flight per SM (plain loads; a bulk-copy ring on sm_90), the ramp of one
 #    launch, launch and chain costs with programmatic dependent launch and graphs, loaded
 #    latency. Rows go to probes.csv as they are measured, progress to the summary.
@@ -74,11 +81,11 @@ else
   say "memory-probes: ${nvcc:-no nvcc on this machine}: not built, skipped"; failed=1
 fi
 
-# 3. The benchmark sweep (the protocol of docs/benchmarks.md): the three 27B shapes, M = 1..8, plus
+# 4. The benchmark sweep (the protocol of docs/benchmarks.md): the three 27B shapes, M = 1..8, plus
 #    the 8-wide batch8 kernel, and cuBLAS's BF16 GEMM as the peer row where libcublas loads.
 step bench bench.log 120 "$here/gemv" bench --backend cuda --shape qkv --shape ffn-up --shape ffn-down --m 1..8 \
   --tier plan --tier w4a16_gemv_batch8 --peak-gbps 4800
-# 4. The two families side by side on the three shapes, M = 1..16 (the fast family's target:
+# 5. The two families side by side on the three shapes, M = 1..16 (the fast family's target:
 #    t(16) / t(1) <= 1.10).
 step families families.log 120 "$here/gemv" bench --backend cuda --shape qkv --shape ffn-up --shape ffn-down --m 1..16 \
   --family exact --family fast --peak-gbps 4800 --plot "$out/families.svg"
@@ -87,7 +94,7 @@ if [ $left -ge 15 ]; then
   timeout 30 "$here/gemv" bench --backend cuda --shape qkv --m 1..8 --json --peak-gbps 4800 > "$out/bench.json" 2>/dev/null || failed=1
 fi
 
-# 5. The GPU's NaN bits against the emulator's assumptions (nan_probe.cu, built here by the
+# 6. The GPU's NaN bits against the emulator's assumptions (nan_probe.cu, built here by the
 #    machine's nvcc where it has one; its output goes to the summary).
 if [ -n "$nvcc" ] && [ -f "$here/nan_probe.cu" ]; then
   if timeout 60 "$nvcc" -arch="$arch" -o "$probe_dir/nan_probe" "$here/nan_probe.cu" >> "$summary" 2>&1; then
@@ -102,7 +109,7 @@ else
 fi
 rm -rf "$probe_dir"
 
-# 6. compute-sanitizer's four tools on small cases, into one log: memcheck (guards, bad input,
+# 7. compute-sanitizer's four tools on small cases, into one log: memcheck (guards, bad input,
 #    special values, the fast family's invariance cases), racecheck and synccheck (shared memory
 #    and barriers: tier agreement, register-tiled), initcheck (reads of uninitialised device
 #    memory: guards). The pack's copy travels compressed (the carry limit).

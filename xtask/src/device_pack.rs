@@ -97,7 +97,7 @@ pub fn run() -> Result<(), String> {
         let _ = Command::new("strip").arg(pack.join(name)).status();
     }
     let texts = [
-        ("run.sh", format!("{SCRIPT_PRELUDE}{RUN_SH}")),
+        ("run.sh", format!("{SCRIPT_PRELUDE}{}", run_script())),
         ("profile.sh", format!("{SCRIPT_PRELUDE}{PROFILE_SH}")),
         ("nan_probe.cu", NAN_PROBE_CU.to_string()),
         ("memory_probes.cu", read(&root().join(MEMORY_PROBES))?),
@@ -145,6 +145,13 @@ pub fn run() -> Result<(), String> {
     Ok(())
 }
 
+/// run.sh with the pipeline variants' bench step filled in from the registry.
+fn run_script() -> String {
+    let tiers: Vec<String> =
+        crate::sass::pipeline_comparison().iter().map(|spec| format!("--tier {}", spec.name)).collect();
+    RUN_SH.replace("@PIPELINE_VARIANTS@", &tiers.join(" "))
+}
+
 fn read(path: &std::path::Path) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
@@ -181,4 +188,22 @@ fn copy_sanitizer(to: &std::path::Path) -> Result<u64, String> {
         }
     }
     Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_variants_step_names_every_ring_kernel_and_its_classic_baseline() {
+        let script = run_script();
+        assert!(!script.contains("@PIPELINE_VARIANTS@"), "an unfilled placeholder in run.sh");
+        let step = script.lines().skip_while(|line| !line.starts_with("step variants")).take(2).collect::<String>();
+        for spec in gemv_core::KERNELS.iter().filter(|spec| spec.ring_depth > 0) {
+            assert!(step.contains(&format!("--tier {} ", spec.name)), "{} missing from: {step}", spec.name);
+            let classic = gemv_core::TIERS.iter().find(|tier| tier.width == spec.max_m).map(|tier| tier.kernel);
+            let classic = classic.unwrap_or_else(|| panic!("no classic tier of width {}", spec.max_m));
+            assert!(step.contains(&format!("--tier {classic} ")), "{classic} missing from: {step}");
+        }
+    }
 }

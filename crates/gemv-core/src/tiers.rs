@@ -28,16 +28,52 @@ pub struct KernelSpec {
     /// kernel's block computes 16 rows with its 8 warps splitting K: 2 rows per warp's share.
     pub rows: usize,
     /// Resident 256-thread blocks per SM the CUDA kernel's registers must allow (the second
-    /// argument of its `__launch_bounds__`): 2 caps a thread at 128 registers, 1 at 255.
+    /// argument of its `__launch_bounds__`): 1 allows 255 registers a thread, 2 128, 3 80, 4 64.
     pub cuda_min_blocks: usize,
+    /// The CUDA exact kernel's weight pipeline: 0 for the classic one (X staged per pass, the next
+    /// pass's weights in registers, the one after prefetched into L2); `d >= 2` for the ring
+    /// pipeline, `d` passes of weights in a register ring and X staged once per segment of passes
+    /// (docs/kernels.md). Ring kernels compute the same bits and are in no tier: candidates that
+    /// measurements choose between. 0 for the fast family.
+    pub ring_depth: usize,
+    /// Whether the CUDA grid is persistent: sized from the device (SMs times `cuda_min_blocks`,
+    /// capped by the work) rather than from N, its warps walking groups of `rows` rows so that
+    /// every SM streams the same bytes, give or take one group. Ring kernels only.
+    pub persistent: bool,
 }
 
 const fn exact(name: &'static str, max_m: usize, rows: usize, cuda_min_blocks: usize) -> KernelSpec {
-    KernelSpec { name, module: MODULE_NAME, family: Family::Exact, max_m, rows, cuda_min_blocks }
+    ring(name, (max_m, rows, cuda_min_blocks), 0, false)
+}
+
+/// An exact kernel of the ring pipeline: `(max_m, rows, cuda_min_blocks)` as for [`exact`], the
+/// ring's depth (0: the classic pipeline, which [`exact`] builds) and whether its grid is
+/// persistent.
+const fn ring(name: &'static str, geometry: (usize, usize, usize), depth: usize, persistent: bool) -> KernelSpec {
+    let (max_m, rows, cuda_min_blocks) = geometry;
+    KernelSpec {
+        name,
+        module: MODULE_NAME,
+        family: Family::Exact,
+        max_m,
+        rows,
+        cuda_min_blocks,
+        ring_depth: depth,
+        persistent,
+    }
 }
 
 const fn fast(name: &'static str, max_m: usize) -> KernelSpec {
-    KernelSpec { name, module: FAST_MODULE_NAME, family: Family::Fast, max_m, rows: 2, cuda_min_blocks: 2 }
+    KernelSpec {
+        name,
+        module: FAST_MODULE_NAME,
+        family: Family::Fast,
+        max_m,
+        rows: 2,
+        cuda_min_blocks: 2,
+        ring_depth: 0,
+        persistent: false,
+    }
 }
 
 /// Every kernel, the same names on every backend that has its family. The CUDA sources' entry
@@ -47,7 +83,11 @@ const fn fast(name: &'static str, max_m: usize) -> KernelSpec {
 /// `batch16` and `batch32`, whose accumulators fill the registers, one). At 1 token four rows fit
 /// 128 registers (two blocks per SM); from 2 tokens the tiers take one block per SM (255
 /// registers) to keep four rows (docs/kernels.md).
-pub const KERNELS: [KernelSpec; 13] = [
+///
+/// The ring kernels (`*_ring{depth}_r{rows}_b{blocks}`, `_p` for a persistent grid) are the ring
+/// pipeline's variants of the 1-, 2- and 4-token kernels, in no tier until a measurement puts them
+/// there.
+pub const KERNELS: [KernelSpec; 21] = [
     exact("w4a16_gemv", 1, 4, 2),
     exact("w4a16_gemv_batch2", 2, 4, 1),
     exact("w4a16_gemv_batch3", 3, 4, 1),
@@ -59,6 +99,14 @@ pub const KERNELS: [KernelSpec; 13] = [
     exact("w4a16_gemv_batch8_rt2", 8, 4, 1),
     exact("w4a16_gemv_batch16", 16, 1, 2),
     exact("w4a16_gemv_batch32", 32, 1, 1),
+    ring("w4a16_gemv_ring3_r4_b2", (1, 4, 2), 3, false),
+    ring("w4a16_gemv_ring2_r4_b2", (1, 4, 2), 2, false),
+    ring("w4a16_gemv_ring2_r2_b3", (1, 2, 3), 2, false),
+    ring("w4a16_gemv_batch2_ring3_r2_b2", (2, 2, 2), 3, false),
+    ring("w4a16_gemv_batch4_ring2_r2_b2", (4, 2, 2), 2, false),
+    ring("w4a16_gemv_ring3_r4_b2_p", (1, 4, 2), 3, true),
+    ring("w4a16_gemv_batch2_ring3_r2_b2_p", (2, 2, 2), 3, true),
+    ring("w4a16_gemv_batch4_ring2_r2_b2_p", (4, 2, 2), 2, true),
     fast("w4a16_fast_m8", 8),
     fast("w4a16_fast_m16", 16),
 ];

@@ -49,6 +49,11 @@ pub enum ThreadOrder {
 /// so the exact family runs its sm_89 build and the fast family is available.
 pub const DEFAULT_EMULATED_CAPABILITY: (i32, i32) = (9, 0);
 
+/// SMs of the emulated device unless [`CudaEmulator::with_multiprocessors`] says otherwise: few,
+/// so that a persistent kernel's warps walk several rounds on the gates' shapes (a GPU's count
+/// gives the same bits).
+pub const DEFAULT_MULTIPROCESSORS: u32 = 3;
+
 /// The g++ sanitizers the emulator and its kernels were built under (`GEMV_EMU_SANITIZE` when
 /// this crate was built, e.g. `address,undefined`), empty for none. Set by the build script, so
 /// a test asks what was built rather than reading the variable again.
@@ -63,6 +68,7 @@ pub struct CudaEmulator {
     dependent: bool,
     grid_ends: u32,
     capability: (i32, i32),
+    multiprocessors: u32,
     fallback_blocks: AtomicU64,
     accesses: Mutex<GlobalAccesses>,
 }
@@ -126,6 +132,7 @@ impl CudaEmulator {
             dependent: false,
             grid_ends: 0,
             capability: DEFAULT_EMULATED_CAPABILITY,
+            multiprocessors: DEFAULT_MULTIPROCESSORS,
             fallback_blocks: AtomicU64::new(0),
             accesses: Mutex::new(GlobalAccesses::default()),
         }
@@ -151,6 +158,13 @@ impl CudaEmulator {
     /// sm_75 build below 8.9 and no fast family below 8.0.
     pub fn with_capability(mut self, capability: (i32, i32)) -> Self {
         self.capability = capability;
+        self
+    }
+
+    /// Emulates a device of `count` SMs (at least 1; default [`DEFAULT_MULTIPROCESSORS`]): what a
+    /// persistent kernel's grid is sized from. A small count makes its warps walk many rounds.
+    pub fn with_multiprocessors(mut self, count: u32) -> Self {
+        self.multiprocessors = count.max(1);
         self
     }
 
@@ -374,7 +388,7 @@ impl GpuBackend for CudaEmulator {
         let spec = resolved_spec(NAME, kernel)?;
         let shape = args.validate(spec)?;
         let (m, n, k) = (shape.m, shape.n, shape.k);
-        let grid = grid_size(NAME, spec, n)?;
+        let grid = grid_size(NAME, spec, n, self.multiprocessors)?;
         let emulated = self.emulated_name(spec).ok_or(Error::UnresolvedKernel { raw: 0, backend: NAME })?;
         self.memory.with_launch_addresses(args, |at| {
             let regions = [

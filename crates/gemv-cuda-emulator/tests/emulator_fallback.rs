@@ -19,6 +19,7 @@ use gemv_core::codec::f32_to_bf16;
 use gemv_core::{Family, KERNELS, MODULE_NAME, Nvfp4Matrix, gemv_contract};
 use gemv_cuda::launch::grid_size;
 use gemv_cuda_emulator::CudaEmulator;
+use gemv_cuda_emulator::DEFAULT_MULTIPROCESSORS;
 
 /// The emulated devices that run each build of the exact family: sm_80 its sm_75 build, sm_90
 /// its sm_89 build.
@@ -104,7 +105,8 @@ fn fallback_blocks(
                             let found = launch_at(&emulator, &matrix, kernel, &x, x_offset, m).unwrap_or_else(|e| {
                                 panic!("{} N={n} K={k} M={m} X at byte {x_offset}: {e}", spec.name)
                             });
-                            launched += u64::from(grid_size("cuda-emu", spec, n).expect("a small grid"));
+                            let grid = grid_size("cuda-emu", spec, n, DEFAULT_MULTIPROCESSORS).expect("a small grid");
+                            launched += block_rounds_with_rows(spec, n, grid);
                             if let Some(i) = (0..expected.len()).find(|&i| found[i] != expected[i]) {
                                 panic!(
                                     "{} on sm_{}{} N={n} K={k} M={m} X at byte {x_offset}: output {i}: expected \
@@ -150,7 +152,21 @@ fn an_activation_that_overflows_when_staged_sends_blocks_to_the_plain_path() {
     every_block_took_the_plain_path_once(fallback_blocks(every_finite_scale_code, overflowing), "x = 2^122");
 }
 
-/// The controls' check: each build counted every block it launched on the plain path, once.
+/// The blocks of a launch that compute live rows, counted once per round: a persistent grid's
+/// block runs a round per `8 x grid` groups of rows, and a round in which none of its warps has a
+/// group stores nothing and cannot detour (warp 0 holds the block's first group of a round).
+fn block_rounds_with_rows(spec: &gemv_core::KernelSpec, n: usize, grid: u32) -> u64 {
+    let grid = grid as usize;
+    if !spec.persistent {
+        return grid as u64;
+    }
+    let groups = n.div_ceil(spec.rows);
+    let rounds = groups.div_ceil(8 * grid);
+    (0..rounds).map(|round| (0..grid).filter(|&block| block + grid * 8 * round < groups).count() as u64).sum()
+}
+
+/// The controls' check: each build counted every block it launched on the plain path, once (a
+/// persistent block once per round with rows).
 fn every_block_took_the_plain_path_once(fallbacks: Vec<Fallbacks>, cause: &str) {
     for Fallbacks { capability, blocks, launched } in fallbacks {
         eprintln!("sm_{}{}: {blocks} fallback blocks of {launched} with {cause}", capability.0, capability.1);

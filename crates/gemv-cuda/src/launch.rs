@@ -16,10 +16,21 @@ pub fn rows_per_warp(kernel: &KernelSpec) -> u32 {
     kernel.rows as u32
 }
 
-/// Blocks for `n` weight rows, or [`gemv_backend::Error::LimitExceeded`] past the grid limit.
-pub fn grid_size(backend: &'static str, kernel: &KernelSpec, n: usize) -> gemv_backend::Result<u32> {
+/// Blocks for `n` weight rows on a device of `multiprocessors` SMs, or
+/// [`gemv_backend::Error::LimitExceeded`] past the grid limit: one block per 8 warps' rows, and for
+/// a persistent kernel ([`KernelSpec::persistent`]) at most `cuda_min_blocks` per SM, which its
+/// warps walk the rows from (every resident block streams to the end).
+pub fn grid_size(
+    backend: &'static str,
+    kernel: &KernelSpec,
+    n: usize,
+    multiprocessors: u32,
+) -> gemv_backend::Result<u32> {
     let rows_per_block = u64::from(WARPS_PER_BLOCK * rows_per_warp(kernel));
-    let blocks = (n as u64).div_ceil(rows_per_block);
+    let mut blocks = (n as u64).div_ceil(rows_per_block);
+    if kernel.persistent {
+        blocks = blocks.min(u64::from(multiprocessors.max(1)) * kernel.cuda_min_blocks as u64);
+    }
     if blocks > MAX_GRID_BLOCKS {
         return Err(gemv_backend::Error::LimitExceeded {
             backend,
@@ -55,14 +66,14 @@ mod tests {
         let per_block = |spec: &gemv_core::KernelSpec| (THREADS_PER_BLOCK / 32) as usize * spec.rows;
         for spec in [single, tiled] {
             let rows = per_block(spec);
-            assert_eq!(grid_size("t", spec, 1).ok(), Some(1));
-            assert_eq!(grid_size("t", spec, rows).ok(), Some(1));
-            assert_eq!(grid_size("t", spec, rows + 1).ok(), Some(2));
+            assert_eq!(grid_size("t", spec, 1, 132).ok(), Some(1));
+            assert_eq!(grid_size("t", spec, rows, 132).ok(), Some(1));
+            assert_eq!(grid_size("t", spec, rows + 1, 132).ok(), Some(2));
         }
         // The largest N the 32-bit kernel parameter allows fits the grid comfortably.
-        assert!(grid_size("t", single, i32::MAX as usize).is_ok());
+        assert!(grid_size("t", single, i32::MAX as usize, 132).is_ok());
         let rows = (MAX_GRID_BLOCKS as usize + 1) * per_block(single);
-        match grid_size("t", single, rows) {
+        match grid_size("t", single, rows, 132) {
             Err(error @ gemv_backend::Error::LimitExceeded { requested, limit, unit: "blocks", .. }) => {
                 assert_eq!((requested, limit), (MAX_GRID_BLOCKS + 1, MAX_GRID_BLOCKS));
                 assert!(
@@ -71,5 +82,18 @@ mod tests {
             }
             other => panic!("expected LimitExceeded, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_persistent_grid_is_capped_by_the_device_and_never_exceeds_the_rows() {
+        let persistent = gemv_core::KERNELS.iter().find(|spec| spec.persistent).expect("a persistent kernel");
+        let per_block = (THREADS_PER_BLOCK / 32) as usize * persistent.rows;
+        let resident = 132 * persistent.cuda_min_blocks as u32;
+        assert_eq!(grid_size("t", persistent, 1, 132).ok(), Some(1));
+        assert_eq!(grid_size("t", persistent, per_block * 10 + 1, 132).ok(), Some(11));
+        assert_eq!(grid_size("t", persistent, 17408, 132).ok(), Some(resident));
+        assert_eq!(grid_size("t", persistent, i32::MAX as usize, 132).ok(), Some(resident));
+        // An SM count of zero (an unknown device) still launches.
+        assert_eq!(grid_size("t", persistent, 17408, 0).ok(), Some(persistent.cuda_min_blocks as u32));
     }
 }

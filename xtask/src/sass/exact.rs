@@ -33,18 +33,31 @@ pub struct PassLoop {
     barriers: usize,
     /// Tokens staged per slice (two barriers per slice and pass).
     pub slice: usize,
+    /// A ring kernel's depth: its pass loop is unrolled over that many passes, of which only the
+    /// first of each segment stages X (so its barriers do not count the passes). 0: classic.
+    pub ring_depth: usize,
 }
 
 impl PassLoop {
     /// Instructions one warp executes per pass at `m` tokens (the plan always fills the kernel):
     /// a thread stages `m * 128 / 256` chunks per pass (8 k of a token each) at the staging code's
     /// mean cost per chunk, and runs everything else once per pass.
-    fn per_pass(self, m: usize) -> f64 {
+    pub fn per_pass(self, m: usize) -> f64 {
         let slices = m.div_ceil(self.slice.max(1));
-        let passes = (self.barriers as f64 / (2 * slices) as f64).max(1.0);
+        let passes = if self.ring_depth > 0 {
+            self.ring_depth as f64
+        } else {
+            (self.barriers as f64 / (2 * slices) as f64).max(1.0)
+        };
         let per_chunk = self.staging as f64 / self.chunks.max(1) as f64;
         self.body as f64 / passes + per_chunk * (m * 128) as f64 / 256.0
     }
+}
+
+/// Passes of weights a warp keeps in flight while it computes one: the classic pipeline's next
+/// pass and L2 prefetch, or a ring's depth less the pass computing.
+pub fn passes_in_flight(spec: &gemv_core::KernelSpec) -> f64 {
+    if spec.ring_depth > 0 { (spec.ring_depth - 1) as f64 } else { PASSES_IN_FLIGHT }
 }
 
 fn rows(kernel: &str) -> usize {
@@ -55,9 +68,10 @@ fn max_m(kernel: &str) -> usize {
     kernel_spec(kernel).map_or(1, |spec| spec.max_m)
 }
 
-/// The pass loop: the outermost loop holding the FFMAs and a block barrier; staging is what it
+/// The pass loop: the outermost loop holding the FFMAs and a block barrier (with `innermost`, the
+/// innermost: a persistent kernel's loop over rounds holds its pass loop); staging is what it
 /// holds with shared stores and no FFMA or barrier: loops, or blocks a branch skips.
-pub fn pass_loop(instructions: &[(u64, String)]) -> Option<PassLoop> {
+pub fn pass_loop(instructions: &[(u64, String)], innermost: bool) -> Option<PassLoop> {
     let body = |(start, end): (u64, u64)| -> Vec<&str> {
         instructions.iter().filter(|(a, _)| (start..=end).contains(a)).map(|(_, t)| t.as_str()).collect()
     };
@@ -69,7 +83,7 @@ pub fn pass_loop(instructions: &[(u64, String)]) -> Option<PassLoop> {
             let b = body(range);
             b.iter().any(|t| t.contains("FFMA")) && b.iter().any(|t| t.starts_with("BAR"))
         })
-        .max_by_key(|&(start, end)| end - start)?;
+        .max_by_key(|&(start, end)| if innermost { u64::MAX - (end - start) } else { end - start })?;
     let is_staging = |b: &Vec<&str>| {
         b.iter().any(|t| t.starts_with("STS")) && !b.iter().any(|t| t.contains("FFMA") || t.starts_with("BAR"))
     };
@@ -91,7 +105,7 @@ pub fn pass_loop(instructions: &[(u64, String)]) -> Option<PassLoop> {
     let chunks = staged.iter().filter(|t| t.starts_with("STS")).count() / 2;
     let whole = body((start, end));
     let barriers = whole.iter().filter(|t| t.starts_with("BAR")).count();
-    Some(PassLoop { body: whole.len() - staging, staging, chunks, barriers, slice: 0 })
+    Some(PassLoop { body: whole.len() - staging, staging, chunks, barriers, slice: 0, ring_depth: 0 })
 }
 
 /// Tokens per slice from a kernel's static shared memory (see `STAGED_TOKEN_BYTES`).

@@ -17,6 +17,9 @@ mod devices;
 mod exact;
 mod fast;
 mod listing;
+mod variants;
+
+pub use variants::covered as pipeline_comparison;
 
 use crate::cuda_toolchain::Toolchain;
 use crate::kernels::{Nvrtc, PTX_DIR, builds, compile};
@@ -72,6 +75,7 @@ fn render(stats: &PerArch<KernelStats>, loops: &PerArch<PassLoop>, fast_loops: &
          architecture's table shows the build it runs.\n"
     );
     exact::render(&mut out, stats, loops);
+    variants::render(&mut out, stats, loops);
     fast::render(&mut out, stats, fast_loops);
     out
 }
@@ -124,9 +128,10 @@ pub fn run(check: bool) -> Result<(), String> {
                     fast_loops.entry(arch).or_default().insert(name, hot);
                     continue;
                 }
-                let mut pass =
-                    exact::pass_loop(&instructions).ok_or(format!("{name} on {arch}: no pass loop found"))?;
+                let mut pass = exact::pass_loop(&instructions, kernel_spec(&name).is_some_and(|spec| spec.persistent))
+                    .ok_or(format!("{name} on {arch}: no pass loop found"))?;
                 pass.slice = exact::slice_tokens(&name, arch_stats.get(&name).map_or(0, |s| s.shared_bytes))?;
+                pass.ring_depth = kernel_spec(&name).map_or(0, |spec| spec.ring_depth);
                 loops.entry(arch).or_default().insert(name, pass);
             }
         }

@@ -35,7 +35,10 @@ fn exact(m: usize) -> GemvCall {
 pub(super) fn run(backend: &dyn GpuBackend, gate: Gate) -> Vec<GateResult> {
     let mut cases = Cases { gate, results: Vec::new() };
     match gate {
-        Gate::TierAgreement => agreement::tier_agreement(backend, &mut cases),
+        Gate::TierAgreement => {
+            agreement::tier_agreement(backend, &mut cases);
+            agreement::ring_segments(backend, &mut cases);
+        }
         Gate::RegisterTiled => agreement::register_tiled(backend, &mut cases),
         Gate::F64Bound => bound::f64_bound(backend, &mut cases),
         Gate::RowPermutation => permutation::row_permutation(backend, &mut cases),

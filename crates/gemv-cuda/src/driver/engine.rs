@@ -46,6 +46,8 @@ pub struct CudaKernels {
     functions: Vec<Option<CudaFunction>>,
     /// The tier table over those functions, resolved once under the kill switches.
     tiers: ResolvedTiers,
+    /// SMs of the context's device: a persistent kernel's grid.
+    multiprocessors: u32,
 }
 
 impl std::fmt::Debug for CudaKernels {
@@ -105,7 +107,7 @@ impl CudaKernels {
             _ => KernelHandle::NONE,
         };
         let tiers = ResolvedTiers::resolve_with(NAME, present, switches);
-        Ok(Self { functions, tiers })
+        Ok(Self { functions, tiers, multiprocessors: super::multiprocessors(context)? })
     }
 
     /// The tier table these kernels resolve (which tiers and families the device has).
@@ -196,6 +198,6 @@ impl CudaKernels {
         // kernel's width (the plan's kernels cover their launch's rows); the borrows keep the
         // memory alive and y unaliased while the launch is enqueued, and the sync guards order it
         // on `stream`.
-        unsafe { enqueue(stream, function, kernel, operands, weights.global_scale, shape) }
+        unsafe { enqueue(stream, function, kernel, operands, weights.global_scale, shape, self.multiprocessors) }
     }
 }

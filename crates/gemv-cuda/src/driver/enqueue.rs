@@ -22,8 +22,9 @@ pub(super) struct Operands {
     pub y: u64,
 }
 
-/// Enqueues `function` (the kernel `spec`) on `stream` over `operands`: nothing allocated, copied
-/// or synchronised, so a graph capture of the stream records it.
+/// Enqueues `function` (the kernel `spec`) on `stream` over `operands`, on a device of
+/// `multiprocessors` SMs: nothing allocated, copied or synchronised, so a graph capture of the
+/// stream records it.
 ///
 /// # Safety
 /// Each address lies in device memory of `stream`'s context that holds at least
@@ -36,13 +37,14 @@ pub(super) unsafe fn enqueue(
     operands: Operands,
     global_scale: f32,
     launch: &LaunchShape,
+    multiprocessors: u32,
 ) -> Result<()> {
     let GemvShape { m, n, k } = launch.shape();
     let (m32, n32, k32) = (kernel_int(NAME, "M", m)?, kernel_int(NAME, "N", n)?, kernel_int(NAME, "K", k)?);
     let x_stride = kernel_int(NAME, "X row stride", launch.x_row_stride())?;
     let y_stride = kernel_int(NAME, "Y row stride", launch.y_row_stride())?;
     let config = LaunchConfig {
-        grid_dim: (grid_size(NAME, spec, n)?, 1, 1),
+        grid_dim: (grid_size(NAME, spec, n, multiprocessors)?, 1, 1),
         block_dim: (THREADS_PER_BLOCK, 1, 1),
         shared_mem_bytes: 0,
     };

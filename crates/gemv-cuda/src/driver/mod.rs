@@ -45,6 +45,8 @@ pub struct CudaBackend {
     stream: Arc<CudaStream>,
     info: DeviceInfo,
     capability: (i32, i32),
+    /// SMs of the device: a persistent kernel's grid.
+    multiprocessors: u32,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
     functions: Mutex<HashMap<&'static str, CudaFunction>>,
     buffers: BufferTable<CudaSlice<u8>>,
@@ -78,12 +80,14 @@ impl CudaBackend {
         let stream = context.default_stream();
         let info = device_info(&context)?;
         let capability = context.compute_capability().map_err(driver_error("compute capability"))?;
-        tracing::info!(device = %info.name, arch = %info.architecture, "cuda backend opened");
+        let multiprocessors = multiprocessors(&context)?;
+        tracing::info!(device = %info.name, arch = %info.architecture, multiprocessors, "cuda backend opened");
         Ok(Self {
             context,
             stream,
             info,
             capability,
+            multiprocessors,
             modules: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
             buffers: BufferTable::new(NAME),
@@ -139,8 +143,16 @@ impl CudaBackend {
         // SAFETY: `validate` proved every range lies inside a live buffer of this backend (held
         // alive by the `buffers` lock for the enqueue), holds what the launch needs, fits the
         // kernel's width, and Y overlaps no input.
-        unsafe { enqueue(&self.stream, &function, spec, operands, args.global_scale, &launch) }
+        unsafe { enqueue(&self.stream, &function, spec, operands, args.global_scale, &launch, self.multiprocessors) }
     }
+}
+
+/// The device's SM count (a persistent kernel's grid is sized from it).
+fn multiprocessors(context: &Arc<CudaContext>) -> Result<u32> {
+    let count = context
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(driver_error("multiprocessor count"))?;
+    Ok(u32::try_from(count).unwrap_or(1).max(1))
 }
 
 fn device_info(context: &Arc<CudaContext>) -> Result<DeviceInfo> {
