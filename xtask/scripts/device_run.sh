@@ -111,8 +111,9 @@ rm -rf "$probe_dir"
 
 # 7. compute-sanitizer's four tools on small cases, into one log: memcheck (guards, bad input,
 #    special values, the fast family's invariance cases), racecheck and synccheck (shared memory
-#    and barriers: tier agreement, register-tiled), initcheck (reads of uninitialised device
-#    memory: guards). The pack's copy travels compressed (the carry limit).
+#    and barriers: tier agreement with the ring kernels' segments and rounds, register-tiled),
+#    initcheck (reads of uninitialised device memory: guards). The pack's copy travels
+#    compressed (the carry limit).
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
 if [ -z "$sanitizer" ] && [ -f "$here/sanitizer.tar.gz" ]; then
   unpacked=$(mktemp -d "${TMPDIR:-/tmp}/gemv-sanitizer.XXXXXX")
@@ -126,8 +127,8 @@ fi
 if [ -n "$sanitizer" ]; then
   say "compute-sanitizer: $sanitizer"
   step memcheck sanitizer.log 100 "$sanitizer" --tool memcheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 5 --gate 8 --gate 9 --gate 11
-  step racecheck sanitizer.log 60 "$sanitizer" --tool racecheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 2
-  step synccheck sanitizer.log 60 "$sanitizer" --tool synccheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 2
+  step racecheck sanitizer.log 60 "$sanitizer" --tool racecheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 1 --gate 2
+  step synccheck sanitizer.log 60 "$sanitizer" --tool synccheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 1 --gate 2
   step initcheck sanitizer.log 60 "$sanitizer" --tool initcheck --error-exitcode 99 "$here/gemv" check --backend cuda --gate 5
 else
   say "compute-sanitizer not found: memcheck, racecheck, synccheck and initcheck skipped"

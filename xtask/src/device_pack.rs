@@ -7,7 +7,8 @@
 //! built there by its nvcc, and `run.sh`, which runs them there inside one time budget (8 minutes by default)
 //! and writes at most eight logs under $OUT (or target/device-check/); `profile.sh` runs Nsight
 //! Compute on a few launches. compute-sanitizer travels as a tarball (40 MB unpacked, 14 MB
-//! packed) that run.sh unpacks into a temporary folder.
+//! packed) that run.sh unpacks into a temporary folder; the three binaries travel as one
+//! (`binaries.tar.gz`), which both scripts' prelude unpacks beside them.
 
 use crate::util::root;
 use std::process::Command;
@@ -16,8 +17,9 @@ const PACK: &str = "target/device-pack";
 /// compute-sanitizer for CUDA 13.0 drivers (580 and later), from PyPI.
 const SANITIZER_PACKAGE: &str = "nvidia-cuda-sanitizer-api==13.0.85";
 const LIMIT_BYTES: u64 = 60 << 20;
-/// The pack's executables.
+/// The pack's executables, which travel compressed in [`BINARIES_ARCHIVE`].
 const BINARIES: [&str; 3] = ["gemv", "cuda_conformance", "candle_cuda"];
+const BINARIES_ARCHIVE: &str = "binaries.tar.gz";
 
 /// The start of every script in the pack: where it lies, and where its logs go ($OUT when set,
 /// else target/device-check/).
@@ -121,13 +123,29 @@ pub fn run() -> Result<(), String> {
     let sanitizer_archive = std::fs::metadata(pack.join("sanitizer.tar.gz")).map(|m| m.len()).unwrap_or(0);
     let mut total = 0;
     let mut manifest = String::from("gemv device pack: bash run.sh on the GPU machine\n");
-    for name in BINARIES.into_iter().chain(texts.iter().map(|(name, _)| *name)).chain(MEMORY_PROBES_HEADERS) {
+    let mut unpacked = 0;
+    for name in BINARIES {
         let path = pack.join(name);
         let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        unpacked += size;
+        manifest.push_str(&format!("{name}: {size} bytes, needs glibc >= {}\n", glibc_needed(&path)));
+    }
+    // The binaries embed every kernel's PTX (text, 13 MB a binary): compressed, they take about a
+    // third of the room; the prelude of run.sh and profile.sh unpacks them.
+    let mut archive = vec!["-czf".to_string(), pack.join(BINARIES_ARCHIVE).to_string_lossy().into_owned()];
+    archive.extend(["-C".to_string(), pack.to_string_lossy().into_owned()]);
+    archive.extend(BINARIES.map(String::from));
+    crate::util::run("tar", &archive.iter().map(String::as_str).collect::<Vec<_>>())?;
+    for name in BINARIES {
+        std::fs::remove_file(pack.join(name)).map_err(|e| format!("cannot remove the unpacked {name}: {e}"))?;
+    }
+    let binaries_archive = std::fs::metadata(pack.join(BINARIES_ARCHIVE)).map(|m| m.len()).unwrap_or(0);
+    manifest.push_str(&format!("{BINARIES_ARCHIVE} (the three above, {unpacked} bytes): {binaries_archive} bytes\n"));
+    total += binaries_archive;
+    for name in texts.iter().map(|(name, _)| *name).chain(MEMORY_PROBES_HEADERS) {
+        let size = std::fs::metadata(pack.join(name)).map(|m| m.len()).unwrap_or(0);
         total += size;
-        let is_binary = BINARIES.contains(&name);
-        let glibc = if is_binary { format!(", needs glibc >= {}", glibc_needed(&path)) } else { String::new() };
-        manifest.push_str(&format!("{name}: {size} bytes{glibc}\n"));
+        manifest.push_str(&format!("{name}: {size} bytes\n"));
     }
     manifest.push_str(&format!(
         "sanitizer.tar.gz ({SANITIZER_PACKAGE}, {sanitizer_files} bytes unpacked): {sanitizer_archive} bytes\n"

@@ -3,7 +3,6 @@
 //! specialisations and the launchers read the same names, widths and rows. `--check` fails when
 //! the committed header is stale.
 
-use crate::util::root;
 use gemv_core::{Family, KERNELS};
 use std::fmt::Write;
 
@@ -58,17 +57,7 @@ fn list(text: &mut String, macro_name: &str, family: Family, columns: impl Fn(&g
 
 /// Writes the header, or with `check` fails when the committed one differs.
 pub fn run(check: bool) -> Result<(), String> {
-    let path = root().join(HEADER);
-    let fresh = header();
-    if check {
-        if std::fs::read_to_string(&path).ok().as_deref() != Some(fresh.as_str()) {
-            return Err(format!("{HEADER} is stale: run `cargo xtask kernels`"));
-        }
-        return Ok(());
-    }
-    std::fs::write(&path, fresh).map_err(|e| format!("cannot write {HEADER}: {e}"))?;
-    eprintln!("xtask: wrote {HEADER}");
-    Ok(())
+    crate::util::write_or_check(HEADER, &header(), check, "kernels")
 }
 
 #[cfg(test)]

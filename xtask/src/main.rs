@@ -11,6 +11,7 @@
 //! - `kernels [--check]`: every build in `gemv_core::MODULE_BUILDS` to committed PTX with the
 //!   pinned NVRTC.
 //! - `sass [--check]`: the static SASS report docs/sass.md.
+//! - `model [--check]`: the exact family's time model fitted to the H200 measurements, docs/model.md.
 //! - `package`: `cargo package` of the library crates, verified (the last step of `test`).
 //! - `candle [--full]`: fmt, clippy (with and without `cuda`), the CPU tests and the package of
 //!   `crates/gemv-candle`; for `cuda`, candle's own CUDA kernels built by a stand-in nvcc (or,
@@ -32,6 +33,7 @@ mod fixtures;
 mod ggml_bench;
 mod kernel_table;
 mod kernels;
+mod model;
 mod mutants;
 mod provision;
 mod sass;
@@ -44,7 +46,7 @@ const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
   test              provision tools, then fmt --check, clippy -D warnings, artifact freshness
-                    (fixtures, kernels, sass, mutants --summary --check), cargo test --workspace, the emulator
+                    (fixtures, kernels, sass, model, mutants --summary --check), cargo test --workspace, the emulator
                     suites under ASan+UBSan, cargo doc, the release real-shape tests and
                     cargo package of the library crates;
                     ends with the count of skipped tests (GEMV_EXPECTED_SKIPS=cuda,wgpu lists
@@ -59,6 +61,8 @@ commands:
   sass [--check]    assemble the PTX for sm_80..sm_121 with the pinned ptxas and write docs/sass.md
                     (registers, spills, SASS counts, pass loop per weight, per-token slope, issue
                     and bytes-in-flight models; all modelled); fails on spills
+  model [--check]   fit the exact family's time model to the committed H200 measurements and
+                    write docs/model.md (held-out errors, predictions for the ring kernels)
   package           cargo package of the library crates, each tarball built against the
                     others' tarballs (the last step of `test`)
   candle [--full]   crates/gemv-candle (Nvfp4Linear for candle): fmt, clippy, the CPU tests and
@@ -108,6 +112,7 @@ fn main() -> ExitCode {
         Some("fixtures") => fixtures::regenerate(args.iter().any(|a| a == "--check")),
         Some("kernels") => kernels::run(args.iter().any(|a| a == "--check")),
         Some("sass") => sass::run(args.iter().any(|a| a == "--check")),
+        Some("model") => model::run(args.iter().any(|a| a == "--check")),
         Some("package") => package_library_crates(),
         Some("candle") => candle::run_check(args.iter().any(|a| a == "--full")),
         Some("device-pack") => device_pack::run(),
@@ -196,6 +201,7 @@ fn test() -> Result<(), String> {
     fixtures::regenerate(true)?;
     kernels::run(true)?;
     sass::run(true)?;
+    model::run(true)?;
     mutants::check_summary()?;
     skips::start()?;
     util::run("cargo", &["test", "--workspace", "--features", CLI_EMULATOR])?;

@@ -81,3 +81,18 @@ pub fn cargo_json_executable(args: &[&str], env: &[(&str, String)], target_name:
         .find_map(|line| line.split("\"executable\":\"").nth(1)?.split('"').next().map(str::to_string))
         .ok_or(format!("cargo did not report an executable for {target_name}"))
 }
+
+/// Writes a generated artifact (`relative` to the root), or with `check` fails when the committed
+/// one differs from `fresh`, naming the command that regenerates it.
+pub fn write_or_check(relative: &str, fresh: &str, check: bool, command: &str) -> Result<(), String> {
+    let path = root().join(relative);
+    if check {
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(fresh) {
+            return Err(format!("{relative} is stale: run `cargo xtask {command}`"));
+        }
+        return Ok(());
+    }
+    std::fs::write(&path, fresh).map_err(|e| format!("cannot write {relative}: {e}"))?;
+    eprintln!("xtask: wrote {relative}");
+    Ok(())
+}

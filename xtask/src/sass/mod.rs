@@ -19,7 +19,7 @@ mod fast;
 mod listing;
 mod variants;
 
-pub use variants::covered as pipeline_comparison;
+pub use variants::{covered as pipeline_comparison, rows_per_sm};
 
 use crate::cuda_toolchain::Toolchain;
 use crate::kernels::{Nvrtc, PTX_DIR, builds, compile};
@@ -149,16 +149,7 @@ pub fn run(check: bool) -> Result<(), String> {
         return Err(format!("register spills: {}", spills.join("; ")));
     }
     let report = render(&stats, &loops, &fast_loops, &ptx_names.join(", "));
-    let path = root().join(REPORT);
-    if check {
-        let committed = std::fs::read_to_string(&path).unwrap_or_default();
-        if committed != report {
-            return Err(format!("{REPORT} is stale: run `cargo xtask sass`"));
-        }
-        eprintln!("xtask: {REPORT} is fresh; no spills");
-    } else {
-        std::fs::write(&path, report).map_err(|e| format!("cannot write {REPORT}: {e}"))?;
-        eprintln!("xtask: wrote {REPORT}; no spills");
-    }
+    crate::util::write_or_check(REPORT, &report, check, "sass")?;
+    eprintln!("xtask: {REPORT}: no spills");
     Ok(())
 }

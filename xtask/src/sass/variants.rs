@@ -30,23 +30,33 @@ struct Spread {
     imbalance: f64,
 }
 
+/// The rows a launch hands out (whole blocks of 8 x rows rows, or a persistent grid's whole groups
+/// of `rows`) and the most of them one SM streams on a device of `sms` SMs (see [`Spread`]).
+pub fn rows_per_sm(spec: &KernelSpec, n: usize, sms: usize) -> (usize, usize) {
+    let unit = if spec.persistent { spec.rows } else { WARPS_PER_BLOCK * spec.rows };
+    let units = n.div_ceil(unit);
+    (units * unit, units.div_ceil(sms) * unit)
+}
+
 fn spread(spec: &KernelSpec, resident: usize, sms: f64, n: usize) -> Spread {
     let passes = passes_in_flight(spec) * PASS_BYTES_PER_ROW * spec.rows as f64;
+    let (rows, busiest) = rows_per_sm(spec, n, sms as usize);
+    let imbalance = busiest as f64 * sms / rows as f64 - 1.0;
     if spec.persistent {
-        let groups = n.div_ceil(spec.rows) as f64;
+        let groups = (rows / spec.rows) as f64;
         let warps_per_sm = (groups / sms).min((resident * WARPS_PER_BLOCK) as f64);
         return Spread {
             in_flight: warps_per_sm * passes,
             waves: groups / (sms * (resident * WARPS_PER_BLOCK).max(1) as f64),
-            imbalance: (groups / sms).ceil() * sms / groups - 1.0,
+            imbalance,
         };
     }
-    let blocks = n.div_ceil(WARPS_PER_BLOCK * spec.rows) as f64;
+    let blocks = (rows / (WARPS_PER_BLOCK * spec.rows)) as f64;
     let per_sm = (resident as f64).min(blocks / sms);
     Spread {
         in_flight: per_sm * WARPS_PER_BLOCK as f64 * passes,
         waves: blocks / (sms * resident.max(1) as f64),
-        imbalance: (blocks / sms).ceil() * sms / blocks - 1.0,
+        imbalance,
     }
 }
 
