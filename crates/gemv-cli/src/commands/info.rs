@@ -105,6 +105,7 @@ fn backend_report(backend: &dyn GpuBackend, switches: KillSwitches) -> String {
     let mut text = String::new();
     let out = &mut text;
     let _ = writeln!(out, "  kernels (module, family)");
+    let width = KERNELS.iter().map(|spec| spec.name.len()).max().unwrap_or(0);
     for spec in KERNELS {
         let handle = backend.lookup_kernel(spec.module, spec.name);
         let state = match (handle.is_resolved(), spec.family) {
@@ -114,7 +115,7 @@ fn backend_report(backend: &dyn GpuBackend, switches: KillSwitches) -> String {
         };
         let _ = writeln!(
             out,
-            "    {:<24} {:<10} {:<5} max M {:>2}  {state}",
+            "    {:<width$} {:<10} {:<5} max M {:>2}  {state}",
             spec.name,
             spec.module,
             spec.family.name(),
