@@ -7,7 +7,7 @@
 use super::devices::{DEVICES, WARPS_PER_BLOCK, occupancy};
 use super::exact::{PassLoop, passes_in_flight};
 use super::listing::{KernelStats, PerArch};
-use gemv_core::{Family, KERNELS, KernelSpec};
+use gemv_core::{KERNELS, KernelSpec, TIERS, kernel_spec};
 use std::fmt::Write;
 
 /// The benchmarks' shapes (N, K): qkv, ffn-up, ffn-down.
@@ -61,13 +61,14 @@ fn spread(spec: &KernelSpec, resident: usize, sms: f64, n: usize) -> Spread {
 }
 
 /// The kernels the check covers (and the device pack times side by side): every ring variant and
-/// the classic kernel of each of their widths.
+/// the kernel gemv-core's tier table runs at each of their widths.
 pub fn covered() -> Vec<&'static KernelSpec> {
-    let widths: Vec<usize> = KERNELS.iter().filter(|s| s.ring_depth > 0).map(|s| s.max_m).collect();
-    let mut kernels: Vec<&KernelSpec> = KERNELS
+    let rings = KERNELS.iter().filter(|s| s.ring_depth > 0);
+    let classic = TIERS
         .iter()
-        .filter(|s| s.family == Family::Exact && widths.contains(&s.max_m) && (s.ring_depth > 0 || s.rows == 4))
-        .collect();
+        .filter(|tier| rings.clone().any(|s| s.max_m == tier.width))
+        .filter_map(|tier| kernel_spec(tier.kernel));
+    let mut kernels: Vec<&KernelSpec> = rings.clone().chain(classic).collect();
     kernels.sort_by_key(|s| (s.max_m, s.persistent, s.ring_depth, s.rows));
     kernels
 }

@@ -2,7 +2,7 @@
 //! row and the host contract, the ring-pipeline kernels also across several X-staging segments;
 //! the register-tiled batch8 equals the classic one.
 
-use super::{CAP, Cases, diff, host, lookup};
+use super::{CAP, Cases, diff, host, lookup, upload};
 use crate::data::{activations, matrix};
 use gemv_backend::{DeviceMatrix, GpuBackend};
 use gemv_core::{Family, family_kernels};
@@ -16,13 +16,7 @@ pub(super) fn tier_agreement(backend: &dyn GpuBackend, cases: &mut Cases) {
         let w = matrix(n, k, (n * k) as u64);
         let x = activations(CAP, k, k as u64);
         let expected = host(&w, &x, CAP);
-        let matrix = match DeviceMatrix::upload(backend, &w.view()) {
-            Ok(m) => m,
-            Err(error) => {
-                cases.record(format!("N={n} K={k} upload"), Err(error));
-                continue;
-            }
-        };
+        let Some(matrix) = upload(backend, &w, cases) else { continue };
         let single = lookup(backend, "w4a16_gemv");
         let mut m1_rows = Vec::with_capacity(CAP * n);
         let m1 = (0..CAP).try_for_each(|t| {
@@ -79,13 +73,7 @@ pub(super) fn ring_segments(backend: &dyn GpuBackend, cases: &mut Cases) {
         let w = matrix(n, k, (n * 31 + k) as u64);
         let x = activations(CAP, k, (n + k * 7) as u64);
         let expected = host(&w, &x, CAP);
-        let matrix = match DeviceMatrix::upload(backend, &w.view()) {
-            Ok(m) => m,
-            Err(error) => {
-                cases.record(format!("N={n} K={k} upload"), Err(error));
-                continue;
-            }
-        };
+        let Some(matrix) = upload(backend, &w, cases) else { continue };
         for spec in family_kernels(Family::Exact).filter(|spec| spec.ring_depth > 0) {
             let outcome = at_every_m(backend, &matrix, spec, &x, |m, found| {
                 diff(&expected[..m * n], found, n).map(|d| format!("m={m} vs host: {d}"))

@@ -19,7 +19,7 @@ mod strides;
 mod values;
 
 use super::{Gate, GateResult};
-use gemv_backend::{Error, GpuBackend, KernelHandle, ResolvedTiers, Result};
+use gemv_backend::{DeviceMatrix, Error, GpuBackend, KernelHandle, ResolvedTiers, Result};
 use gemv_core::codec::bf16_to_f32;
 use gemv_core::{FamilyChoice, GemvCall, KillSwitches, MODULE_NAME, Nvfp4Matrix, gemv_contract, host_threads};
 
@@ -55,6 +55,18 @@ pub(super) fn run(backend: &dyn GpuBackend, gate: Gate) -> Vec<GateResult> {
         Gate::FastInvariance => fast::fast_invariance(backend, &mut cases),
     }
     cases.results
+}
+
+/// Uploads `w` (N x K), or records the failure as the case `N=.. K=.. upload` and returns `None`.
+fn upload<'b>(
+    backend: &'b dyn GpuBackend,
+    w: &Nvfp4Matrix,
+    cases: &mut Cases,
+) -> Option<DeviceMatrix<&'b dyn GpuBackend>> {
+    let (n, k) = (w.view().n(), w.view().k());
+    DeviceMatrix::upload(backend, &w.view())
+        .map_err(|error| cases.record(format!("N={n} K={k} upload"), Err(error)))
+        .ok()
 }
 
 struct Cases {

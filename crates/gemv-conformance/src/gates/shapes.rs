@@ -3,9 +3,9 @@
 //! width on each shape, so a kernel the plan does not pick (the classic batch8, say) still meets
 //! N = 4097 and K = 5136.
 
-use super::{CAP, Cases, diff, exact, host, lookup, resolve};
+use super::{CAP, Cases, diff, exact, host, lookup, resolve, upload};
 use crate::data::{activations, matrix};
-use gemv_backend::{DeviceMatrix, GpuBackend};
+use gemv_backend::GpuBackend;
 use gemv_core::{Family, family_kernels};
 
 pub(super) const ODD_N: [usize; 5] = [1, 7, 63, 65, 4097];
@@ -18,13 +18,7 @@ pub(super) fn odd_shapes(backend: &dyn GpuBackend, cases: &mut Cases) {
             let w = matrix(n, k, (7 * n + k) as u64);
             let x = activations(CAP, k, (n ^ k) as u64);
             let expected = host(&w, &x, CAP);
-            let matrix = match DeviceMatrix::upload(backend, &w.view()) {
-                Ok(matrix) => matrix,
-                Err(error) => {
-                    cases.record(format!("N={n} K={k} upload"), Err(error));
-                    continue;
-                }
-            };
+            let Some(matrix) = upload(backend, &w, cases) else { continue };
             let planned = (1..=CAP).try_fold(None, |failure, m| {
                 if failure.is_some() {
                     return Ok(failure);
