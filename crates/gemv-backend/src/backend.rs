@@ -1,6 +1,6 @@
 //! The one trait every backend implements. Object-safe: callers hold `&dyn GpuBackend`.
 
-use crate::{BufferRange, DeviceBuffer, DeviceInfo, Error, GemvArgs, KernelHandle, Result};
+use crate::{BufferRange, DeviceBuffer, DeviceInfo, Error, GemvArgs, GroupedArgs, KernelHandle, Result};
 
 /// A device that can run the gemv kernels of the registry.
 pub trait GpuBackend: Send + Sync {
@@ -28,6 +28,17 @@ pub trait GpuBackend: Send + Sync {
 
     /// Enqueues one launch; validates `args` against the kernel first ([`GemvArgs::validate`]).
     fn launch_gemv(&self, kernel: KernelHandle, args: &GemvArgs) -> Result<()>;
+
+    /// Enqueues one grouped launch: a routed mixture-of-experts layer, every output its expert's
+    /// exact contract, the routing read from device memory. Validates `args` first
+    /// ([`GroupedArgs::validate`]); an expert id past the experts is an error
+    /// ([`gemv_core::CoreError::ExpertOutOfRange`]) where the backend can report one, and never
+    /// a read past the weights. A backend without a grouped launch returns
+    /// [`Error::Unsupported`].
+    fn launch_grouped(&self, args: &GroupedArgs) -> Result<()> {
+        let _ = args;
+        Err(Error::Unsupported { backend: self.name(), what: "grouped (mixture-of-experts) launches" })
+    }
 
     /// Waits for all enqueued work.
     fn synchronize(&self) -> Result<()>;
@@ -63,6 +74,9 @@ impl<T: GpuBackend + ?Sized> GpuBackend for &T {
     }
     fn launch_gemv(&self, kernel: KernelHandle, args: &GemvArgs) -> Result<()> {
         (**self).launch_gemv(kernel, args)
+    }
+    fn launch_grouped(&self, args: &GroupedArgs) -> Result<()> {
+        (**self).launch_grouped(args)
     }
     fn synchronize(&self) -> Result<()> {
         (**self).synchronize()

@@ -63,6 +63,14 @@ pub enum Error {
         /// Why, in one line.
         reason: String,
     },
+    /// An operation this backend does not offer (yet).
+    #[error("backend {backend} has no {what}")]
+    Unsupported {
+        /// Backend name.
+        backend: &'static str,
+        /// What it lacks.
+        what: &'static str,
+    },
     /// A request over a device limit (binding size, allocation, grid size, a 32-bit parameter).
     #[error("{backend}: {what} needs {requested} {unit}, over the limit of {limit} {unit}")]
     LimitExceeded {

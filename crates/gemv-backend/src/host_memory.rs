@@ -4,7 +4,7 @@
 //! picks decide alignment exactly as on a GPU.
 
 use crate::aligned_bytes::AlignedBytes;
-use crate::{BufferRange, BufferTable, DeviceBuffer, GemvArgs, Result};
+use crate::{BufferRange, BufferTable, DeviceBuffer, GemvArgs, GroupedArgs, Result};
 
 /// Buffers as device-aligned bytes.
 #[derive(Debug)]
@@ -38,6 +38,22 @@ pub struct HostLaunchInputs<'a> {
     pub packed: &'a [u8],
     /// Scales `[N][K/16]`.
     pub scales: &'a [u8],
+}
+
+/// What a validated grouped launch reads, borrowed from host memory where it is bytes and
+/// copied where it is wider values (bytes in memory need not be aligned for them).
+#[derive(Debug)]
+pub struct HostGroupedInputs<'a> {
+    /// X `[m][K]` bf16 bits.
+    pub x: Vec<u16>,
+    /// Every expert's packed weights `[E][N][K/2]`.
+    pub packed: &'a [u8],
+    /// Every expert's scales `[E][N][K/16]`.
+    pub scales: &'a [u8],
+    /// One global scale, or one per expert.
+    pub global_scales: Vec<f32>,
+    /// Expert ids `[m][top_k]`, as stored (not yet checked against E).
+    pub routing: Vec<u32>,
 }
 
 impl HostMemory {
@@ -113,6 +129,36 @@ impl HostMemory {
         let result = f(inputs);
         drop(table);
         Ok(result)
+    }
+
+    /// Runs `f` on the inputs of a validated grouped launch (the memory stays locked while `f`
+    /// runs) and returns what it computed.
+    pub fn with_grouped_inputs<T>(&self, args: &GroupedArgs, f: impl FnOnce(HostGroupedInputs<'_>) -> T) -> Result<T> {
+        let table = self.table.lock();
+        let bytes = |what, range: BufferRange| -> Result<&[u8]> {
+            Ok(&table.get(what, range)?[range.offset..range.offset + range.len])
+        };
+        let words = |what, range| -> Result<Vec<u32>> {
+            Ok(bytes(what, range)?.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+        };
+        let packed_len = args.experts * args.n * args.k / 2;
+        let inputs = HostGroupedInputs {
+            x: bytes("x", args.x_read())?.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect(),
+            packed: bytes("packed", args.packed.buffer.range(args.packed.offset, packed_len))?,
+            scales: bytes("scales", args.scales.buffer.range(args.scales.offset, packed_len / 8))?,
+            global_scales: words("global_scales", args.global_scales)?.into_iter().map(f32::from_bits).collect(),
+            routing: words("routing", args.routing_read())?,
+        };
+        let result = f(inputs);
+        drop(table);
+        Ok(result)
+    }
+
+    /// Writes a validated grouped launch's Y (`[m][top_k][N]`, contiguous).
+    pub fn write_grouped_y(&self, args: &GroupedArgs, y: &[u16]) -> Result<()> {
+        let range = args.y_written();
+        range.check_host_len("y", 2 * y.len())?;
+        self.write_with("y", range, |out| out.copy_from_slice(bytemuck::cast_slice(y)))
     }
 
     /// Runs `f` with the addresses of a launch's ranges in place: the inputs' first bytes and Y's

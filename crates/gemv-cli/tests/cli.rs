@@ -80,9 +80,9 @@ fn check_proves_the_backend_run_and_bench_pick_by_default() {
 
 #[test]
 fn unknown_gate_is_a_usage_error() {
-    let (code, _, stderr) = gemv(&["check", "--gate", "12"]);
+    let (code, _, stderr) = gemv(&["check", "--gate", "13"]);
     assert_eq!(code, 2);
-    assert!(stderr.contains("no gate 12 (gates are 1..=11)"), "{stderr}");
+    assert!(stderr.contains("no gate 13 (gates are 1..=12)"), "{stderr}");
 }
 
 #[test]

@@ -54,11 +54,16 @@ pub enum Gate {
     /// 11: the fast family's batch invariance (a token alone = inside any M, with any
     /// neighbours), repeatability, rows past M, M past the width. Only where it has the family.
     FastInvariance,
+    /// 12: a routed mixture-of-experts layer: every (token, slot) output equals its expert's
+    /// host contract, through the grouped launch where the backend offers one and through one
+    /// launch per pair everywhere; an expert id past E is a typed error; nothing outside Y is
+    /// written.
+    GroupedExperts,
 }
 
 impl Gate {
     /// All gates in order.
-    pub const ALL: [Gate; 11] = [
+    pub const ALL: [Gate; 12] = [
         Gate::TierAgreement,
         Gate::RegisterTiled,
         Gate::F64Bound,
@@ -70,6 +75,7 @@ impl Gate {
         Gate::SpecialValues,
         Gate::FastBound,
         Gate::FastInvariance,
+        Gate::GroupedExperts,
     ];
 
     /// The gate's number (1-based).
@@ -91,6 +97,7 @@ impl Gate {
             Gate::SpecialValues => "special values",
             Gate::FastBound => "fast family: f64 bound",
             Gate::FastInvariance => "fast family: batch invariance",
+            Gate::GroupedExperts => "grouped experts = host",
         }
     }
 
@@ -212,6 +219,7 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@gate $make, gate9_special_values, SpecialValues);
         $crate::conformance_tests!(@gate $make, gate10_fast_bound, FastBound);
         $crate::conformance_tests!(@gate $make, gate11_fast_invariance, FastInvariance);
+        $crate::conformance_tests!(@gate $make, gate12_grouped_experts, GroupedExperts);
     };
     (@gate $make:expr, $name:ident, $gate:ident) => {
         #[test]

@@ -122,6 +122,24 @@ pub enum CoreError {
         /// The family asked for.
         family: &'static str,
     },
+    /// A count that must be at least 1 (experts, tokens, top-k) was zero.
+    #[error("invalid shape: {what} must be >= 1 (got 0)")]
+    ZeroCount {
+        /// What was counted.
+        what: &'static str,
+    },
+    /// A routing id past the layer's experts.
+    #[error("routing: token {token} slot {slot} names expert {id}, but the layer has {experts} experts")]
+    ExpertOutOfRange {
+        /// The token.
+        token: usize,
+        /// Its slot (0 .. top_k).
+        slot: usize,
+        /// The id given.
+        id: u64,
+        /// Experts in the layer.
+        experts: usize,
+    },
     /// No present, allowed tier within the cap: the caller must fall back.
     #[error("no kernel available for M = {m} within width cap {cap} (present tiers: {present})")]
     NoTierAvailable {

@@ -8,6 +8,8 @@
 //! - [`GemvCall`]: one call as every backend's engine path takes it (M, row strides, family);
 //!   [`LaunchShape`]: one launch described once (shape, strides, what each operand needs);
 //!   [`Bf16Element`]: X and Y as `u16` bits or `half::bf16`.
+//! - [`Nvfp4Experts`], [`ExpertRouting`], [`GroupedCall`], [`grouped_contract`]: a routed
+//!   mixture-of-experts layer, every output its one expert's exact contract.
 //! - [`select_tier`], [`dispatch_plan`], [`KillSwitches`]: the one place tiers are decided;
 //!   [`select_family`]: the one place the kernel family (exact or fast) is decided.
 #![warn(missing_docs)]
@@ -21,13 +23,16 @@ mod checkpoint_names;
 pub mod codec;
 mod contract;
 mod error;
+mod experts;
 mod family;
+mod grouped;
 mod kill_switch;
 mod launch;
 mod matrix;
 mod plan;
 mod quantize;
 mod reference;
+mod routing;
 mod shape;
 mod tiers;
 
@@ -37,13 +42,16 @@ pub use call::GemvCall;
 pub use checkpoint_names::{Nvfp4Layout, Nvfp4TensorNames};
 pub use contract::{PARTIALS, fused_multiply_add, gemv_contract, host_threads, widen_bf16};
 pub use error::{CoreError, Result};
+pub use experts::{Nvfp4Experts, Nvfp4ExpertsView};
 pub use family::{FAST_FAMILY_BY_DEFAULT, FAST_FAMILY_FROM_M, Family, FamilyChoice, select_family, select_family_with};
+pub use grouped::{GroupedCall, grouped_contract};
 pub use kill_switch::{EXACT_ONLY, KillSwitches, NO_BATCH8_RT, NO_EXACT_M_TIERS};
 pub use launch::{LaunchShape, Operand, strided_span};
 pub use matrix::{Nvfp4Matrix, Nvfp4View};
 pub use plan::{Launch, TierMask, dispatch_plan, fast_dispatch_plan};
 pub use quantize::{global_scale_for_amax, quantize_bf16, quantize_f32, quantize_f32_with_amax, quantize_rows};
 pub use reference::{ReferenceOutput, f64_reference, fast_reference, fast_rounding_depth, rounding_depth};
+pub use routing::{ExpertGroup, ExpertRouting};
 pub use shape::{GROUP_SIZE, GemvShape, validate_weight_shape};
 pub use tiers::{
     BATCH4_TO_8, FAST_MODULE_NAME, FAST_TIERS, KERNELS, KernelSpec, MODULE_NAME, TIERS, Tier, WIDEST_TIER, batch4_to_8,

@@ -7,8 +7,8 @@ use crate::compute::{Threads, gemv};
 use crate::simd::{SIMD_VARIABLE, SimdPath, exact_float_mode};
 use crate::weights::CpuWeights;
 use gemv_backend::{
-    BufferRange, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, HostMemory, KernelHandle, Result,
-    TimerKind, resolved_spec,
+    BufferRange, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, GroupedArgs, HostMemory,
+    KernelHandle, Result, TimerKind, resolved_spec,
 };
 use gemv_core::{
     Bf16Element, GemvCall, KillSwitches, MODULE_NAME, Operand, bf16_bits, bf16_bits_mut, host_threads, select_family,
@@ -17,6 +17,7 @@ use std::sync::{Mutex, OnceLock};
 
 #[cfg(feature = "bench")]
 mod bench_timers;
+mod grouped;
 
 const NAME: &str = "cpu";
 
@@ -251,6 +252,10 @@ impl GpuBackend for CpuBackend {
         arrangements.forget_overlapping(&args.y_written());
         tracing::trace!(kernel = spec.name, m, n, k, selection = %self.selection, "cpu launch");
         Ok(())
+    }
+
+    fn launch_grouped(&self, args: &GroupedArgs) -> Result<()> {
+        self.launch_grouped_from_memory(args)
     }
 
     fn synchronize(&self) -> Result<()> {

@@ -40,6 +40,11 @@ impl CpuWeights {
         Self { arranged, global_scale }
     }
 
+    /// Another handle on the same arrangement.
+    pub(crate) fn clone_shared(&self) -> Self {
+        Self { arranged: Arc::clone(&self.arranged), global_scale: self.global_scale }
+    }
+
     /// Weight rows.
     pub fn n(&self) -> usize {
         self.arranged.geometry.n()

@@ -8,7 +8,9 @@ use gemv_conformance::{
 use gemv_core::codec::BF16_NAN;
 use gemv_core::{CoreError, gemv_contract};
 // The engine's names, as an engine imports them: from the backend crate alone.
-use gemv_cpu::{CpuBackend, CpuWeights, Error, FamilyChoice, GemvCall, SimdPath};
+use gemv_cpu::{
+    CpuBackend, CpuExperts, CpuWeights, Error, FamilyChoice, GemvCall, GroupedCall, Nvfp4Experts, SimdPath,
+};
 
 /// Every path this CPU has, forced, and the calibrated choice.
 fn backends() -> Vec<CpuBackend> {
@@ -108,5 +110,41 @@ fn half_bf16_slices_give_the_same_bits_as_raw_bits() {
         let mut y_half = vec![bf16::ZERO; m * n];
         backend.gemv(&weights, &x_half, &mut y_half, &GemvCall::new(m)).expect("launch");
         assert!(y_half.iter().zip(&y_bits).all(|(h, &b)| h.to_bits() == b), "{}", backend.selection());
+    }
+}
+
+#[test]
+fn a_routed_layer_gives_each_pair_its_experts_contract_and_bad_routings_write_nothing() {
+    let (n, k, experts) = (45, 1040, 6);
+    let matrices: Vec<_> = (0..experts).map(|e| matrix(n, k, 70 + e as u64)).collect();
+    let stack = Nvfp4Experts::stack(&matrices).expect("one shape");
+    let arranged = CpuExperts::new(&stack.view()).expect("valid");
+    assert_eq!((arranged.experts(), arranged.n(), arranged.k()), (experts, n, k));
+    for backend in backends() {
+        for (m, top_k) in [(1, 2), (5, 3), (16, 6)] {
+            let x = activations(m, k, 3 * m as u64);
+            let ids: Vec<u32> = (0..m * top_k).map(|p| ((p * 7 + p / top_k) % experts) as u32).collect();
+            let mut y = vec![0u16; m * top_k * n];
+            backend.grouped(&arranged, &x, &ids, &mut y, &GroupedCall::new(m, top_k)).expect("grouped");
+            for (p, &e) in ids.iter().enumerate() {
+                let mut alone = vec![0u16; n];
+                gemv_contract(&matrices[e as usize].view(), &x[(p / top_k) * k..][..k], 1, &mut alone, 1)
+                    .expect("valid");
+                assert_eq!(&y[p * n..][..n], &alone[..], "{:?} M={m} top-k={top_k} pair {p}", backend.selection());
+            }
+        }
+        let x = activations(2, k, 1);
+        let mut y = vec![0x1234u16; 2 * 2 * n];
+        let call = GroupedCall::new(2, 2);
+        let out_of_range = backend.grouped(&arranged, &x, &[0, 1, 2, experts as u32], &mut y, &call);
+        assert!(
+            matches!(out_of_range, Err(Error::Core(CoreError::ExpertOutOfRange { token: 1, slot: 1, .. }))),
+            "{out_of_range:?}"
+        );
+        let fast = backend.grouped(&arranged, &x, &[0, 1, 2, 3], &mut y, &call.with_family(FamilyChoice::Fast));
+        assert!(matches!(fast, Err(Error::Core(CoreError::FamilyUnavailable { .. }))), "{fast:?}");
+        let short = backend.grouped(&arranged, &x, &[0, 1, 2, 3], &mut y[1..], &call);
+        assert!(matches!(short, Err(Error::Core(CoreError::LengthMismatch { what: "y", .. }))), "{short:?}");
+        assert!(y.iter().all(|&v| v == 0x1234), "a refused call writes nothing");
     }
 }

@@ -1,19 +1,25 @@
 //! [`MockBackend`]: buffers in host memory, launches run the host contract synchronously.
 
 use gemv_backend::{
-    DeviceInfo, DeviceKind, GemvArgs, GpuBackend, HostMemory, KernelHandle, Result, TimerKind, resolved_spec,
+    DeviceInfo, DeviceKind, GemvArgs, GpuBackend, GroupedArgs, HostMemory, KernelHandle, Result, TimerKind,
+    resolved_spec,
 };
-use gemv_core::{KERNELS, MODULE_NAME, Nvfp4View, gemv_contract, host_threads};
+use gemv_core::{
+    ExpertRouting, KERNELS, MODULE_NAME, Nvfp4ExpertsView, Nvfp4View, gemv_contract, grouped_contract, host_threads,
+};
 use std::sync::{Arc, Mutex};
 
 const NAME: &str = "host";
 
+/// The kernel name [`LaunchRecord`] gives a grouped launch.
+pub const GROUPED: &str = "grouped";
+
 /// One launch the mock executed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LaunchRecord {
-    /// The kernel's name.
+    /// The kernel's name ([`GROUPED`] for a grouped launch).
     pub kernel: &'static str,
-    /// Rows it computed.
+    /// Rows (tokens) it computed.
     pub m: usize,
 }
 
@@ -28,6 +34,10 @@ pub struct UnknownKernel(pub String);
 /// backend reports [`DeviceKind::Cpu`], not the reference: it stands in for another backend.
 pub type LaunchHook = dyn Fn(&MockBackend, KernelHandle, &GemvArgs) -> Result<()> + Send + Sync;
 
+/// A test's hook around every grouped launch, as [`LaunchHook`] is around single launches: it
+/// decides what happens, [`MockBackend::launch_grouped_unhooked`] being the launch itself.
+pub type GroupedHook = dyn Fn(&MockBackend, &GroupedArgs) -> Result<()> + Send + Sync;
+
 /// The host reference backend.
 pub struct MockBackend {
     present: [bool; KERNELS.len()],
@@ -35,6 +45,7 @@ pub struct MockBackend {
     log: Mutex<Vec<LaunchRecord>>,
     threads: usize,
     hook: Option<Arc<LaunchHook>>,
+    grouped_hook: Option<Arc<GroupedHook>>,
 }
 
 impl std::fmt::Debug for MockBackend {
@@ -42,7 +53,7 @@ impl std::fmt::Debug for MockBackend {
         f.debug_struct("MockBackend")
             .field("present", &self.present)
             .field("threads", &self.threads)
-            .field("hooked", &self.hook.is_some())
+            .field("hooked", &(self.hook.is_some() || self.grouped_hook.is_some()))
             .finish()
     }
 }
@@ -62,6 +73,7 @@ impl MockBackend {
             log: Mutex::new(Vec::new()),
             threads: host_threads(),
             hook: None,
+            grouped_hook: None,
         }
     }
 
@@ -71,6 +83,15 @@ impl MockBackend {
         hook: impl Fn(&MockBackend, KernelHandle, &GemvArgs) -> Result<()> + Send + Sync + 'static,
     ) -> Self {
         self.hook = Some(Arc::new(hook));
+        self
+    }
+
+    /// Routes every grouped launch through `hook` (to plant faults in tests).
+    pub fn with_grouped_hook(
+        mut self,
+        hook: impl Fn(&MockBackend, &GroupedArgs) -> Result<()> + Send + Sync + 'static,
+    ) -> Self {
+        self.grouped_hook = Some(Arc::new(hook));
         self
     }
 
@@ -115,7 +136,11 @@ impl GpuBackend for MockBackend {
             name: format!("host CPU ({} threads)", self.threads),
             architecture: std::env::consts::ARCH.to_string(),
             // With a hook it is a test's stand-in for some other backend, no longer the contract.
-            kind: if self.hook.is_some() { DeviceKind::Cpu } else { DeviceKind::Reference },
+            kind: if self.hook.is_some() || self.grouped_hook.is_some() {
+                DeviceKind::Cpu
+            } else {
+                DeviceKind::Reference
+            },
             peak_bandwidth_gbps: None,
             timer: TimerKind::HostClock,
             multiply_add: gemv_backend::MultiplyAdd::Fused,
@@ -142,12 +167,37 @@ impl GpuBackend for MockBackend {
         }
     }
 
+    fn launch_grouped(&self, args: &GroupedArgs) -> Result<()> {
+        match &self.grouped_hook {
+            Some(hook) => hook(self, args),
+            None => self.launch_grouped_unhooked(args),
+        }
+    }
+
     fn synchronize(&self) -> Result<()> {
         Ok(())
     }
 }
 
 impl MockBackend {
+    /// The grouped launch itself (the host contract of every pair), bypassing any hook.
+    pub fn launch_grouped_unhooked(&self, args: &GroupedArgs) -> Result<()> {
+        args.validate()?;
+        let (m, top_k, n, k) = (args.m, args.top_k, args.n, args.k);
+        let y = self.memory.with_grouped_inputs(args, |inputs| -> Result<Vec<u16>> {
+            let experts =
+                Nvfp4ExpertsView::new(inputs.packed, inputs.scales, &inputs.global_scales, args.experts, n, k)?;
+            let routing = ExpertRouting::new(&inputs.routing, m, top_k, args.experts)?;
+            let mut y = vec![0u16; m * top_k * n];
+            grouped_contract(&experts, &inputs.x, &routing, &mut y, self.threads)?;
+            Ok(y)
+        })??;
+        self.memory.write_grouped_y(args, &y)?;
+        self.log.lock().unwrap_or_else(|p| p.into_inner()).push(LaunchRecord { kernel: GROUPED, m });
+        tracing::trace!(m, top_k, n, k, experts = args.experts, "host grouped launch");
+        Ok(())
+    }
+
     /// The launch itself, bypassing any hook.
     pub fn launch_unhooked(&self, kernel: KernelHandle, args: &GemvArgs) -> Result<()> {
         let spec = resolved_spec(NAME, kernel)?;

@@ -9,7 +9,7 @@
 
 mod backend;
 
-pub use backend::{LaunchHook, LaunchRecord, MockBackend, UnknownKernel};
+pub use backend::{GROUPED, GroupedHook, LaunchHook, LaunchRecord, MockBackend, UnknownKernel};
 pub use gemv_core::{ReferenceOutput, f64_reference};
 
 /// The README's code, compiled as a doctest (its engine call is marked `ignore`: it needs a GPU).

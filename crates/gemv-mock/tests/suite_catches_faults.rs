@@ -3,7 +3,7 @@
 //! error from the hook), with a message that says what differed. The control is the same hook
 //! with no fault: it passes every gate.
 
-use gemv_backend::{BufferRange, GemvArgs, GpuBackend, Result};
+use gemv_backend::{BufferRange, GemvArgs, GpuBackend, GroupedArgs, Result};
 use gemv_conformance::{Gate, run_gate};
 use gemv_core::codec::BF16_NAN;
 use gemv_mock::MockBackend;
@@ -32,6 +32,12 @@ enum Fault {
     NanBecomesZero,
     /// Subnormal outputs are flushed to zero.
     FlushSubnormals,
+    /// A grouped launch flips the lowest bit of its last output.
+    GroupedLastOutput,
+    /// A grouped launch writes one element past Y where its buffer has room.
+    GroupedWritesPastY,
+    /// A grouped launch clamps expert ids past E to the last expert instead of refusing them.
+    GroupedClampsIds,
 }
 
 fn read_u16(mock: &MockBackend, range: BufferRange, index: usize) -> Result<u16> {
@@ -53,8 +59,31 @@ fn map_outputs(mock: &MockBackend, args: &GemvArgs, f: impl Fn(u16) -> u16) -> R
     Ok(())
 }
 
+/// A grouped launch with `fault` planted.
+fn faulty_grouped(mock: &MockBackend, args: &GroupedArgs, fault: Fault) -> Result<()> {
+    if fault == Fault::GroupedClampsIds {
+        let mut ids = vec![0u8; args.routing_read().len];
+        mock.download(args.routing_read(), &mut ids)?;
+        for id in ids.chunks_exact_mut(4) {
+            let value = u32::from_le_bytes([id[0], id[1], id[2], id[3]]).min(args.experts as u32 - 1);
+            id.copy_from_slice(&value.to_le_bytes());
+        }
+        mock.upload(args.routing_read(), &ids)?;
+    }
+    mock.launch_grouped_unhooked(args)?;
+    let outputs = args.m * args.top_k * args.n;
+    match fault {
+        Fault::GroupedLastOutput => write_u16(mock, args.y, outputs - 1, read_u16(mock, args.y, outputs - 1)? ^ 1),
+        Fault::GroupedWritesPastY if args.y.buffer.len() >= args.y.offset + 2 * (outputs + 1) => {
+            write_u16(mock, args.y, outputs, 0x1234)
+        }
+        _ => Ok(()),
+    }
+}
+
 fn faulty(fault: Fault) -> MockBackend {
-    MockBackend::new().with_launch_hook(move |mock, kernel, args| {
+    let grouped = MockBackend::new().with_grouped_hook(move |mock, args| faulty_grouped(mock, args, fault));
+    grouped.with_launch_hook(move |mock, kernel, args| {
         match fault {
             Fault::NoGlobalScale => return mock.launch_unhooked(kernel, &GemvArgs { global_scale: 1.0, ..*args }),
             Fault::AcceptsZeroM if args.m == 0 => return Ok(()),
@@ -171,4 +200,13 @@ fn gate8_bad_input_catches_an_accepted_zero_m_and_a_lost_nan() {
 fn gate9_special_values_catch_flushed_subnormals_and_lost_nans() {
     caught(Fault::FlushSubnormals, Gate::SpecialValues, &["global scale subnormal", "outputs differ"]);
     caught(Fault::NanBecomesZero, Gate::SpecialValues, &["all 256 codes", "expected 0x7fc0"]);
+}
+
+#[test]
+fn gate12_grouped_experts_catch_a_wrong_output_a_write_past_y_and_an_accepted_id() {
+    caught(Fault::GroupedLastOutput, Gate::GroupedExperts, &["grouped launch", "outputs differ"]);
+    caught(Fault::GroupedLastOutput, Gate::GroupedExperts, &["raw launch", "outputs differ"]);
+    caught(Fault::GroupedWritesPastY, Gate::GroupedExperts, &["raw launch", "guard byte"]);
+    caught(Fault::GroupedClampsIds, Gate::GroupedExperts, &["raw launch", "expected ExpertOutOfRange"]);
+    caught(Fault::TwoUlpsOff, Gate::GroupedExperts, &["separate launches", "outputs differ"]);
 }

@@ -13,8 +13,10 @@ pub struct CheckOptions {
     /// else the CPU backend).
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: BackendChoice,
-    /// Only these gates (1..=11; repeatable), in the order given. Default: all, in order. Gates
-    /// 10 and 11 check the fast (tensor-core) family and say n/a where the backend lacks it.
+    /// Only these gates (1..=12; repeatable), in the order given. Default: all, in order. Gates
+    /// 10 and 11 check the fast (tensor-core) family and say n/a where the backend lacks it;
+    /// gate 12 checks a routed mixture-of-experts layer (its grouped launch where the backend has
+    /// one).
     #[arg(long = "gate")]
     pub gates: Vec<usize>,
     /// List every case, not only failures.

@@ -11,6 +11,7 @@ mod agreement;
 mod bad_input;
 mod bound;
 pub(super) mod fast;
+mod grouped;
 mod guards;
 mod impulse;
 mod permutation;
@@ -21,7 +22,9 @@ mod values;
 use super::{Gate, GateResult};
 use gemv_backend::{DeviceMatrix, Error, GpuBackend, KernelHandle, ResolvedTiers, Result};
 use gemv_core::codec::bf16_to_f32;
-use gemv_core::{FamilyChoice, GemvCall, KillSwitches, MODULE_NAME, Nvfp4Matrix, gemv_contract, host_threads};
+use gemv_core::{
+    FamilyChoice, GemvCall, GroupedCall, KillSwitches, MODULE_NAME, Nvfp4Matrix, gemv_contract, host_threads,
+};
 
 /// The exact family's widest tier: the most tokens the gates run through one plan case.
 const CAP: usize = gemv_core::WIDEST_TIER;
@@ -30,6 +33,11 @@ const CAP: usize = gemv_core::WIDEST_TIER;
 /// `DeviceMatrix::call`, the engine paths' one planning step.
 fn exact(m: usize) -> GemvCall {
     GemvCall::new(m).with_family(FamilyChoice::Exact)
+}
+
+/// An exact-family grouped call of `m` tokens, `top_k` experts each.
+fn exact_grouped(m: usize, top_k: usize) -> GroupedCall {
+    GroupedCall::new(m, top_k).with_family(FamilyChoice::Exact)
 }
 
 pub(super) fn run(backend: &dyn GpuBackend, gate: Gate) -> Vec<GateResult> {
@@ -53,6 +61,7 @@ pub(super) fn run(backend: &dyn GpuBackend, gate: Gate) -> Vec<GateResult> {
         Gate::SpecialValues => values::special_values(backend, &mut cases),
         Gate::FastBound => fast::fast_bound(backend, &mut cases),
         Gate::FastInvariance => fast::fast_invariance(backend, &mut cases),
+        Gate::GroupedExperts => grouped::grouped_experts(backend, &mut cases),
     }
     cases.results
 }

@@ -1,0 +1,163 @@
+//! The arguments of one grouped launch: a routed mixture-of-experts layer over a backend's
+//! buffers, the routing read from device memory (no host round trip).
+
+use crate::{BufferRange, Error, Result};
+use gemv_core::{CoreError, GROUP_SIZE, GroupedCall, validate_weight_shape};
+
+/// `Y[t][s] = contract(W[ids[t][s]], X[t])` for every token t < m and slot s < top_k, in one launch.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GroupedArgs {
+    /// X `[m][K]` bf16, contiguous, 2-byte aligned.
+    pub x: BufferRange,
+    /// Every expert's packed E2M1 weights, `[E][N][K/2]`.
+    pub packed: BufferRange,
+    /// Every expert's E4M3 block scales, `[E][N][K/16]`.
+    pub scales: BufferRange,
+    /// f32 global scales: exactly 4 bytes (one for every expert) or `4 E` (one each), 4-byte
+    /// aligned.
+    pub global_scales: BufferRange,
+    /// u32 expert ids `[m][top_k]`, 4-byte aligned; an id `>= E` is an error, not a read past the
+    /// weights.
+    pub routing: BufferRange,
+    /// Y `[m][top_k][N]` bf16, contiguous, 2-byte aligned; nothing else is written.
+    pub y: BufferRange,
+    /// Experts.
+    pub experts: usize,
+    /// Tokens.
+    pub m: usize,
+    /// Slots per token.
+    pub top_k: usize,
+    /// Weight rows of each expert.
+    pub n: usize,
+    /// Weight columns of each expert.
+    pub k: usize,
+}
+
+impl GroupedArgs {
+    /// Whether each expert has its own global scale (else one serves all).
+    pub fn per_expert_global_scales(&self) -> bool {
+        self.global_scales.len != 4
+    }
+
+    /// The bytes each operand needs, in the order x, packed, scales, global scales, routing, y.
+    fn needs(&self) -> Result<[(&'static str, BufferRange, usize, usize); 6]> {
+        let (m, n, k, e) = (self.m, self.n, self.k, self.experts);
+        let overflow = |what| CoreError::SizeOverflow { what, m, n, k };
+        let (x, y) = GroupedCall::new(m, self.top_k).elements(n, k)?;
+        let weights = |per_expert: usize| e.checked_mul(per_expert).ok_or_else(|| overflow("experts' weights"));
+        let pairs = m.checked_mul(self.top_k).ok_or_else(|| overflow("routing"))?;
+        Ok([
+            ("x", self.x, 2 * x, 2),
+            ("packed", self.packed, weights(n * k / 2)?, 1),
+            ("scales", self.scales, weights(n * k / GROUP_SIZE)?, 1),
+            ("global_scales", self.global_scales, 4, 4),
+            ("routing", self.routing, 4 * pairs, 4),
+            ("y", self.y, 2 * y, 2),
+        ])
+    }
+
+    /// Checks the shape (N, K, and E, M, top-k at least 1), every range inside its buffer, long
+    /// enough and aligned, the global scales one or E, and that Y overlaps no input. Every
+    /// backend calls this before touching memory. The routing's values are checked by the launch.
+    pub fn validate(&self) -> Result<()> {
+        validate_weight_shape(self.n, self.k)?;
+        for (what, count) in [("experts", self.experts), ("tokens", self.m), ("top_k", self.top_k)] {
+            if count == 0 {
+                return Err(CoreError::ZeroCount { what }.into());
+            }
+        }
+        let (m, n, k) = (self.m, self.n, self.k);
+        for (what, range, needed, align) in self.needs()? {
+            range.check_bounds(what)?;
+            if range.len < needed {
+                return Err(CoreError::RangeTooSmall { what, len: range.len, needed, m, n, k }.into());
+            }
+            if !range.offset.is_multiple_of(align) {
+                return Err(CoreError::Misaligned { what, offset: range.offset, align }.into());
+            }
+        }
+        if self.global_scales.len != 4 && self.global_scales.len != 4 * self.experts {
+            return Err(CoreError::LengthMismatch {
+                what: "global_scales",
+                expected: self.experts,
+                found: self.global_scales.len / 4,
+                m,
+                n,
+                k,
+            }
+            .into());
+        }
+        let y = self.y_written();
+        for (what, input) in [
+            ("x", self.x_read()),
+            ("packed", self.packed),
+            ("scales", self.scales),
+            ("global_scales", self.global_scales),
+            ("routing", self.routing_read()),
+        ] {
+            if y.overlaps(&input) {
+                return Err(Error::OutputOverlaps { what, buffer: input.buffer.id() });
+            }
+        }
+        Ok(())
+    }
+
+    /// The bytes of X a launch reads: `2 m K` from X's start.
+    pub fn x_read(&self) -> BufferRange {
+        self.x.buffer.range(self.x.offset, 2 * self.m * self.k)
+    }
+
+    /// The bytes of the routing a launch reads: `4 m top_k` from its start.
+    pub fn routing_read(&self) -> BufferRange {
+        self.routing.buffer.range(self.routing.offset, 4 * self.m * self.top_k)
+    }
+
+    /// The bytes of Y a launch writes: `2 m top_k N` from Y's start.
+    pub fn y_written(&self) -> BufferRange {
+        self.y.buffer.range(self.y.offset, 2 * self.m * self.top_k * self.n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DeviceBuffer;
+
+    fn args() -> GroupedArgs {
+        let (e, m, top_k, n, k) = (3, 2, 2, 8, 32);
+        GroupedArgs {
+            x: DeviceBuffer::new(1, 2 * m * k).whole(),
+            packed: DeviceBuffer::new(2, e * n * k / 2).whole(),
+            scales: DeviceBuffer::new(3, e * n * k / 16).whole(),
+            global_scales: DeviceBuffer::new(4, 4 * e).whole(),
+            routing: DeviceBuffer::new(5, 4 * m * top_k).whole(),
+            y: DeviceBuffer::new(6, 2 * m * top_k * n).whole(),
+            experts: e,
+            m,
+            top_k,
+            n,
+            k,
+        }
+    }
+
+    #[test]
+    fn every_operand_is_checked_before_a_launch() {
+        assert!(args().validate().is_ok());
+        assert!(args().per_expert_global_scales());
+        let shared = GroupedArgs { global_scales: DeviceBuffer::new(4, 4).whole(), ..args() };
+        assert!(shared.validate().is_ok() && !shared.per_expert_global_scales());
+        let two = GroupedArgs { global_scales: DeviceBuffer::new(4, 8).whole(), ..args() };
+        assert!(matches!(two.validate(), Err(Error::Core(CoreError::LengthMismatch { what: "global_scales", .. }))));
+        let short = GroupedArgs { routing: DeviceBuffer::new(5, 12).whole(), ..args() };
+        assert!(matches!(short.validate(), Err(Error::Core(CoreError::RangeTooSmall { what: "routing", .. }))));
+        let odd = GroupedArgs { routing: DeviceBuffer::new(5, 32).range(2, 16), ..args() };
+        assert!(matches!(odd.validate(), Err(Error::Core(CoreError::Misaligned { what: "routing", .. }))));
+        let outside = GroupedArgs { x: DeviceBuffer::new(1, 64).range(32, 128), ..args() };
+        assert!(matches!(outside.validate(), Err(Error::RangeOutOfBounds { what: "x", .. })));
+        let buffer = DeviceBuffer::new(7, 4096);
+        let overlapping = GroupedArgs { routing: buffer.range(0, 16), y: buffer.range(8, 64), ..args() };
+        assert!(matches!(overlapping.validate(), Err(Error::OutputOverlaps { what: "routing", .. })));
+        let no_experts = GroupedArgs { experts: 0, ..args() };
+        assert!(matches!(no_experts.validate(), Err(Error::Core(CoreError::ZeroCount { what: "experts" }))));
+    }
+}

@@ -1,0 +1,167 @@
+//! Gate 12: a routed mixture-of-experts layer. Every (token, slot) output equals its one expert's
+//! host contract bit for bit, through the grouped launch where the backend offers one and through
+//! one single-matrix launch per pair everywhere (offsets into the stacked weights, Y's rows).
+//! Routings cover every token on one expert with repeated ids, all pairs distinct, top-k = 1 and
+//! = E, and random ones up to M = 16; one global scale shared and one per expert. A raw launch
+//! checks what only the device routing can get wrong: an expert id past E is a typed error, and
+//! nothing outside Y is written (guards, inputs at unaligned offsets).
+
+use super::{Cases, diff, exact_grouped, resolve};
+use crate::data::{Lcg, activations, matrix};
+use gemv_backend::{DeviceExperts, Error, GpuBackend, Result};
+use gemv_core::{CoreError, ExpertRouting, Nvfp4Experts, Nvfp4Matrix, grouped_contract, host_threads};
+
+const EXPERTS: usize = 5;
+const GUARD_BYTE: u8 = 0xA5;
+
+/// A named routing: M, top-k, ids `[M][top_k]`.
+struct Routing {
+    name: &'static str,
+    m: usize,
+    top_k: usize,
+    ids: Vec<u32>,
+}
+
+fn routings() -> Vec<Routing> {
+    let random = |m: usize, top_k: usize, seed: u64| {
+        let mut rng = Lcg::new(seed);
+        (0..m * top_k).map(|_| rng.next_u32() % EXPERTS as u32).collect()
+    };
+    let every = EXPERTS as u32;
+    vec![
+        Routing { name: "every token on expert 2 (repeated ids)", m: 3, top_k: 2, ids: vec![2; 6] },
+        Routing { name: "all pairs distinct", m: 2, top_k: 2, ids: vec![4, 0, 3, 1] },
+        Routing { name: "top-k 1", m: 4, top_k: 1, ids: vec![1, 3, 1, 0] },
+        Routing { name: "top-k = E", m: 2, top_k: EXPERTS, ids: (0..2 * every).map(|i| (i * 3 + 1) % every).collect() },
+        Routing { name: "random, M 7", m: 7, top_k: 3, ids: random(7, 3, 17) },
+        Routing { name: "random, M 16", m: 16, top_k: 2, ids: random(16, 2, 29) },
+    ]
+}
+
+/// E experts `[n, k]`, their global scales all [`crate::GLOBAL_SCALE`] or each its own.
+fn stack(n: usize, k: usize, own_scales: bool) -> Nvfp4Experts {
+    let matrices: Vec<Nvfp4Matrix> = (0..EXPERTS)
+        .map(|e| {
+            let w = matrix(n, k, 300 + e as u64);
+            let (packed, scales, global_scale) = w.into_parts();
+            let scale = if own_scales { global_scale * (1.0 + e as f32 / 4.0) } else { global_scale };
+            Nvfp4Matrix::from_parts(packed, scales, scale, n, k).expect("generated shapes are valid")
+        })
+        .collect();
+    Nvfp4Experts::stack(&matrices).expect("one shape")
+}
+
+fn expected(experts: &Nvfp4Experts, x: &[u16], routing: &Routing) -> Result<Vec<u16>> {
+    let view = experts.view();
+    let checked = ExpertRouting::new(&routing.ids, routing.m, routing.top_k, view.experts())?;
+    let mut y = vec![0u16; routing.m * routing.top_k * view.n()];
+    grouped_contract(&view, x, &checked, &mut y, host_threads())?;
+    Ok(y)
+}
+
+pub(super) fn grouped_experts(backend: &dyn GpuBackend, cases: &mut Cases) {
+    let tiers = resolve(backend);
+    let mut offered = true;
+    // K = 1552: G = 97, a whole pass and a partial one in both halves; N = 37 fits no tile.
+    for (n, k, own_scales) in [(37, 1552, true), (21, 800, false)] {
+        let experts = stack(n, k, own_scales);
+        let scales = if own_scales { "a global scale each" } else { "one global scale" };
+        let device = match DeviceExperts::upload(backend, &experts.view()) {
+            Ok(device) => device,
+            Err(error) => {
+                cases.record(format!("N={n} K={k} E={EXPERTS} upload"), Err(error));
+                continue;
+            }
+        };
+        for routing in routings() {
+            let call = exact_grouped(routing.m, routing.top_k);
+            let x = activations(routing.m, k, 7 + routing.m as u64);
+            let case = format!("N={n} K={k} E={EXPERTS} {scales}, {}", routing.name);
+            let want = match expected(&experts, &x, &routing) {
+                Ok(want) => want,
+                Err(error) => {
+                    cases.record(format!("{case}: host"), Err(error));
+                    continue;
+                }
+            };
+            let separate = device.call_separately(&tiers, &x, &routing.ids, &call);
+            cases.record(format!("{case}: separate launches"), separate.map(|y| diff(&want, &y, n)));
+            match device.call(&x, &routing.ids, &call) {
+                Err(Error::Unsupported { .. }) => offered = false,
+                grouped => cases.record(format!("{case}: grouped launch"), grouped.map(|y| diff(&want, &y, n))),
+            }
+        }
+        if let Some(routing) = routings().pop().filter(|_| offered) {
+            raw_launch(backend, cases, &experts, &routing);
+        }
+    }
+}
+
+/// One grouped launch over raw buffers: X, the routing and Y at unaligned offsets between guard
+/// bytes; then the same routing with one id past E, which must be refused.
+fn raw_launch(backend: &dyn GpuBackend, cases: &mut Cases, experts: &Nvfp4Experts, routing: &Routing) {
+    let view = experts.view();
+    let (n, k) = (view.n(), view.k());
+    let case = format!("N={n} K={k} E={EXPERTS} raw launch, {}", routing.name);
+    let x = activations(routing.m, k, 5);
+    let device = match DeviceExperts::upload(backend, &view) {
+        Ok(device) => device,
+        Err(error) => return cases.record(format!("{case}: upload"), Err(error)),
+    };
+    let outcome = (|| -> Result<Option<String>> {
+        let want = expected(experts, &x, routing)?;
+        let x_bytes: Vec<u8> = bytemuck::cast_slice(&x).to_vec();
+        let mut ids: Vec<u8> = routing.ids.iter().flat_map(|id| id.to_le_bytes()).collect();
+        let y_len = 2 * want.len();
+        // Offsets 2 past a 16-byte boundary (X, Y) and 4 past one (the routing).
+        let (x_at, ids_at, y_at) = (258, 260, 258);
+        let guarded = |at: usize, body: &[u8]| {
+            let mut bytes = vec![GUARD_BYTE; at + body.len() + 64];
+            bytes[at..at + body.len()].copy_from_slice(body);
+            bytes
+        };
+        let images = [guarded(x_at, &x_bytes), guarded(ids_at, &ids), guarded(y_at, &vec![GUARD_BYTE; y_len])];
+        let mut buffers = Vec::new();
+        let result = (|| -> Result<Option<String>> {
+            for image in &images {
+                let buffer = backend.alloc(image.len())?;
+                buffers.push(buffer);
+                backend.upload(buffer.whole(), image)?;
+            }
+            let args = device.args(
+                buffers[0].range(x_at, x_bytes.len()),
+                buffers[1].range(ids_at, ids.len()),
+                buffers[2].range(y_at, y_len),
+                routing.m,
+                routing.top_k,
+            );
+            backend.launch_grouped(&args)?;
+            backend.synchronize()?;
+            let mut after = vec![0u8; images[2].len()];
+            backend.download(buffers[2].whole(), &mut after)?;
+            if let Some(at) = (0..after.len()).find(|&i| (i < y_at || i >= y_at + y_len) && after[i] != GUARD_BYTE) {
+                return Ok(Some(format!("guard byte {at} of Y's buffer changed (Y is [{y_at}, {})", y_at + y_len)));
+            }
+            let found: Vec<u16> =
+                after[y_at..y_at + y_len].chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect();
+            if let Some(failure) = diff(&want, &found, n) {
+                return Ok(Some(failure));
+            }
+            // The last pair's id one past E: a typed error, naming the slot.
+            let last = ids.len() - 4;
+            ids[last..].copy_from_slice(&(EXPERTS as u32).to_le_bytes());
+            backend.upload(buffers[1].range(ids_at, ids.len()), &ids)?;
+            match backend.launch_grouped(&args).and_then(|()| backend.synchronize()) {
+                Err(Error::Core(CoreError::ExpertOutOfRange { id, .. })) if id == EXPERTS as u64 => Ok(None),
+                other => {
+                    Ok(Some(format!("expert id {EXPERTS} of {EXPERTS}: expected ExpertOutOfRange, got {other:?}")))
+                }
+            }
+        })();
+        for buffer in buffers {
+            let _ = backend.free(buffer);
+        }
+        result
+    })();
+    cases.record(case, outcome);
+}
