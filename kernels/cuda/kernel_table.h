@@ -30,3 +30,11 @@
 #define GEMV_FAST_KERNELS(X) \
     X(w4a16_fast_m8, 1, 2, 2) \
     X(w4a16_fast_m16, 2, 2, 2)
+
+// The grouped kernels (the exact family's module): name, pairs of one expert at once, rows per
+// warp, blocks per SM the registers must allow, ring depth.
+#define GEMV_GROUPED_KERNELS(X) \
+    X(w4a16_grouped_ring3_r2_b2, 1, 2, 2, 3) \
+    X(w4a16_grouped_batch2_ring3_r2_b2, 2, 2, 2, 3) \
+    X(w4a16_grouped_batch4_ring2_r2_b1, 4, 2, 1, 2) \
+    X(w4a16_grouped_batch8_ring2_r2_b1, 8, 2, 1, 2)

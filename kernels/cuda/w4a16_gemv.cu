@@ -72,6 +72,18 @@ constexpr gemv_u32 kHalfPairTwoTo15 = 0x78007800u;  // binary16 (2^15, 2^15)
 // The common path `cargo xtask sass` counts (GEMV_ON_COMMON_PATH, gemv_portable.cuh): 16-byte
 // aligned weights, whole passes, |x| < 2^(128 - S).
 
+// Where a launch's token t reads X and writes Y: rows of its own X and Y, `t * stride` elements in.
+struct StridedRows {
+    int x_stride;
+    int y_stride;
+    __device__ __forceinline__ const gemv_u16* x_row(const gemv_u16* x, int t) const {
+        return x + (gemv_u64)t * (gemv_u64)x_stride;
+    }
+    __device__ __forceinline__ gemv_u16* y_row(gemv_u16* y, int t) const {
+        return y + (gemv_u64)t * (gemv_u64)y_stride;
+    }
+};
+
 #include "w4a16_gemv_decode.cuh"
 
 #include "w4a16_gemv_loads.cuh"
@@ -233,10 +245,11 @@ __device__ __forceinline__ bool stores(int lane, int m, int n, int row0) {
            row0 + o / MAX_M < n;
 }
 
-template <int MAX_M, int ROWS>
-__device__ __forceinline__ void store(float total, gemv_u16* y, float global_scale, int y_stride, int lane, int row0) {
+template <int MAX_M, int ROWS, class Rows>
+__device__ __forceinline__ void store(float total, gemv_u16* y, float global_scale, const Rows& token_rows, int lane,
+                                      int row0) {
     const int o = lane / Tree<MAX_M, ROWS>::kLanesPerOutput;
-    store_global(y + (gemv_u64)(o % MAX_M) * (gemv_u64)y_stride + (row0 + o / MAX_M),
+    store_global(token_rows.y_row(y, o % MAX_M) + (row0 + o / MAX_M),
                  gemv_f32_to_bf16(__fmul_rn(total, global_scale)));
 }
 
@@ -327,11 +340,11 @@ __device__ __forceinline__ float gemv_rows(const gemv_u16* x, const gemv_u8* pac
 // One warp's ROWS rows from row0, computed and stored: the pipeline DEPTH selects (0: the classic
 // gemv_rows; >= 2: gemv_rows_ring, which skips the loads and arithmetic of an inactive warp, one
 // with no rows this round of a persistent grid, while it still takes the block's barriers).
-template <int MAX_M, int ROWS, int SLICE, int DEPTH>
+template <int MAX_M, int ROWS, int SLICE, int DEPTH, class Rows>
 __device__ __forceinline__ void gemv_warp_rows(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales,
-                                               gemv_u16* y, float global_scale, int m, int n, int k, int x_stride,
-                                               int y_stride, bool x_aligned, const Loads& loads, int tid, int lane,
-                                               int row0, bool active) {
+                                               gemv_u16* y, float global_scale, int m, int n, int k,
+                                               const Rows& token_rows, bool x_aligned, const Loads& loads, int tid,
+                                               int lane, int row0, bool active) {
     // X staged times 2^S is exact unless some |x| >= 2^(128 - S) overflows it; then an output of the
     // block is infinite or NaN (the overflowed x meets a weight in every output that reads it).
     // Only then does the block run again on the plain path: the same bits, slower, on inputs no
@@ -339,9 +352,10 @@ __device__ __forceinline__ void gemv_warp_rows(const gemv_u16* x, const gemv_u8*
     float total;
     if constexpr (DEPTH == 0) {
         (void)active;
-        total = gemv_rows<MAX_M, ROWS, SLICE>(x, packed, scales, m, n, k, x_stride, x_aligned, loads, tid, lane, row0);
+        total = gemv_rows<MAX_M, ROWS, SLICE>(x, packed, scales, m, n, k, token_rows.x_stride, x_aligned, loads, tid,
+                                              lane, row0);
     } else {
-        total = gemv_rows_ring<MAX_M, ROWS, DEPTH>(x, packed, scales, m, n, k, x_stride, x_aligned, loads, tid, lane,
+        total = gemv_rows_ring<MAX_M, ROWS, DEPTH>(x, packed, scales, m, n, k, token_rows, x_aligned, loads, tid, lane,
                                                    row0, active);
     }
     const bool mine = stores<MAX_M, ROWS>(lane, m, n, row0);
@@ -349,9 +363,9 @@ __device__ __forceinline__ void gemv_warp_rows(const gemv_u16* x, const gemv_u8*
     const int suspect = __syncthreads_or(mine && !finite);
     if (GEMV_ON_COMMON_PATH(suspect, 0)) {
         if (tid == 0) gemv_note_fallback();
-        total = gemv_rows_plain<MAX_M, ROWS>(x, packed, scales, m, n, k, x_stride, lane, row0);
+        total = gemv_rows_plain<MAX_M, ROWS>(x, packed, scales, m, n, k, token_rows, lane, row0);
     }
-    if (mine) store<MAX_M, ROWS>(total, y, global_scale, y_stride, lane, row0);
+    if (mine) store<MAX_M, ROWS>(total, y, global_scale, token_rows, lane, row0);
 }
 
 // Entry: reads the alignments once; the passes then branch on them uniformly. A grid sized by N
@@ -374,10 +388,11 @@ __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* pac
     // Every token row 16-byte aligned: the base, and a stride of whole 8-element vectors.
     const bool x_aligned = (((gemv_u64)x) & 15u) == 0u && x_stride % 8 == 0;
     constexpr int kWarps = kThreadsPerBlock / kWarp;
+    const StridedRows token_rows{x_stride, y_stride};
     if constexpr (!PERSISTENT) {
         const int row0 = ((int)blockIdx.x * kWarps + warp) * ROWS;
-        gemv_warp_rows<MAX_M, ROWS, SLICE, DEPTH>(x, packed, scales, y, global_scale, m, n, k, x_stride, y_stride,
-                                                  x_aligned, loads, tid, lane, row0, true);
+        gemv_warp_rows<MAX_M, ROWS, SLICE, DEPTH>(x, packed, scales, y, global_scale, m, n, k, token_rows, x_aligned,
+                                                  loads, tid, lane, row0, true);
     } else {
         static_assert(DEPTH >= 2, "persistent grids run the ring pipeline");
         const int groups = (n + ROWS - 1) / ROWS;
@@ -389,11 +404,13 @@ __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* pac
             const int group = (int)blockIdx.x + blocks * (warp + kWarps * round);
             const bool active = group < groups;
             // An inactive warp's rows start past N: it loads nothing and stores nothing.
-            gemv_warp_rows<MAX_M, ROWS, SLICE, DEPTH>(x, packed, scales, y, global_scale, m, n, k, x_stride, y_stride,
+            gemv_warp_rows<MAX_M, ROWS, SLICE, DEPTH>(x, packed, scales, y, global_scale, m, n, k, token_rows,
                                                       x_aligned, loads, tid, lane, active ? group * ROWS : n, active);
         }
     }
 }
+
+#include "w4a16_gemv_grouped.cuh"
 
 #ifdef GEMV_SCALES_BY_CVT
 }  // namespace scales_by_cvt
@@ -413,3 +430,16 @@ __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* pac
     }
 
 GEMV_KERNELS(GEMV_DEFINE_ENTRY)
+
+// The grouped entries (a routed mixture-of-experts layer), from gemv_core::GROUPED_KERNELS: name,
+// tokens an expert computes at once, rows per warp, blocks per SM, ring depth.
+#define GEMV_DEFINE_GROUPED_ENTRY(name, max_m, rows, min_blocks, depth)                                          \
+    GEMV_KERNEL(GEMV_ENTRY_NAME(name), gemv::kThreadsPerBlock, min_blocks)                                      \
+    (const gemv_u16* __restrict__ x, const gemv_u8* __restrict__ packed, const gemv_u8* __restrict__ scales,     \
+     gemv_u16* __restrict__ y, const float* __restrict__ global_scales, int per_expert_scales,                   \
+     const gemv_u32* __restrict__ routing, int experts, int pairs, int top_k, int n, int k) {                   \
+        gemv::grouped_entry<max_m, rows, gemv::SliceTokens<min_blocks>::value, depth>(                            \
+            x, packed, scales, y, global_scales, per_expert_scales, routing, experts, pairs, top_k, n, k);         \
+    }
+
+GEMV_GROUPED_KERNELS(GEMV_DEFINE_GROUPED_ENTRY)

@@ -19,9 +19,9 @@ __device__ __forceinline__ float e4m3_f32(gemv_u32 code) {
 // The contract computed plainly, for the rare blocks where X staged times 2^S overflowed: the
 // same lane mapping (lane i, partials 2i and 2i+1), weights decoded to f32 one by one, X read
 // from global memory. No shared memory, no barrier; small in registers and code.
-template <int MAX_M, int ROWS>
+template <int MAX_M, int ROWS, class Rows>
 __device__ __noinline__ float gemv_rows_plain(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, int m,
-                                              int n, int k, int x_stride, int lane, int row0) {
+                                              int n, int k, Rows token_rows, int lane, int row0) {
     const int groups = k / kGroup;
     float acc[ROWS][2][MAX_M];
 #pragma unroll
@@ -42,7 +42,7 @@ __device__ __noinline__ float gemv_rows_plain(const gemv_u16* x, const gemv_u8* 
                 const float scale = e4m3_f32(__ldg(scales + row * (gemv_u64)groups + g));
 #pragma unroll 1
                 for (int t = 0; t < m && t < MAX_M; ++t) {
-                    const gemv_u16* xs = x + (gemv_u64)t * (gemv_u64)x_stride + kGroup * (gemv_u64)g;
+                    const gemv_u16* xs = token_rows.x_row(x, t) + kGroup * (gemv_u64)g;
                     float sum = 0.0f;
 #pragma unroll
                     for (int tt = 0; tt < MAX_M; ++tt) sum = tt == t ? acc[r][h][tt] : sum;

@@ -15,13 +15,13 @@ struct Segment {
     static constexpr int kFloats = kPasses * MAX_M * kTokenStride;
 };
 
-// Stages one segment of X, times 2^S: SEG passes from k0 of the block's tokens, pass s of token t
-// at token slot s * MAX_M + t of `xs`. The block's 256 threads cover two (pass, token) slots per
+// Stages one segment of X, times 2^S: SEG passes from k0 of the block's tokens (token t's row at
+// rows.x_row(x, t)), pass s of token t at token slot s * MAX_M + t of `xs`. The block's 256 threads cover two (pass, token) slots per
 // step, a thread one chunk of a slot; k past K is zero and tokens past m are left unwritten
 // (compute_slice skips them).
-template <int MAX_M, int SEG>
+template <int MAX_M, int SEG, class Rows>
 __device__ __forceinline__ void stage_segment(GemvShared<float, SEG * MAX_M * kTokenStride>& xs, const gemv_u16* x,
-                                              int x_stride, bool x_aligned, int k, int k0, int m, int tid) {
+                                              const Rows& token_rows, bool x_aligned, int k, int k0, int m, int tid) {
     constexpr int kSlots = SEG * MAX_M;
     constexpr int kSlotsPerStep = kThreadsPerBlock / kChunks;
     const int k_chunk = k0 + 8 * (tid % kChunks);
@@ -33,8 +33,7 @@ __device__ __forceinline__ void stage_segment(GemvShared<float, SEG * MAX_M * kT
         const int token = slot % MAX_M;
         if (token >= m) continue;
         const int at = k_chunk + pass * kPassK;
-        stage_chunk<kSlots>(xs, x + (gemv_u64)token * (gemv_u64)x_stride + at, x_aligned, at < k,
-                            staged_vector(tid, slot));
+        stage_chunk<kSlots>(xs, token_rows.x_row(x, token) + at, x_aligned, at < k, staged_vector(tid, slot));
     }
 }
 
@@ -42,8 +41,8 @@ __device__ __forceinline__ void stage_segment(GemvShared<float, SEG * MAX_M * kT
 // p % DEPTH of the ring (the loop is unrolled DEPTH times, so every slot index is a constant). FULL:
 // m == MAX_M (no token guards). An inactive warp (no rows: see gemv_entry) only stages X and takes
 // the barriers.
-template <int MAX_M, int ROWS, int DEPTH, bool FULL>
-__device__ __forceinline__ void ring_passes(const gemv_u16* x, int m, int k, int x_stride, bool x_aligned,
+template <int MAX_M, int ROWS, int DEPTH, bool FULL, class Rows>
+__device__ __forceinline__ void ring_passes(const gemv_u16* x, int m, int k, const Rows& token_rows, bool x_aligned,
                                             const Loads& loads, const ScaleTable& table,
                                             GemvShared<float, Segment<MAX_M>::kFloats>& xs, int tid, int lane,
                                             RowCursor<ROWS>& rows, float (&acc)[ROWS][2][MAX_M], bool active) {
@@ -63,7 +62,7 @@ __device__ __forceinline__ void ring_passes(const gemv_u16* x, int m, int k, int
             const int slot = pass % kSegment;
             if (slot == 0) {
                 __syncthreads();  // the previous segment's readers are done (the first: the scale table)
-                stage_segment<MAX_M, kSegment>(xs, x, x_stride, x_aligned, k, pass * kPassK, m, tid);
+                stage_segment<MAX_M, kSegment>(xs, x, token_rows, x_aligned, k, pass * kPassK, m, tid);
                 __syncthreads();
             }
             if (!active) continue;
@@ -77,9 +76,9 @@ __device__ __forceinline__ void ring_passes(const gemv_u16* x, int m, int k, int
 
 // The ring pipeline's counterpart of gemv_rows: the same arguments and result; an inactive warp
 // returns zero and has loaded nothing.
-template <int MAX_M, int ROWS, int DEPTH>
+template <int MAX_M, int ROWS, int DEPTH, class Rows>
 __device__ __forceinline__ float gemv_rows_ring(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, int m,
-                                                int n, int k, int x_stride, bool x_aligned, const Loads& loads,
+                                                int n, int k, const Rows& token_rows, bool x_aligned, const Loads& loads,
                                                 int tid, int lane, int row0, bool active) {
     static_assert(DEPTH >= 2, "a ring holds the pass that computes and at least one in flight");
     float acc[ROWS][2][MAX_M];
@@ -91,10 +90,10 @@ __device__ __forceinline__ float gemv_rows_ring(const gemv_u16* x, const gemv_u8
     GEMV_SHARED(float, xs, Segment<MAX_M>::kFloats);
     // Every token live (always at MAX_M = 1) compiles without token guards.
     if (MAX_M == 1 || GEMV_ON_COMMON_PATH(m == MAX_M, true)) {
-        ring_passes<MAX_M, ROWS, DEPTH, true>(x, m, k, x_stride, x_aligned, loads, scale_table, xs, tid, lane, rows, acc,
+        ring_passes<MAX_M, ROWS, DEPTH, true>(x, m, k, token_rows, x_aligned, loads, scale_table, xs, tid, lane, rows, acc,
                                                active);
     } else {
-        ring_passes<MAX_M, ROWS, DEPTH, false>(x, m, k, x_stride, x_aligned, loads, scale_table, xs, tid, lane, rows, acc,
+        ring_passes<MAX_M, ROWS, DEPTH, false>(x, m, k, token_rows, x_aligned, loads, scale_table, xs, tid, lane, rows, acc,
                                                 active);
     }
     return reduce<MAX_M, ROWS>(acc, lane);

@@ -63,6 +63,12 @@ GEMV_REQUIRE_CUDA=1 step candle conformance.log 60 "$here/candle_cuda" --test-th
 step variants bench.log 100 "$here/gemv" bench --backend cuda --shape qkv --shape ffn-up --shape ffn-down --m 1,2,4 \
   @PIPELINE_VARIANTS@ --peak-gbps 4800
 
+# 2b. Routed mixture-of-experts layers (docs/kernels.md's grouped launches): the grouped launch
+#     against one launch per (token, slot) pair, a fresh random routing per launch, at M = 1..16
+#     on the Qwen3-30B-A3B layers and DeepSeek-V3's fused gate/up (4.2 GB of experts).
+step moe moe.log 90 "$here/gemv" bench --backend cuda --moe qwen3-moe-up --moe qwen3-moe-down --moe deepseek-v3-up \
+  --m 1,2,4,8,16 --rounds 3 --launches 10
+
 # The machine's nvcc builds the two probe programs (nan_probe.cu, memory_probes.cu) for its GPU.
 nvcc=$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -n 1)
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')

@@ -1,9 +1,9 @@
 //! kernels/cuda/kernel_table.h: the CUDA sources' entry list, generated from the one kernel
-//! registry (`gemv_core::KERNELS`) by `cargo xtask kernels`, so the CUDA entry points, the WGSL
+//! registry (`gemv_core::KERNELS`, and `GROUPED_KERNELS`) by `cargo xtask kernels`, so the CUDA entry points, the WGSL
 //! specialisations and the launchers read the same names, widths and rows. `--check` fails when
 //! the committed header is stale.
 
-use gemv_core::{Family, KERNELS};
+use gemv_core::{Family, GROUPED_KERNELS, KERNELS};
 use std::fmt::Write;
 
 /// Where the generated header lives, beside the sources that include it.
@@ -27,7 +27,21 @@ pub fn header() -> String {
          // blocks per SM the registers must allow.\n",
     );
     list(&mut text, "GEMV_FAST_KERNELS", Family::Fast, fast_columns);
+    text.push_str(
+        "\n// The grouped kernels (the exact family's module): name, pairs of one expert at once, rows per\n\
+         // warp, blocks per SM the registers must allow, ring depth.\n",
+    );
+    let _ = write!(text, "#define GEMV_GROUPED_KERNELS(X)");
+    for spec in GROUPED_KERNELS {
+        let _ = write!(text, " \\\n    X({}, {})", spec.name, grouped_columns(&spec));
+    }
+    text.push('\n');
     text
+}
+
+/// A grouped kernel's columns after the name.
+fn grouped_columns(spec: &gemv_core::GroupedKernelSpec) -> String {
+    format!("{}, {}, {}, {}", spec.max_m, spec.rows, spec.cuda_min_blocks, spec.ring_depth)
 }
 
 /// The fast family's columns after the name.
@@ -72,6 +86,10 @@ mod tests {
             let entry = format!("X({}, {columns})", spec.name);
             assert_eq!(text.matches(&entry).count(), 1, "{entry} in\n{text}");
         }
-        assert_eq!(text.matches("    X(").count(), KERNELS.len());
+        for spec in GROUPED_KERNELS {
+            let entry = format!("X({}, {})", spec.name, grouped_columns(&spec));
+            assert_eq!(text.matches(&entry).count(), 1, "{entry} in\n{text}");
+        }
+        assert_eq!(text.matches("    X(").count(), KERNELS.len() + GROUPED_KERNELS.len());
     }
 }

@@ -3,7 +3,7 @@
 //! [`GpuBackend`], which is what engines and tests call; the `gemv bench` command holds its
 //! backend as `dyn BenchTimers`.
 
-use crate::{GemvArgs, GpuBackend, KernelHandle, Result};
+use crate::{GemvArgs, GpuBackend, GroupedArgs, KernelHandle, Result};
 use gemv_core::GemvShape;
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,20 @@ pub trait BenchTimers: GpuBackend {
     /// The default uses the host clock around a synchronised span; backends with events override.
     fn time_launches(&self, launches: &[(KernelHandle, GemvArgs)], repeats: usize) -> Result<Duration> {
         time_with_host_clock(self, launches, repeats)
+    }
+
+    /// Runs the grouped launches `launches` in order, `repeats` times, and returns the device
+    /// time of the whole span (the host clock unless the backend has events).
+    fn time_grouped(&self, launches: &[GroupedArgs], repeats: usize) -> Result<Duration> {
+        self.synchronize()?;
+        let start = Instant::now();
+        for _ in 0..repeats {
+            for args in launches {
+                self.launch_grouped(args)?;
+            }
+        }
+        self.synchronize()?;
+        Ok(start.elapsed())
     }
 
     /// Device time of `repeats` device-to-device copies of `bytes` (the bandwidth reference of

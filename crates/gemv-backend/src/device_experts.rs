@@ -12,6 +12,8 @@ pub struct DeviceExperts<B: BackendRef> {
     backend: B,
     /// packed, scales, global scales.
     buffers: [DeviceBuffer; 3],
+    /// The global scales as uploaded (one shared, or one per expert), for single launches.
+    global_scales: Vec<f32>,
     experts: usize,
     n: usize,
     k: usize,
@@ -36,7 +38,14 @@ impl<B: BackendRef> DeviceExperts<B> {
         }
         let buffers = [buffers[0], buffers[1], buffers[2]];
         // From here the stack owns its buffers: an upload error drops it, which frees them.
-        let experts = Self { backend: holder, buffers, experts: weights.experts(), n: weights.n(), k: weights.k() };
+        let experts = Self {
+            backend: holder,
+            buffers,
+            global_scales: weights.global_scales().to_vec(),
+            experts: weights.experts(),
+            n: weights.n(),
+            k: weights.k(),
+        };
         for (buffer, bytes) in experts.buffers.iter().zip(contents) {
             experts.backend.backend().upload(buffer.whole(), bytes)?;
         }
@@ -77,18 +86,16 @@ impl<B: BackendRef> DeviceExperts<B> {
         }
     }
 
-    /// Expert `e`'s single-matrix launch arguments for one token: X row `token` of `x`, Y row
-    /// `row` of `y` (both contiguous buffers), `global_scale` its scale.
-    fn pair_args(
-        &self,
-        e: usize,
-        global_scale: f32,
-        x: DeviceBuffer,
-        token: usize,
-        y: DeviceBuffer,
-        row: usize,
-    ) -> GemvArgs {
+    /// Expert `e`'s single-matrix launch arguments for one token: X row `token` of `x` (`[m][K]`),
+    /// Y row `row` of `y` (`[m][top_k][N]`, a row per pair). What one pair's launch of a layer run
+    /// without a grouped kernel reads and writes.
+    ///
+    /// # Panics
+    /// When `e >= experts`.
+    pub fn pair_args(&self, e: usize, x: DeviceBuffer, token: usize, y: DeviceBuffer, row: usize) -> GemvArgs {
+        assert!(e < self.experts, "expert {e} of {}", self.experts);
         let (packed_len, scales_len) = (self.n * self.k / 2, self.n * self.k / gemv_core::GROUP_SIZE);
+        let global_scale = self.global_scales[if self.global_scales.len() == 1 { 0 } else { e }];
         GemvArgs::contiguous(
             x.range(2 * token * self.k, 2 * self.k),
             self.buffers[0].range(e * packed_len, packed_len),
@@ -138,26 +145,15 @@ impl<B: BackendRef> DeviceExperts<B> {
     ) -> Result<Vec<u16>> {
         let routing = call.routing(ids, self.experts)?;
         let plan = tiers.plan_call(&GemvCall::new(1).with_family(call.family()))?;
-        let global_scales = self.global_scales()?;
         self.run(x, call, |x_buf, y_buf| {
             for (pair, &id) in routing.ids().iter().enumerate() {
-                let e = id as usize;
-                let scale = global_scales[if global_scales.len() == 1 { 0 } else { e }];
-                let args = self.pair_args(e, scale, x_buf, pair / call.top_k(), y_buf, pair);
+                let args = self.pair_args(id as usize, x_buf, pair / call.top_k(), y_buf, pair);
                 for planned in &plan {
                     self.backend.backend().launch_gemv(planned.kernel, &args)?;
                 }
             }
             self.backend.backend().synchronize()
         })
-    }
-
-    /// The global scales as uploaded (read back: the stack keeps no host copy).
-    fn global_scales(&self) -> Result<Vec<f32>> {
-        let buffer = self.buffers[2];
-        let mut bytes = vec![0u8; buffer.len()];
-        self.backend.backend().download(buffer.whole(), &mut bytes)?;
-        Ok(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
     }
 
     /// Uploads X (exactly `[m][K]`), runs `launch` over X and Y buffers, returns Y `[m][top_k][N]`.

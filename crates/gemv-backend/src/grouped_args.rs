@@ -2,7 +2,7 @@
 //! buffers, the routing read from device memory (no host round trip).
 
 use crate::{BufferRange, Error, Result};
-use gemv_core::{CoreError, GROUP_SIZE, GroupedCall, validate_weight_shape};
+use gemv_core::{CoreError, GROUPED_OPERANDS, GroupedCall};
 
 /// `Y[t][s] = contract(W[ids[t][s]], X[t])` for every token t < m and slot s < top_k, in one launch.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -39,53 +39,18 @@ impl GroupedArgs {
         self.global_scales.len != 4
     }
 
-    /// The bytes each operand needs, in the order x, packed, scales, global scales, routing, y.
-    fn needs(&self) -> Result<[(&'static str, BufferRange, usize, usize); 6]> {
-        let (m, n, k, e) = (self.m, self.n, self.k, self.experts);
-        let overflow = |what| CoreError::SizeOverflow { what, m, n, k };
-        let (x, y) = GroupedCall::new(m, self.top_k).elements(n, k)?;
-        let weights = |per_expert: usize| e.checked_mul(per_expert).ok_or_else(|| overflow("experts' weights"));
-        let pairs = m.checked_mul(self.top_k).ok_or_else(|| overflow("routing"))?;
-        Ok([
-            ("x", self.x, 2 * x, 2),
-            ("packed", self.packed, weights(n * k / 2)?, 1),
-            ("scales", self.scales, weights(n * k / GROUP_SIZE)?, 1),
-            ("global_scales", self.global_scales, 4, 4),
-            ("routing", self.routing, 4 * pairs, 4),
-            ("y", self.y, 2 * y, 2),
-        ])
-    }
-
-    /// Checks the shape (N, K, and E, M, top-k at least 1), every range inside its buffer, long
-    /// enough and aligned, the global scales one or E, and that Y overlaps no input. Every
-    /// backend calls this before touching memory. The routing's values are checked by the launch.
+    /// Checks the shape and every operand's length against the call
+    /// ([`GroupedCall::check_operands`]), every range inside its buffer and aligned (X and Y 2
+    /// bytes, the global scales and the routing 4), and that Y overlaps no input. Every backend
+    /// calls this before touching memory. The routing's values are checked by the launch.
     pub fn validate(&self) -> Result<()> {
-        validate_weight_shape(self.n, self.k)?;
-        for (what, count) in [("experts", self.experts), ("tokens", self.m), ("top_k", self.top_k)] {
-            if count == 0 {
-                return Err(CoreError::ZeroCount { what }.into());
-            }
-        }
-        let (m, n, k) = (self.m, self.n, self.k);
-        for (what, range, needed, align) in self.needs()? {
+        let ranges = [self.x, self.packed, self.scales, self.global_scales, self.routing, self.y];
+        GroupedCall::new(self.m, self.top_k).check_operands(self.experts, self.n, self.k, ranges.map(|r| r.len))?;
+        for ((what, range), align) in GROUPED_OPERANDS.into_iter().zip(ranges).zip([2, 1, 1, 4, 4, 2]) {
             range.check_bounds(what)?;
-            if range.len < needed {
-                return Err(CoreError::RangeTooSmall { what, len: range.len, needed, m, n, k }.into());
-            }
             if !range.offset.is_multiple_of(align) {
                 return Err(CoreError::Misaligned { what, offset: range.offset, align }.into());
             }
-        }
-        if self.global_scales.len != 4 && self.global_scales.len != 4 * self.experts {
-            return Err(CoreError::LengthMismatch {
-                what: "global_scales",
-                expected: self.experts,
-                found: self.global_scales.len / 4,
-                m,
-                n,
-                k,
-            }
-            .into());
         }
         let y = self.y_written();
         for (what, input) in [

@@ -40,6 +40,24 @@ pub struct HostLaunchInputs<'a> {
     pub scales: &'a [u8],
 }
 
+/// The addresses of a validated grouped launch's ranges in host memory, in place (see
+/// [`HostLaunchAddresses`]). Valid only inside [`HostMemory::with_grouped_addresses`].
+#[derive(Debug, Clone, Copy)]
+pub struct HostGroupedAddresses {
+    /// X's first byte (`2 m K` readable).
+    pub x: *const u8,
+    /// The stacked packed weights' first byte (`E N K / 2` readable).
+    pub packed: *const u8,
+    /// The stacked scales' first byte (`E N K / 16` readable).
+    pub scales: *const u8,
+    /// The global scales' first byte (the range's length readable).
+    pub global_scales: *const u8,
+    /// The routing's first byte (`4 m top_k` readable).
+    pub routing: *const u8,
+    /// Y's first byte (`2 m top_k N` writable; nothing else is).
+    pub y: *mut u8,
+}
+
 /// What a validated grouped launch reads, borrowed from host memory where it is bytes and
 /// copied where it is wider values (bytes in memory need not be aligned for them).
 #[derive(Debug)]
@@ -150,6 +168,32 @@ impl HostMemory {
             routing: words("routing", args.routing_read())?,
         };
         let result = f(inputs);
+        drop(table);
+        Ok(result)
+    }
+
+    /// Runs `f` with the addresses of a grouped launch's ranges in place, as
+    /// [`Self::with_launch_addresses`] does for a single launch.
+    pub fn with_grouped_addresses<T>(
+        &self,
+        args: &GroupedArgs,
+        f: impl FnOnce(HostGroupedAddresses) -> T,
+    ) -> Result<T> {
+        let table = self.table.lock();
+        let address = |what, range: BufferRange| -> Result<*mut u8> {
+            let bytes = table.get(what, range)?;
+            // `get` checked `offset + len <= bytes.len()`; `wrapping_add` never wraps here.
+            Ok(bytes.base().wrapping_add(range.offset))
+        };
+        let addresses = HostGroupedAddresses {
+            x: address("x", args.x_read())?,
+            packed: address("packed", args.packed)?,
+            scales: address("scales", args.scales)?,
+            global_scales: address("global_scales", args.global_scales)?,
+            routing: address("routing", args.routing_read())?,
+            y: address("y", args.y_written())?,
+        };
+        let result = f(addresses);
         drop(table);
         Ok(result)
     }

@@ -46,5 +46,5 @@ pub use error::{Error, Result};
 pub use grouped_args::GroupedArgs;
 pub use handle::KernelHandle;
 #[cfg(feature = "host-memory")]
-pub use host_memory::{HostGroupedInputs, HostLaunchAddresses, HostLaunchInputs, HostMemory};
+pub use host_memory::{HostGroupedAddresses, HostGroupedInputs, HostLaunchAddresses, HostLaunchInputs, HostMemory};
 pub use tiers::{PlannedLaunch, ResolvedTiers};

@@ -54,6 +54,48 @@ impl GroupedCall {
     }
 }
 
+/// The operands of a grouped launch, in the order [`GroupedCall::check_operands`] takes their
+/// byte lengths: X, the stacked packed weights, the stacked scales, the f32 global scales, the u32
+/// routing, Y.
+pub const GROUPED_OPERANDS: [&str; 6] = ["x", "packed", "scales", "global_scales", "routing", "y"];
+
+impl GroupedCall {
+    /// Checks a grouped launch of this call over `experts` experts of `n` x `k` (N, K valid; E,
+    /// M and top-k at least 1) against the byte lengths of its operands
+    /// ([`GROUPED_OPERANDS`] order): each holds what the launch needs
+    /// ([`CoreError::RangeTooSmall`]), and the global scales are exactly one f32 or `experts`
+    /// ([`CoreError::LengthMismatch`]). Every grouped launch path checks through this.
+    pub fn check_operands(&self, experts: usize, n: usize, k: usize, lens: [usize; 6]) -> Result<()> {
+        crate::validate_weight_shape(n, k)?;
+        for (what, count) in [("experts", experts), ("tokens", self.m), ("top_k", self.top_k)] {
+            if count == 0 {
+                return Err(CoreError::ZeroCount { what });
+            }
+        }
+        let (m, overflow) = (self.m, |what| CoreError::SizeOverflow { what, m: self.m, n, k });
+        let (x, y) = self.elements(n, k)?;
+        let weights = |per_expert: usize| experts.checked_mul(per_expert).ok_or_else(|| overflow("experts' weights"));
+        let pairs = m.checked_mul(self.top_k).ok_or_else(|| overflow("routing"))?;
+        let needed = [2 * x, weights(n * k / 2)?, weights(n * k / crate::GROUP_SIZE)?, 4, 4 * pairs, 2 * y];
+        for ((what, len), needed) in GROUPED_OPERANDS.into_iter().zip(lens).zip(needed) {
+            if len < needed {
+                return Err(CoreError::RangeTooSmall { what, len, needed, m, n, k });
+            }
+        }
+        if lens[3] != 4 && lens[3] != 4 * experts {
+            return Err(CoreError::LengthMismatch {
+                what: "global_scales",
+                expected: experts,
+                found: lens[3] / 4,
+                m,
+                n,
+                k,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// The exact contract of a grouped call: for each touched expert, its pairs' X rows through
 /// [`gemv_contract`], written to their Y rows. `x: [M][K]`, `y: [M][top_k][N]`; lengths checked.
 pub fn grouped_contract(

@@ -22,6 +22,11 @@ impl AccessWidths {
         (0..ACCESS_WIDTHS).filter(|&w| self.0[w] > 0).map(|w| 1 << w).collect()
     }
 
+    /// Bytes accessed, over every width.
+    pub fn bytes(&self) -> u64 {
+        (0..ACCESS_WIDTHS).map(|w| self.0[w] << w).sum()
+    }
+
     fn add(&mut self, other: &Self) {
         for (mine, theirs) in self.0.iter_mut().zip(other.0) {
             *mine += theirs;

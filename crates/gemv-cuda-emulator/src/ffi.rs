@@ -7,6 +7,7 @@ pub struct EmuKernel {
     _name: *const c_char,
     _entry: *const c_void,
     _max_threads: c_uint,
+    _grouped_entry: *const c_void,
 }
 
 #[repr(C)]
@@ -21,6 +22,12 @@ pub struct EmuArgs {
     pub k: c_int,
     pub x_stride: c_int,
     pub y_stride: c_int,
+    pub global_scales: *const f32,
+    pub per_expert_scales: c_int,
+    pub routing: *const u32,
+    pub experts: c_int,
+    pub pairs: c_int,
+    pub top_k: c_int,
 }
 
 #[repr(C)]

@@ -21,10 +21,11 @@ mod asm_rewrite;
 pub use accesses::{AccessWidths, GlobalAccesses};
 
 use gemv_backend::{
-    DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, HostMemory, KernelHandle, Result, TimerKind, resolved_spec,
+    DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, GroupedArgs, HostMemory, KernelHandle, Result, TimerKind,
+    resolved_spec,
 };
-use gemv_core::host_threads;
-use gemv_cuda::launch::{THREADS_PER_BLOCK, grid_size, kernel_int};
+use gemv_core::{grouped_kernel, host_threads};
+use gemv_cuda::launch::{THREADS_PER_BLOCK, grid_size, grouped_grid_size, kernel_int};
 use std::ffi::{CStr, CString, c_int};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -280,8 +281,6 @@ impl CudaEmulator {
         k: usize,
         (x_stride, y_stride): (usize, usize),
     ) -> Result<()> {
-        let fault = |message: String| Error::KernelFault { kernel: kernel_name.to_string(), message };
-        let kernel = find(kernel_name).ok_or_else(|| fault("no such kernel in the emulator library".into()))?;
         let args = ffi::EmuArgs {
             x: regions[0].base.cast(),
             packed: regions[1].base,
@@ -293,13 +292,41 @@ impl CudaEmulator {
             k: kernel_int(NAME, "K", k)?,
             x_stride: kernel_int(NAME, "X row stride", x_stride)?,
             y_stride: kernel_int(NAME, "Y row stride", y_stride)?,
+            global_scales: std::ptr::null(),
+            per_expert_scales: 0,
+            routing: std::ptr::null(),
+            experts: 0,
+            pairs: 0,
+            top_k: 0,
         };
-        let regions = regions.each_ref().map(|r| ffi::EmuRegion {
-            name: r.name.as_ptr(),
-            base: r.base.cast(),
-            len: r.len,
-            writable: c_int::from(r.writable),
-        });
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.run_args(kernel_name, grid, block, regions, &args) }
+    }
+
+    /// Runs `kernel` over `args`, whose pointers lie in `regions` (x, packed, scales and y first,
+    /// the counted ones; any further region read-only).
+    ///
+    /// # Safety
+    /// As for [`Self::run`], for every region.
+    unsafe fn run_args(
+        &self,
+        kernel_name: &str,
+        grid: u32,
+        block: u32,
+        regions: &[Region],
+        args: &ffi::EmuArgs,
+    ) -> Result<()> {
+        let fault = |message: String| Error::KernelFault { kernel: kernel_name.to_string(), message };
+        let kernel = find(kernel_name).ok_or_else(|| fault("no such kernel in the emulator library".into()))?;
+        let regions: Vec<ffi::EmuRegion> = regions
+            .iter()
+            .map(|r| ffi::EmuRegion {
+                name: r.name.as_ptr(),
+                base: r.base.cast(),
+                len: r.len,
+                writable: c_int::from(r.writable),
+            })
+            .collect();
         let mut message = vec![0u8; 1024];
         let mut counts = ffi::EmuCounts::default();
         // SAFETY: `kernel` points into the static kernel table; every pointer in `args` and
@@ -312,7 +339,7 @@ impl CudaEmulator {
                 kernel,
                 grid,
                 block,
-                &args,
+                args,
                 regions.as_ptr(),
                 regions.len() as c_int,
                 c_int::try_from(self.workers).unwrap_or(1),
@@ -415,6 +442,51 @@ impl GpuBackend for CudaEmulator {
             }
         })??;
         tracing::trace!(kernel = emulated, m, n, k, "emulated launch");
+        Ok(())
+    }
+
+    fn launch_grouped(&self, args: &GroupedArgs) -> Result<()> {
+        args.validate()?;
+        let spec = grouped_kernel(args.m);
+        let pairs = args.m * args.top_k;
+        let grid = grouped_grid_size(NAME, spec, pairs, args.n)?;
+        let build = gemv_cuda::ptx::module_build(gemv_core::MODULE_NAME, self.capability)
+            .ok_or(Error::Unsupported { backend: NAME, what: "grouped launches below sm_75" })?;
+        let emulated = format!("{}{}", spec.name, build.emulator_suffix);
+        let (experts, n, k) = (args.experts, args.n, args.k);
+        self.memory.with_grouped_addresses(args, |at| {
+            let regions = [
+                Region { name: c"x", base: at.x, len: args.x_read().len, writable: false },
+                Region { name: c"packed", base: at.packed, len: experts * n * k / 2, writable: false },
+                Region { name: c"scales", base: at.scales, len: experts * n * k / 16, writable: false },
+                Region { name: c"y", base: at.y, len: args.y_written().len, writable: true },
+                Region { name: c"global_scales", base: at.global_scales, len: args.global_scales.len, writable: false },
+                Region { name: c"routing", base: at.routing, len: args.routing_read().len, writable: false },
+            ];
+            let launch = ffi::EmuArgs {
+                x: at.x.cast(),
+                packed: at.packed,
+                scales: at.scales,
+                y: at.y.cast(),
+                global_scale: 0.0,
+                m: kernel_int(NAME, "M", args.m)?,
+                n: kernel_int(NAME, "N", n)?,
+                k: kernel_int(NAME, "K", k)?,
+                x_stride: kernel_int(NAME, "K", k)?,
+                y_stride: kernel_int(NAME, "N", n)?,
+                global_scales: at.global_scales.cast(),
+                per_expert_scales: c_int::from(args.per_expert_global_scales()),
+                routing: at.routing.cast(),
+                experts: kernel_int(NAME, "experts", experts)?,
+                pairs: kernel_int(NAME, "pairs", pairs)?,
+                top_k: kernel_int(NAME, "top-k", args.top_k)?,
+            };
+            // SAFETY: `with_grouped_addresses` checked each range against its live buffer and
+            // holds the memory locked while this runs, so each region is valid for its length;
+            // `validate` proved Y overlaps no input.
+            unsafe { self.run_args(&emulated, grid, THREADS_PER_BLOCK, &regions, &launch) }
+        })??;
+        tracing::trace!(kernel = emulated, m = args.m, top_k = args.top_k, n, k, experts, "emulated grouped launch");
         Ok(())
     }
 

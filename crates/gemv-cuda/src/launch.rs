@@ -43,6 +43,39 @@ pub fn grid_size(
     Ok(blocks as u32)
 }
 
+/// Blocks of a grouped launch of `pairs` (token, slot) pairs over experts of `n` rows: one row
+/// block (8 warps' rows) of every pair (the blocks of an expert's later pairs return at once), or
+/// [`gemv_backend::Error::LimitExceeded`] past the grid limit or past
+/// [`gemv_core::MAX_GROUPED_PAIRS`] pairs.
+pub fn grouped_grid_size(
+    backend: &'static str,
+    kernel: &gemv_core::GroupedKernelSpec,
+    pairs: usize,
+    n: usize,
+) -> gemv_backend::Result<u32> {
+    if pairs > gemv_core::MAX_GROUPED_PAIRS {
+        return Err(gemv_backend::Error::LimitExceeded {
+            backend,
+            what: "a grouped launch's (token, slot) pairs".to_string(),
+            requested: pairs as u64,
+            limit: gemv_core::MAX_GROUPED_PAIRS as u64,
+            unit: "pairs",
+        });
+    }
+    let row_blocks = (n as u64).div_ceil(u64::from(WARPS_PER_BLOCK) * kernel.rows as u64);
+    let blocks = row_blocks * pairs as u64;
+    if blocks > MAX_GRID_BLOCKS {
+        return Err(gemv_backend::Error::LimitExceeded {
+            backend,
+            what: format!("the grid for {pairs} pairs of N = {n} rows of {}", kernel.name),
+            requested: blocks,
+            limit: MAX_GRID_BLOCKS,
+            unit: "blocks",
+        });
+    }
+    Ok(blocks as u32)
+}
+
 /// A size as the kernels' 32-bit `int` parameter, or [`gemv_backend::Error::LimitExceeded`].
 pub fn kernel_int(backend: &'static str, what: &str, value: usize) -> gemv_backend::Result<i32> {
     i32::try_from(value).map_err(|_| gemv_backend::Error::LimitExceeded {
@@ -82,6 +115,16 @@ mod tests {
             }
             other => panic!("expected LimitExceeded, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_grouped_grid_has_a_row_block_of_every_pair_and_a_pair_limit() {
+        let spec = &gemv_core::GROUPED_KERNELS[0];
+        let per_block = (THREADS_PER_BLOCK / 32) as usize * spec.rows;
+        assert_eq!(grouped_grid_size("t", spec, 8, per_block).ok(), Some(8));
+        assert_eq!(grouped_grid_size("t", spec, 8, per_block + 1).ok(), Some(16));
+        let over = grouped_grid_size("t", spec, gemv_core::MAX_GROUPED_PAIRS + 1, 1);
+        assert!(matches!(over, Err(gemv_backend::Error::LimitExceeded { unit: "pairs", .. })), "{over:?}");
     }
 
     #[test]

@@ -19,8 +19,8 @@ pub mod ptx;
 
 #[cfg(feature = "cublas-peer")]
 pub use driver::cublas_present;
-pub use driver::{CudaBackend, CudaKernels, CudaWeights, driver_present, engine_context};
+pub use driver::{CudaBackend, CudaExperts, CudaKernels, CudaWeights, driver_present, engine_context};
 pub use error::CudaError;
 // What an engine's call names beside this crate's own types, so one `use` line suffices.
 pub use gemv_backend::Error;
-pub use gemv_core::{FamilyChoice, GemvCall, Nvfp4Matrix, Nvfp4View};
+pub use gemv_core::{FamilyChoice, GemvCall, GroupedCall, Nvfp4Experts, Nvfp4ExpertsView, Nvfp4Matrix, Nvfp4View};

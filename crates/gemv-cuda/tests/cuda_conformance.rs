@@ -93,6 +93,18 @@ fn the_engine_path_without_a_driver_is_a_typed_error() {
     }
 }
 
+/// An engine's context on device 0, one stream of it, and the kernels loaded into it.
+fn engine()
+-> (std::sync::Arc<cudarc::driver::CudaContext>, std::sync::Arc<cudarc::driver::CudaStream>, gemv_cuda::CudaKernels) {
+    let context = gemv_cuda::engine_context(0).expect("context");
+    // SAFETY: the engine tests use one stream only, so cudarc's cross-stream event tracking
+    // (which would record events inside a graph capture) is not needed.
+    unsafe { context.disable_event_tracking() };
+    let stream = context.new_stream().expect("stream");
+    let kernels = gemv_cuda::CudaKernels::load(&context).expect("kernels");
+    (context, stream, kernels)
+}
+
 /// An engine's decode step on its own stream and memory: weights a row range (shard) of a bigger
 /// device matrix, X and Y device buffers it owns, every M through the dispatch plan bit-exact
 /// against the host contract; then the same launches captured into a CUDA graph and replayed,
@@ -107,12 +119,7 @@ fn an_engine_launches_on_its_own_stream_and_memory_and_replays_a_captured_graph(
     use gemv_core::{gemv_contract, host_threads};
     // The engine's names, as an engine imports them: from the backend crate alone.
     use gemv_cuda::{FamilyChoice, GemvCall};
-    let context = gemv_cuda::engine_context(0).expect("context");
-    // SAFETY: this test uses one stream only, so cudarc's cross-stream event tracking (which
-    // would record events inside the graph capture) is not needed.
-    unsafe { context.disable_event_tracking() };
-    let stream = context.new_stream().expect("stream");
-    let kernels = gemv_cuda::CudaKernels::load(&context).expect("kernels");
+    let (_context, stream, kernels) = engine();
     let (n, k, row0) = (67, 5136, 11);
     let full = conformance::matrix(3 * n, k, 21);
     let view = full.view();
@@ -205,5 +212,68 @@ fn an_engine_launches_on_its_own_stream_and_memory_and_replays_a_captured_graph(
             let failure = conformance::fast_bound_failure(&matrix, &x_host, m, &found);
             assert!(failure.is_none(), "M = {m}: fast family: {failure:?}");
         }
+    }
+}
+
+/// A routed mixture-of-experts layer from an engine: stacked experts, X, the routing and Y in its
+/// own device memory, one launch per step, bit-exact against the host contract; then captured
+/// into a graph and replayed with a new routing written between replays (the routing is read
+/// from device memory, never from the host).
+#[test]
+fn an_engine_runs_a_routed_layer_in_one_launch_and_replays_it_with_new_routings() {
+    if cuda().is_none() {
+        return;
+    }
+    use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    use gemv_conformance as conformance;
+    use gemv_core::{ExpertRouting, grouped_contract, host_threads};
+    use gemv_cuda::{CudaExperts, GroupedCall, Nvfp4Experts};
+    let (_context, stream, kernels) = engine();
+    let (experts, n, k, top_k) = (12, 45, 2064, 4);
+    let matrices: Vec<_> = (0..experts).map(|e| conformance::matrix(n, k, 60 + e as u64)).collect();
+    let stack = Nvfp4Experts::stack(&matrices).expect("stack");
+    let view = stack.view();
+    let packed = stream.clone_htod(view.packed()).expect("packed");
+    let scales = stream.clone_htod(view.scales()).expect("scales");
+    let global_scales = stream.clone_htod(view.global_scales()).expect("global scales");
+    let weights = CudaExperts {
+        packed: packed.slice(..),
+        scales: scales.slice(..),
+        global_scales: global_scales.slice(..),
+        experts,
+        n,
+        k,
+    };
+    for m in [1, 3, 8, 16] {
+        let x_host = conformance::activations(m, k, 70 + m as u64);
+        let x = stream.clone_htod(&x_host).expect("x");
+        let route = |seed: usize| -> Vec<u32> {
+            (0..m * top_k).map(|p| ((p * 5 + seed + p / top_k) % experts) as u32).collect()
+        };
+        let expected = |ids: &[u32]| {
+            let routing = ExpertRouting::new(ids, m, top_k, experts).expect("routing");
+            let mut y = vec![0u16; m * top_k * n];
+            grouped_contract(&view, &x_host, &routing, &mut y, host_threads()).expect("contract");
+            y
+        };
+        let first = route(1);
+        let mut routing = stream.clone_htod(&first).expect("routing");
+        let mut y = stream.alloc_zeros::<u16>(m * top_k * n).expect("y");
+        let call = GroupedCall::new(m, top_k);
+        kernels
+            .grouped(&stream, &weights, &x.slice(..), &routing.slice(..), &mut y.slice_mut(..), &call)
+            .expect("launch");
+        assert_eq!(stream.clone_dtoh(&y).expect("y back"), expected(&first), "M = {m}: one grouped launch");
+
+        stream.memset_zeros(&mut y).expect("clear y");
+        stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).expect("capture");
+        kernels
+            .grouped(&stream, &weights, &x.slice(..), &routing.slice(..), &mut y.slice_mut(..), &call)
+            .expect("captured");
+        let graph = stream.end_capture(CUgraphInstantiate_flags(0)).expect("end capture").expect("a graph");
+        let second = route(7);
+        stream.memcpy_htod(&second, &mut routing).expect("new routing");
+        graph.launch().expect("replay");
+        assert_eq!(stream.clone_dtoh(&y).expect("y back"), expected(&second), "M = {m}: replay, new routing");
     }
 }

@@ -16,6 +16,7 @@
 mod devices;
 mod exact;
 mod fast;
+mod grouped;
 mod listing;
 mod variants;
 
@@ -76,6 +77,7 @@ fn render(stats: &PerArch<KernelStats>, loops: &PerArch<PassLoop>, fast_loops: &
     );
     exact::render(&mut out, stats, loops);
     variants::render(&mut out, stats, loops);
+    grouped::render(&mut out, stats);
     fast::render(&mut out, stats, fast_loops);
     out
 }
@@ -126,6 +128,11 @@ pub fn run(check: bool) -> Result<(), String> {
                 if kernel_spec(&name).is_some_and(|spec| spec.family == Family::Fast) {
                     let hot = fast::mma_loop(&instructions).ok_or(format!("{name} on {arch}: no mma loop found"))?;
                     fast_loops.entry(arch).or_default().insert(name, hot);
+                    continue;
+                }
+                // A grouped kernel runs its ring kernel's pass loop once per chunk of an expert's
+                // pairs; its registers, spills and shared memory are reported, its loop is the ring's.
+                if gemv_core::grouped_kernel_spec(&name).is_some() {
                     continue;
                 }
                 let mut pass = exact::pass_loop(&instructions, kernel_spec(&name).is_some_and(|spec| spec.persistent))

@@ -3,12 +3,14 @@
 //! one single-matrix launch per pair everywhere (offsets into the stacked weights, Y's rows).
 //! Routings cover every token on one expert with repeated ids, all pairs distinct, top-k = 1 and
 //! = E, and random ones up to M = 16; one global scale shared and one per expert. A raw launch
-//! checks what only the device routing can get wrong: an expert id past E is a typed error, and
-//! nothing outside Y is written (guards, inputs at unaligned offsets).
+//! checks what only the device routing can get wrong: an expert id past E is a typed error (a
+//! backend that reads the routing itself) or that pair's Y row NaN and nothing else changed (a
+//! kernel that reads it), and nothing outside Y is written (guards, inputs at unaligned offsets).
 
 use super::{Cases, diff, exact_grouped, resolve};
 use crate::data::{Lcg, activations, matrix};
 use gemv_backend::{DeviceExperts, Error, GpuBackend, Result};
+use gemv_core::codec::BF16_NAN;
 use gemv_core::{CoreError, ExpertRouting, Nvfp4Experts, Nvfp4Matrix, grouped_contract, host_threads};
 
 const EXPERTS: usize = 5;
@@ -147,12 +149,24 @@ fn raw_launch(backend: &dyn GpuBackend, cases: &mut Cases, experts: &Nvfp4Expert
             if let Some(failure) = diff(&want, &found, n) {
                 return Ok(Some(failure));
             }
-            // The last pair's id one past E: a typed error, naming the slot.
+            // The last pair's id one past E: a typed error where the backend reads the routing
+            // itself, else (a kernel reading it) that pair's Y row NaN and every other as before.
             let last = ids.len() - 4;
             ids[last..].copy_from_slice(&(EXPERTS as u32).to_le_bytes());
             backend.upload(buffers[1].range(ids_at, ids.len()), &ids)?;
             match backend.launch_grouped(&args).and_then(|()| backend.synchronize()) {
                 Err(Error::Core(CoreError::ExpertOutOfRange { id, .. })) if id == EXPERTS as u64 => Ok(None),
+                Ok(()) => {
+                    backend.download(buffers[2].whole(), &mut after)?;
+                    let found: Vec<u16> =
+                        after[y_at..y_at + y_len].chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect();
+                    let mut poisoned = want.clone();
+                    let pairs = want.len() / n;
+                    poisoned[(pairs - 1) * n..].fill(BF16_NAN);
+                    Ok(diff(&poisoned, &found, n).map(|failure| {
+                        format!("expert id {EXPERTS} of {EXPERTS}: neither ExpertOutOfRange nor a NaN row: {failure}")
+                    }))
+                }
                 other => {
                     Ok(Some(format!("expert id {EXPERTS} of {EXPERTS}: expected ExpertOutOfRange, got {other:?}")))
                 }

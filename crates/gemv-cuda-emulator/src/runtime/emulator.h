@@ -11,10 +11,18 @@ extern "C" {
 typedef void (*EmuEntry)(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
                          float global_scale, int m, int n, int k, int x_stride, int y_stride);
 
+// The grouped kernels' signature (a routed mixture-of-experts layer).
+typedef void (*EmuGroupedEntry)(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
+                                const float* global_scales, int per_expert_scales, const gemv_u32* routing,
+                                int experts, int pairs, int top_k, int n, int k);
+
+// An entry point: `entry` for the gemv signature, or `grouped_entry` (and a null `entry`) for
+// the grouped one.
 struct EmuKernel {
     const char* name;
     EmuEntry entry;
     unsigned max_threads;  // the launch bound declared with GEMV_KERNEL
+    EmuGroupedEntry grouped_entry;
 };
 
 struct EmuArgs {
@@ -25,6 +33,12 @@ struct EmuArgs {
     float global_scale;
     int m, n, k;
     int x_stride, y_stride;  // elements between rows of X and of Y
+    // A grouped launch's own arguments (unused by the gemv signature): one or E global scales,
+    // the routing's u32 expert ids, E, M x top_k and top-k.
+    const float* global_scales;
+    int per_expert_scales;
+    const gemv_u32* routing;
+    int experts, pairs, top_k;
 };
 
 // A buffer the launch may touch; anything else is out of bounds.

@@ -85,7 +85,13 @@ void fiber_main() {
     for (;;) {
         BlockRun* run = t_block;
         const EmuArgs& a = run->launch->args;
-        run->launch->kernel->entry(a.x, a.packed, a.scales, a.y, a.global_scale, a.m, a.n, a.k, a.x_stride, a.y_stride);
+        const EmuKernel* kernel = run->launch->kernel;
+        if (kernel->grouped_entry) {
+            kernel->grouped_entry(a.x, a.packed, a.scales, a.y, a.global_scales, a.per_expert_scales, a.routing,
+                                  a.experts, a.pairs, a.top_k, a.n, a.k);
+        } else {
+            kernel->entry(a.x, a.packed, a.scales, a.y, a.global_scale, a.m, a.n, a.k, a.x_stride, a.y_stride);
+        }
         async_copies_at_exit();
         run = t_block;
         run->current->state = FiberState::Done;

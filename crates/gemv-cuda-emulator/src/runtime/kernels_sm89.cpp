@@ -6,6 +6,8 @@
 
 #include "w4a16_gemv.cu"
 
-#define GEMV_EMU_SM89_ENTRY(name, ...) {#name "_sm89", &name##_sm89, emu_launch_bound_##name##_sm89},
-extern const EmuKernel kSm89Kernels[] = {GEMV_KERNELS(GEMV_EMU_SM89_ENTRY)};
+#define GEMV_EMU_SM89_ENTRY(name, ...) {#name "_sm89", &name##_sm89, emu_launch_bound_##name##_sm89, nullptr},
+#define GEMV_EMU_SM89_GROUPED_ENTRY(name, ...) {#name "_sm89", nullptr, emu_launch_bound_##name##_sm89, &name##_sm89},
+extern const EmuKernel kSm89Kernels[] = {GEMV_KERNELS(GEMV_EMU_SM89_ENTRY)
+                                             GEMV_GROUPED_KERNELS(GEMV_EMU_SM89_GROUPED_ENTRY)};
 extern const size_t kSm89KernelCount = sizeof(kSm89Kernels) / sizeof(kSm89Kernels[0]);

@@ -7,7 +7,7 @@ use super::{CudaBackend, driver_error};
 use cudarc::driver::sys::CUevent_flags;
 #[cfg(not(feature = "cublas-peer"))]
 use gemv_backend::Error;
-use gemv_backend::{BenchTimers, GemvArgs, KernelHandle, PeerTiming, Result};
+use gemv_backend::{BenchTimers, GemvArgs, GroupedArgs, KernelHandle, PeerTiming, Result};
 use gemv_core::GemvShape;
 use std::time::Duration;
 
@@ -19,6 +19,21 @@ impl BenchTimers for CudaBackend {
         for _ in 0..repeats {
             for (kernel, args) in launches {
                 self.launch_locked(&buffers, *kernel, args)?;
+            }
+        }
+        let end = self.stream.record_event(timing).map_err(driver_error("recording an event"))?;
+        end.synchronize().map_err(driver_error("waiting for an event"))?;
+        let ms = start.elapsed_ms(&end).map_err(driver_error("reading event time"))?;
+        Ok(Duration::from_secs_f64(f64::from(ms) / 1e3))
+    }
+
+    fn time_grouped(&self, launches: &[GroupedArgs], repeats: usize) -> Result<Duration> {
+        let buffers = self.buffers.lock();
+        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let start = self.stream.record_event(timing).map_err(driver_error("recording an event"))?;
+        for _ in 0..repeats {
+            for args in launches {
+                self.launch_grouped_locked(&buffers, args)?;
             }
         }
         let end = self.stream.record_event(timing).map_err(driver_error("recording an event"))?;

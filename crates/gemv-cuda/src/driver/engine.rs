@@ -7,18 +7,21 @@
 //! matrix, or a row range of a bigger one, a tensor-parallel shard, as views). Each step,
 //! [`CudaKernels::gemv`] takes a [`GemvCall`] (M, row strides, family policy), validates it and
 //! the views once and enqueues the dispatch plan of the family the policy picks;
-//! [`CudaKernels::launch_kernel`] enqueues one chosen kernel instead. The tier table is resolved
+//! [`CudaKernels::launch_kernel`] enqueues one chosen kernel instead; [`CudaKernels::grouped`]
+//! enqueues a routed mixture-of-experts layer ([`CudaExperts`]) in one launch. The tier table is resolved
 //! once at load, under the kill switches of the environment or given as a value
 //! ([`CudaKernels::load_with`]). Row strides (X's and Y's rows as rows of wider buffers, e.g. one
 //! head's slice of a fused activation) leave the elements between rows unread and unwritten.
 
 use super::driver_error;
-use super::enqueue::{Operands, enqueue};
+use super::enqueue::{GroupedOperands, GroupedShape, Operands, enqueue, enqueue_grouped};
 use crate::error::CudaError;
 use crate::ptx;
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use gemv_backend::{Error, KernelHandle, ResolvedTiers, Result};
-use gemv_core::{Bf16Element, GemvCall, KERNELS, KernelSpec, KillSwitches, LaunchShape, Operand};
+use gemv_core::{
+    Bf16Element, GROUPED_KERNELS, GemvCall, GroupedCall, KERNELS, KernelSpec, KillSwitches, LaunchShape, Operand,
+};
 use std::sync::Arc;
 
 use super::NAME;
@@ -39,11 +42,32 @@ pub struct CudaWeights<'a> {
     pub k: usize,
 }
 
+/// A mixture-of-experts layer's weights in device memory the engine owns: E matrices of one
+/// shape stacked (`[E][n][k/2]` codes, `[E][n][k/16]` scale codes), with one global scale for all
+/// or one per expert.
+#[derive(Debug)]
+pub struct CudaExperts<'a> {
+    /// Packed codes, at least `experts * n * k / 2` bytes.
+    pub packed: CudaView<'a, u8>,
+    /// Scale codes, at least `experts * n * k / 16` bytes.
+    pub scales: CudaView<'a, u8>,
+    /// Exactly one global scale, or one per expert.
+    pub global_scales: CudaView<'a, f32>,
+    /// Experts.
+    pub experts: usize,
+    /// Rows of each expert.
+    pub n: usize,
+    /// Columns of each expert (a multiple of 16).
+    pub k: usize,
+}
+
 /// The gemv kernels loaded into one CUDA context.
 pub struct CudaKernels {
     /// One function per registry kernel, in [`KERNELS`] order; `None` for a family the device
     /// cannot run (the fast family below sm_80).
     functions: Vec<Option<CudaFunction>>,
+    /// One function per grouped kernel, in [`GROUPED_KERNELS`] order (the exact family's module).
+    grouped: Vec<CudaFunction>,
     /// The tier table over those functions, resolved once under the kill switches.
     tiers: ResolvedTiers,
     /// SMs of the context's device: a persistent kernel's grid.
@@ -107,7 +131,17 @@ impl CudaKernels {
             _ => KernelHandle::NONE,
         };
         let tiers = ResolvedTiers::resolve_with(NAME, present, switches);
-        Ok(Self { functions, tiers, multiprocessors: super::multiprocessors(context)? })
+        let exact = modules.iter().find(|(name, _)| *name == gemv_core::MODULE_NAME);
+        let grouped = match exact {
+            Some((_, module)) => GROUPED_KERNELS
+                .iter()
+                .map(|spec| {
+                    module.load_function(spec.name).map_err(driver_error(format!("looking up kernel {}", spec.name)))
+                })
+                .collect::<Result<Vec<_>>>()?,
+            None => Vec::new(),
+        };
+        Ok(Self { functions, grouped, tiers, multiprocessors: super::multiprocessors(context)? })
     }
 
     /// The tier table these kernels resolve (which tiers and families the device has).
@@ -155,6 +189,66 @@ impl CudaKernels {
         let shape = self.checked(weights, x, y, call)?;
         shape.check_width(kernel)?;
         self.enqueue_checked(stream, KernelHandle::for_name(kernel.name), weights, x, y, &shape)
+    }
+
+    /// Enqueues a routed mixture-of-experts layer on `stream` in one launch: `y[t][s] =
+    /// W[routing[t][s]] x[t]` for the call's M tokens and top-k slots, x `[M][K]`, routing
+    /// `[M][top_k]` expert ids (read by the kernel: no host round trip), y `[M][top_k][N]`, each
+    /// output its expert's exact contract (the exact family; `FamilyChoice::Fast` is refused).
+    /// Validated once before anything is enqueued; then one driver call, nothing allocated,
+    /// copied or synchronised, so a graph capture records it. A pair whose id is not below E
+    /// reads no weights and gets a NaN row.
+    pub fn grouped<T: Bf16Element>(
+        &self,
+        stream: &CudaStream,
+        experts: &CudaExperts<'_>,
+        x: &CudaView<'_, T>,
+        routing: &CudaView<'_, u32>,
+        y: &mut CudaViewMut<'_, T>,
+        call: &GroupedCall,
+    ) -> Result<()> {
+        let lens = [
+            2 * x.len(),
+            experts.packed.len(),
+            experts.scales.len(),
+            4 * experts.global_scales.len(),
+            4 * routing.len(),
+            2 * y.len(),
+        ];
+        call.check_operands(experts.experts, experts.n, experts.k, lens)?;
+        gemv_core::select_family(call.m(), call.family(), false, self.tiers.switches())?;
+        let spec = gemv_core::grouped_kernel(call.m());
+        let function = GROUPED_KERNELS
+            .iter()
+            .position(|candidate| candidate.name == spec.name)
+            .and_then(|index| self.grouped.get(index))
+            .ok_or(Error::Unsupported { backend: NAME, what: "grouped launches below sm_75" })?;
+        let shape = GroupedShape {
+            experts: experts.experts,
+            m: call.m(),
+            top_k: call.top_k(),
+            n: experts.n,
+            k: experts.k,
+            per_expert_scales: experts.global_scales.len() != 1,
+        };
+        let (x_ptr, _x_sync) = x.device_ptr(stream);
+        let (packed_ptr, _packed_sync) = experts.packed.device_ptr(stream);
+        let (scales_ptr, _scales_sync) = experts.scales.device_ptr(stream);
+        let (global_ptr, _global_sync) = experts.global_scales.device_ptr(stream);
+        let (routing_ptr, _routing_sync) = routing.device_ptr(stream);
+        let (y_ptr, _y_sync) = y.device_ptr_mut(stream);
+        let operands = GroupedOperands {
+            x: x_ptr,
+            packed: packed_ptr,
+            scales: scales_ptr,
+            global_scales: global_ptr,
+            routing: routing_ptr,
+            y: y_ptr,
+        };
+        // SAFETY: `check_operands` proved every view holds what the launch needs; the borrows keep
+        // the memory alive while the launch is enqueued, y is a unique borrow (so it overlaps no
+        // input view), and the sync guards order the launch on `stream`.
+        unsafe { enqueue_grouped(stream, function, spec, operands, shape) }
     }
 
     /// The call's shape over `weights`, with the weights' and the views' lengths checked against it.

@@ -4,10 +4,10 @@
 
 use super::NAME;
 use crate::error::CudaError;
-use crate::launch::{THREADS_PER_BLOCK, grid_size, kernel_int};
+use crate::launch::{THREADS_PER_BLOCK, grid_size, grouped_grid_size, kernel_int};
 use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
-use gemv_backend::Result;
-use gemv_core::{GemvShape, KernelSpec, LaunchShape};
+use gemv_backend::{GroupedArgs, Result};
+use gemv_core::{GemvShape, GroupedKernelSpec, KernelSpec, LaunchShape};
 
 /// Device addresses of a launch's operands.
 #[derive(Debug, Clone, Copy)]
@@ -54,6 +54,85 @@ pub(super) unsafe fn enqueue(
     // SAFETY: the argument list matches the kernels' signature (four device pointers, f32, five
     // i32). By this function's contract every operand holds the bytes M, N, K and the strides
     // need; the kernels read only those and write only Y's m rows.
+    unsafe { builder.launch(config) }
+        .map_err(|source| CudaError::Driver { call: format!("launching {}", spec.name), source })?;
+    Ok(())
+}
+
+/// Device addresses of a grouped launch's operands.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct GroupedOperands {
+    /// X `[m][K]`.
+    pub x: u64,
+    /// The stacked packed weights.
+    pub packed: u64,
+    /// The stacked block scales.
+    pub scales: u64,
+    /// One or E f32 global scales.
+    pub global_scales: u64,
+    /// The u32 expert ids `[m][top_k]`.
+    pub routing: u64,
+    /// Y `[m][top_k][N]`.
+    pub y: u64,
+}
+
+/// The shape of a grouped launch: E experts of N x K, M tokens, top-k slots each, one global
+/// scale or one per expert.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct GroupedShape {
+    pub experts: usize,
+    pub m: usize,
+    pub top_k: usize,
+    pub n: usize,
+    pub k: usize,
+    pub per_expert_scales: bool,
+}
+
+impl From<&GroupedArgs> for GroupedShape {
+    fn from(args: &GroupedArgs) -> Self {
+        Self {
+            experts: args.experts,
+            m: args.m,
+            top_k: args.top_k,
+            n: args.n,
+            k: args.k,
+            per_expert_scales: args.per_expert_global_scales(),
+        }
+    }
+}
+
+/// Enqueues the grouped kernel `spec` (`function`) on `stream` over `operands`, shaped by `shape`:
+/// nothing allocated, copied or synchronised (graph-capturable).
+///
+/// # Safety
+/// Each operand's address is the first byte of device memory of `stream`'s context holding what
+/// `shape` needs ([`GroupedArgs::validate`]'s sizes), alive until the kernel has run, Y's bytes
+/// written by nothing else meanwhile and overlapping no input.
+pub(super) unsafe fn enqueue_grouped(
+    stream: &CudaStream,
+    function: &CudaFunction,
+    spec: &GroupedKernelSpec,
+    operands: GroupedOperands,
+    shape: GroupedShape,
+) -> Result<()> {
+    let pairs = shape.m * shape.top_k;
+    let config = LaunchConfig {
+        grid_dim: (grouped_grid_size(NAME, spec, pairs, shape.n)?, 1, 1),
+        block_dim: (THREADS_PER_BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let per_expert = i32::from(shape.per_expert_scales);
+    let experts = kernel_int(NAME, "experts", shape.experts)?;
+    let (pairs, top_k) = (kernel_int(NAME, "pairs", pairs)?, kernel_int(NAME, "top-k", shape.top_k)?);
+    let (n, k) = (kernel_int(NAME, "N", shape.n)?, kernel_int(NAME, "K", shape.k)?);
+    let mut builder = stream.launch_builder(function);
+    builder.arg(&operands.x).arg(&operands.packed).arg(&operands.scales).arg(&operands.y);
+    builder.arg(&operands.global_scales).arg(&per_expert).arg(&operands.routing);
+    builder.arg(&experts).arg(&pairs).arg(&top_k).arg(&n).arg(&k);
+    // SAFETY: the argument list matches the grouped kernels' signature (four device pointers, a
+    // pointer, i32, a pointer, five i32). By this function's contract every operand holds what
+    // the launch needs; the kernel reads only those (an expert id past E reads no weights) and
+    // writes only Y.
     unsafe { builder.launch(config) }
         .map_err(|source| CudaError::Driver { call: format!("launching {}", spec.name), source })?;
     Ok(())

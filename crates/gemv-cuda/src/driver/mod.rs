@@ -13,16 +13,16 @@ mod enqueue;
 #[cfg(feature = "cublas-peer")]
 pub use cublas_peer::cublas_present;
 
-pub use engine::{CudaKernels, CudaWeights, engine_context};
+pub use engine::{CudaExperts, CudaKernels, CudaWeights, engine_context};
 
 use crate::error::CudaError;
 use crate::ptx;
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr};
-use enqueue::{Operands, enqueue};
+use enqueue::{GroupedOperands, Operands, enqueue, enqueue_grouped};
 use gemv_backend::{
     BufferGuard, BufferRange, BufferTable, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend,
-    KernelHandle, Result, TimerKind, resolved_spec,
+    GroupedArgs, KernelHandle, Result, TimerKind, resolved_spec,
 };
 use gemv_core::KernelSpec;
 use std::collections::HashMap;
@@ -112,13 +112,17 @@ impl CudaBackend {
     }
 
     fn function(&self, spec: &'static KernelSpec) -> Result<CudaFunction> {
-        let name = spec.name;
+        self.function_named(spec.module, spec.name)
+    }
+
+    /// Entry point `name` of registry module `module`, looked up once and cached.
+    fn function_named(&self, module: &'static str, name: &'static str) -> Result<CudaFunction> {
         let mut functions = self.functions.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(function) = functions.get(name) {
             return Ok(function.clone());
         }
         let function =
-            self.module(spec.module)?.load_function(name).map_err(driver_error(format!("looking up kernel {name}")))?;
+            self.module(module)?.load_function(name).map_err(driver_error(format!("looking up kernel {name}")))?;
         functions.insert(name, function.clone());
         Ok(function)
     }
@@ -238,7 +242,35 @@ impl GpuBackend for CudaBackend {
         self.launch_locked(&buffers, kernel, args)
     }
 
+    fn launch_grouped(&self, args: &GroupedArgs) -> Result<()> {
+        let buffers = self.buffers.lock();
+        self.launch_grouped_locked(&buffers, args)
+    }
+
     fn synchronize(&self) -> Result<()> {
         self.stream.synchronize().map_err(driver_error("synchronize"))
+    }
+}
+
+impl CudaBackend {
+    fn launch_grouped_locked(&self, buffers: &Buffers<'_>, args: &GroupedArgs) -> Result<()> {
+        args.validate()?;
+        if ptx::module_build(gemv_core::MODULE_NAME, self.capability).is_none() {
+            return Err(Error::Unsupported { backend: NAME, what: "grouped launches below sm_75" });
+        }
+        let spec = gemv_core::grouped_kernel(args.m);
+        let operands = GroupedOperands {
+            x: self.address(buffers, "x", args.x)?,
+            packed: self.address(buffers, "packed", args.packed)?,
+            scales: self.address(buffers, "scales", args.scales)?,
+            global_scales: self.address(buffers, "global_scales", args.global_scales)?,
+            routing: self.address(buffers, "routing", args.routing)?,
+            y: self.address(buffers, "y", args.y)?,
+        };
+        let function = self.function_named(gemv_core::MODULE_NAME, spec.name)?;
+        // SAFETY: `validate` proved every range lies inside a live buffer of this backend (held
+        // alive by the `buffers` lock for the enqueue) and holds what the launch needs, and Y
+        // overlaps no input.
+        unsafe { enqueue_grouped(&self.stream, &function, spec, operands, args.into()) }
     }
 }

@@ -5,6 +5,7 @@
 #[cfg(feature = "ggml-peer")]
 mod ggml;
 mod memory;
+mod moe;
 mod options;
 mod peers;
 mod plot;
@@ -257,6 +258,9 @@ pub fn run(options: &BenchOptions, out: &mut dyn Write) -> Result<bool, CliError
     let backend = open(options.backend).map_err(CliError::BackendUnavailable)?;
     let info = backend.device_info();
     let tiers = ResolvedTiers::resolve(backend.as_ref(), KillSwitches::process());
+    if !options.moe.is_empty() {
+        return run_moe(backend.as_ref(), &tiers, options, out);
+    }
     let mut notes = Vec::new();
     let arms = arms(&tiers, backend.as_ref(), options, &mut notes).map_err(CliError::Usage)?;
     if arms.is_empty() {
@@ -302,6 +306,59 @@ pub fn run(options: &BenchOptions, out: &mut dyn Write) -> Result<bool, CliError
     Ok(true)
 }
 
+/// `gemv bench --moe`: proves both arms at a small shape, then times every layer.
+fn run_moe(
+    backend: &dyn gemv_backend::BenchTimers,
+    tiers: &ResolvedTiers,
+    options: &BenchOptions,
+    out: &mut dyn Write,
+) -> Result<bool, CliError> {
+    let info = backend.device_info();
+    let stdout_error = |e: std::io::Error| CliError::Stdout(e.to_string());
+    for layer in &options.moe {
+        // The stack is one N x (E K) matrix's bytes, held once (no cold copies: the experts a
+        // routing touches stream from a stack past the L2); X is overcounted E times, a little.
+        let weights = layer.experts * (layer.n * layer.k / 2 + layer.n * layer.k / 16);
+        let max_m = options.ms.iter().copied().max().unwrap_or(1);
+        memory::check(&info, &layer.label, layer.n, layer.k * layer.experts, max_m, weights)?;
+    }
+    eprintln!("bench: proving the grouped and pair-by-pair launches on {} before timing...", info.name);
+    let grouped = match moe::prove(backend, tiers, &options.ms) {
+        Ok(grouped) => grouped,
+        Err(failure) => {
+            writeln!(out, "{failure}\nno numbers printed: a correctness gate failed").map_err(stdout_error)?;
+            return Ok(false);
+        }
+    };
+    eprintln!(
+        "bench: proved at E = 8, N = 40, K = 1040, top 2: {} bit-exact against the host contract",
+        if grouped { "the grouped launch and the pair-by-pair launches" } else { "the pair-by-pair launches" }
+    );
+    let mut rows = Vec::new();
+    for layer in &options.moe {
+        rows.extend(moe::measure(backend, tiers, layer, options, grouped).map_err(CliError::Backend)?);
+    }
+    let timer = match info.timer {
+        gemv_backend::TimerKind::DeviceEvents => "device events",
+        gemv_backend::TimerKind::HostClock => "host clock",
+    };
+    writeln!(
+        out,
+        "gemv bench --moe on {} ({}, {}): {} rounds x {} launches (a random routing each), timed by {timer}",
+        info.backend, info.name, info.architecture, options.rounds, options.launches
+    )
+    .map_err(stdout_error)?;
+    moe::print(out, &rows).map_err(stdout_error)?;
+    if !grouped {
+        writeln!(out, "note: {} has no grouped launch; only the pair-by-pair launches were timed", info.backend)
+            .map_err(stdout_error)?;
+    }
+    for note in backend.timing_notes() {
+        writeln!(out, "note: {note}").map_err(stdout_error)?;
+    }
+    Ok(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -341,6 +398,7 @@ mod tests {
             rounds: 1,
             launches: 1,
             cold_mb: 0,
+            moe: vec![],
             no_peer: false,
         }
     }

@@ -45,6 +45,12 @@ pub struct BenchOptions {
     /// Checked against the memory available before anything is allocated.
     #[arg(long, default_value = "256", value_parser = parse_cold_mb)]
     pub cold_mb: usize,
+    /// Time a routed mixture-of-experts layer instead of --shape: a preset (deepseek-v3-up,
+    /// deepseek-v3-down, qwen3-moe-up, qwen3-moe-down) or E,TOPK,N,K. The grouped launch (where
+    /// the backend has one) and the same work in one launch per (token, slot) pair, a fresh
+    /// random routing per launch; bytes are the distinct experts touched. Repeatable.
+    #[arg(long = "moe", value_name = "LAYER", value_parser = super::moe::parse_moe)]
+    pub moe: Vec<super::moe::MoeShape>,
     /// Skip the peer row: on CUDA the bench also times cuBLAS's BF16 GEMM on the same shape
     /// and M (where libcublas loads; a note says so where it does not) and prints the NVFP4
     /// speed-up over it (ideal 3.56x: 2 bytes per weight against 0.5625).

@@ -343,6 +343,7 @@ mod tests {
             rounds: 3,
             launches: 2,
             cold_mb: 0,
+            moe: vec![],
             no_peer: !peer,
         };
         let tiers = gemv_backend::ResolvedTiers::resolve(backend, KillSwitches::default());

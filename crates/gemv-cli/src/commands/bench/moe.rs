@@ -1,0 +1,289 @@
+//! `gemv bench --moe`: a routed mixture-of-experts layer, timed as one grouped launch and as the
+//! same work in one launch per (token, slot) pair, with a fresh random routing for every launch
+//! (each token's top-k distinct experts, as a router gives them). Bytes count the distinct experts
+//! a routing touches (their weights) plus X and Y; every expert has its own copy of the weights
+//! in a stack larger than a GPU's L2 for the presets, so touched experts stream cold.
+//!
+//! Proved first at a small shape: both arms against the host contract, bit for bit.
+
+use super::BenchOptions;
+use crate::commands::progress::progress;
+use gemv_backend::{BenchTimers, DeviceExperts, GemvArgs, GpuBackend, GroupedArgs, KernelHandle, ResolvedTiers};
+use gemv_conformance::{Lcg, activations, matrix};
+use gemv_core::{FamilyChoice, GemvCall, GroupedCall, Nvfp4Experts, Nvfp4Matrix, grouped_contract, host_threads};
+use std::io::Write;
+
+/// A layer's geometry: E experts of N x K, top-k of them per token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MoeShape {
+    /// The preset's name, or `E,TOPK,NxK`.
+    pub label: String,
+    /// Experts.
+    pub experts: usize,
+    /// Experts per token.
+    pub top_k: usize,
+    /// Rows of each expert.
+    pub n: usize,
+    /// Columns of each expert.
+    pub k: usize,
+}
+
+/// The presets: DeepSeek-V3's routed experts (256, top 8; gate and up fused 4096 x 7168, down
+/// 7168 x 2048) and Qwen3-30B-A3B's (128, top 8; 1536 x 2048 and 2048 x 768).
+const PRESETS: [(&str, usize, usize, usize, usize); 4] = [
+    ("deepseek-v3-up", 256, 8, 4096, 7168),
+    ("deepseek-v3-down", 256, 8, 7168, 2048),
+    ("qwen3-moe-up", 128, 8, 1536, 2048),
+    ("qwen3-moe-down", 128, 8, 2048, 768),
+];
+
+/// Parses `--moe`: a preset or `E,TOPK,N,K` (top-k at most E, a valid N x K).
+pub fn parse_moe(text: &str) -> Result<MoeShape, String> {
+    if let Some(&(label, experts, top_k, n, k)) = PRESETS.iter().find(|preset| preset.0 == text) {
+        return Ok(MoeShape { label: label.to_string(), experts, top_k, n, k });
+    }
+    let names: Vec<&str> = PRESETS.iter().map(|preset| preset.0).collect();
+    let numbers: Vec<usize> = text
+        .split(',')
+        .map(|part| part.trim().parse::<usize>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| format!("--moe {text:?}: expected E,TOPK,N,K or one of {}", names.join(", ")))?;
+    let &[experts, top_k, n, k] = numbers.as_slice() else {
+        return Err(format!("--moe {text:?}: expected four numbers E,TOPK,N,K"));
+    };
+    if experts == 0 || top_k == 0 || top_k > experts || experts > 1 << 16 {
+        return Err(format!("--moe {text:?}: need 1 <= TOPK <= E <= 65536"));
+    }
+    gemv_core::validate_weight_shape(n, k).map_err(|e| format!("--moe {text:?}: {e}"))?;
+    Ok(MoeShape { label: format!("{experts},{top_k},{n}x{k}"), experts, top_k, n, k })
+}
+
+/// One timed row.
+#[derive(Debug, Clone)]
+pub struct MoeMeasurement {
+    /// The layer.
+    pub label: String,
+    /// `grouped` or `separate`.
+    pub arm: &'static str,
+    /// Tokens.
+    pub m: usize,
+    /// Mean distinct experts a routing touched.
+    pub touched: f64,
+    /// Median time of one launch (grouped) or one pair-by-pair layer (separate), microseconds.
+    pub micros: f64,
+    /// Distinct experts' weights plus X and Y over the time.
+    pub gbps: f64,
+    /// Of the device copy timed in the same run.
+    pub percent_copy: Option<f64>,
+}
+
+/// Random routings: `count` of them, each `m` tokens' `top_k` distinct experts.
+fn routings(shape: &MoeShape, m: usize, count: usize, seed: u64) -> Vec<Vec<u32>> {
+    let mut rng = Lcg::new(seed);
+    (0..count)
+        .map(|_| {
+            let mut ids = Vec::with_capacity(m * shape.top_k);
+            for _ in 0..m {
+                let mut chosen: Vec<u32> = Vec::with_capacity(shape.top_k);
+                while chosen.len() < shape.top_k {
+                    let id = rng.next_u32() % shape.experts as u32;
+                    if !chosen.contains(&id) {
+                        chosen.push(id);
+                    }
+                }
+                ids.extend(chosen);
+            }
+            ids
+        })
+        .collect()
+}
+
+fn distinct(ids: &[u32]) -> usize {
+    let mut sorted = ids.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    sorted.len()
+}
+
+/// Both arms against the host contract at a small shape (E = 8, N = 40, K = 1040), every M.
+pub fn prove(backend: &dyn GpuBackend, tiers: &ResolvedTiers, ms: &[usize]) -> Result<bool, String> {
+    let (experts, top_k, n, k) = (8, 2, 40, 1040);
+    let shape = MoeShape { label: String::new(), experts, top_k, n, k };
+    let matrices: Vec<Nvfp4Matrix> = (0..experts).map(|e| matrix(n, k, 500 + e as u64)).collect();
+    let stack = Nvfp4Experts::stack(&matrices).map_err(|e| e.to_string())?;
+    let layer = DeviceExperts::upload(backend, &stack.view()).map_err(|e| format!("gate upload: {e}"))?;
+    let mut grouped = true;
+    for &m in ms {
+        let ids = routings(&shape, m, 1, m as u64).remove(0);
+        let x = activations(m, k, 9 + m as u64);
+        let call = GroupedCall::new(m, top_k).with_family(FamilyChoice::Exact);
+        let routing = call.routing(&ids, experts).map_err(|e| e.to_string())?;
+        let mut want = vec![0u16; m * top_k * n];
+        grouped_contract(&stack.view(), &x, &routing, &mut want, host_threads()).map_err(|e| e.to_string())?;
+        let separate = layer.call_separately(tiers, &x, &ids, &call).map_err(|e| format!("gate M = {m}: {e}"))?;
+        if separate != want {
+            return Err(format!("gate failed: separate launches at M = {m} are not bit-exact with the host contract"));
+        }
+        match layer.call(&x, &ids, &call) {
+            Err(gemv_backend::Error::Unsupported { .. }) => grouped = false,
+            Err(e) => return Err(format!("gate M = {m}: {e}")),
+            Ok(found) if found != want => {
+                return Err(format!(
+                    "gate failed: the grouped launch at M = {m} is not bit-exact with the host contract"
+                ));
+            }
+            Ok(_) => {}
+        }
+    }
+    Ok(grouped)
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// Times one layer at every M of `options` (the grouped arm only where `grouped`).
+pub fn measure(
+    backend: &dyn BenchTimers,
+    tiers: &ResolvedTiers,
+    shape: &MoeShape,
+    options: &BenchOptions,
+    grouped: bool,
+) -> Result<Vec<MoeMeasurement>, String> {
+    let (n, k) = (shape.n, shape.k);
+    let expert_bytes = n * k / 2 + n * k / 16;
+    eprintln!(
+        "bench: {} ({} experts of N = {n}, K = {k}, top {}): {} MB of weights",
+        shape.label,
+        shape.experts,
+        shape.top_k,
+        (shape.experts * expert_bytes) >> 20
+    );
+    // One random matrix's bytes in every expert: each expert is its own memory all the same.
+    let one = matrix(n, k, 1);
+    let stack = Nvfp4Experts::stack(&vec![one; shape.experts]).map_err(|e| e.to_string())?;
+    let gpu: &dyn GpuBackend = backend;
+    let layer = DeviceExperts::upload(gpu, &stack.view()).map_err(|e| format!("uploading the experts: {e}"))?;
+    drop(stack);
+    let kernel = tiers.plan_call(&GemvCall::new(1)).map_err(|e| e.to_string())?[0].kernel;
+    let copy_rate = backend
+        .time_device_copy(shape.experts.min(64) * expert_bytes, options.launches)
+        .map_err(|e| e.to_string())?
+        .map(|t| 2.0 * (shape.experts.min(64) * expert_bytes * options.launches) as f64 / t.as_secs_f64() / 1e9);
+    let mut rows = Vec::new();
+    let total = options.ms.len() * options.rounds;
+    for (index, &m) in options.ms.iter().enumerate() {
+        let sets = routings(shape, m, options.launches, 1000 + m as u64);
+        let touched = sets.iter().map(|ids| distinct(ids) as f64).sum::<f64>() / sets.len() as f64;
+        let pairs = m * shape.top_k;
+        let x = gpu.alloc(2 * m * k).map_err(|e| e.to_string())?;
+        let y = gpu.alloc(2 * pairs * n).map_err(|e| e.to_string())?;
+        let ids = gpu.alloc(4 * pairs * sets.len()).map_err(|e| e.to_string())?;
+        let outcome = (|| -> Result<Vec<MoeMeasurement>, String> {
+            gpu.upload(x.whole(), bytemuck::cast_slice(&activations(m, k, 2))).map_err(|e| e.to_string())?;
+            let flat: Vec<u8> = sets.iter().flatten().flat_map(|id| id.to_le_bytes()).collect();
+            gpu.upload(ids.whole(), &flat).map_err(|e| e.to_string())?;
+            let grouped_launches: Vec<GroupedArgs> = (0..sets.len())
+                .map(|r| layer.args(x.whole(), ids.range(4 * pairs * r, 4 * pairs), y.whole(), m, shape.top_k))
+                .collect();
+            let separate_launches: Vec<(KernelHandle, GemvArgs)> = sets
+                .iter()
+                .flat_map(|set| set.iter().enumerate().map(move |(pair, &e)| (pair, e)))
+                .map(|(pair, e)| (kernel, layer.pair_args(e as usize, x, pair / shape.top_k, y, pair)))
+                .collect();
+            let mut samples = [Vec::new(), Vec::new()];
+            for round in 0..options.rounds {
+                if grouped {
+                    let t = backend.time_grouped(&grouped_launches, 1).map_err(|e| e.to_string())?;
+                    samples[0].push(t.as_secs_f64() / sets.len() as f64);
+                }
+                let t = backend.time_launches(&separate_launches, 1).map_err(|e| e.to_string())?;
+                samples[1].push(t.as_secs_f64() / sets.len() as f64);
+                progress(index * options.rounds + round + 1, total, &format!("bench {}", shape.label), "rounds");
+            }
+            let bytes = touched * expert_bytes as f64 + (2 * m * k + 2 * pairs * n) as f64;
+            let mut rows = Vec::new();
+            for (arm, mut times) in ["grouped", "separate"].into_iter().zip(samples) {
+                if times.is_empty() {
+                    continue;
+                }
+                let seconds = median(&mut times);
+                let gbps = bytes / seconds / 1e9;
+                rows.push(MoeMeasurement {
+                    label: shape.label.clone(),
+                    arm,
+                    m,
+                    touched,
+                    micros: seconds * 1e6,
+                    gbps,
+                    percent_copy: copy_rate.map(|rate| 100.0 * gbps / rate),
+                });
+            }
+            Ok(rows)
+        })();
+        for buffer in [x, y, ids] {
+            let _ = gpu.free(buffer);
+        }
+        rows.extend(outcome?);
+    }
+    Ok(rows)
+}
+
+/// The table: one row per layer, arm and M, with the grouped launch's speed-up over the
+/// pair-by-pair launches.
+pub fn print(out: &mut dyn Write, rows: &[MoeMeasurement]) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{:<18} {:<9} {:>3} {:>8} {:>11} {:>9} {:>7} {:>9}",
+        "layer", "arm", "M", "experts", "time (us)", "GB/s", "% copy", "speed-up"
+    )?;
+    for row in rows {
+        let separate = rows.iter().find(|r| r.label == row.label && r.m == row.m && r.arm == "separate");
+        let speedup = match separate {
+            Some(separate) if row.arm == "grouped" => format!("{:.2}x", separate.micros / row.micros),
+            _ => String::new(),
+        };
+        writeln!(
+            out,
+            "{:<18} {:<9} {:>3} {:>8.1} {:>11.1} {:>9.1} {:>7} {:>9}",
+            row.label,
+            row.arm,
+            row.m,
+            row.touched,
+            row.micros,
+            row.gbps,
+            row.percent_copy.map_or("-".into(), |p| format!("{p:.1}")),
+            speedup
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_and_custom_layers_parse_and_bad_ones_are_refused() {
+        let deepseek = parse_moe("deepseek-v3-up").expect("preset");
+        assert_eq!((deepseek.experts, deepseek.top_k, deepseek.n, deepseek.k), (256, 8, 4096, 7168));
+        let custom = parse_moe("16,2,64,1024").expect("custom");
+        assert_eq!((custom.label.as_str(), custom.experts, custom.top_k), ("16,2,64x1024", 16, 2));
+        assert!(parse_moe("4,5,64,1024").unwrap_err().contains("TOPK <= E"));
+        assert!(parse_moe("4,2,64,1000").is_err(), "K not a multiple of 16");
+        assert!(parse_moe("4,2,64").is_err() && parse_moe("llama").is_err());
+    }
+
+    #[test]
+    fn routings_give_each_token_distinct_experts_and_both_arms_prove_on_the_host() {
+        let shape = parse_moe("6,3,16,64").expect("custom");
+        for ids in routings(&shape, 5, 4, 7) {
+            assert_eq!(ids.len(), 15);
+            assert!(ids.chunks(3).all(|slots| distinct(slots) == 3 && slots.iter().all(|&e| e < 6)));
+        }
+        let backend = gemv_mock::MockBackend::new();
+        let tiers = ResolvedTiers::resolve(&backend, gemv_core::KillSwitches::default());
+        assert_eq!(prove(&backend, &tiers, &[1, 4]), Ok(true));
+    }
+}

@@ -1,0 +1,31 @@
+//! The grouped kernels' section of docs/sass.md: registers, spills and shared memory per
+//! architecture. Their pass loop is their ring kernel's (run once per chunk of an expert's pairs),
+//! so the per-weight figures are the ring kernels'.
+
+use super::devices::ARCHS;
+use super::listing::{KernelStats, PerArch};
+use gemv_core::GROUPED_KERNELS;
+use std::fmt::Write;
+
+pub fn render(out: &mut String, stats: &PerArch<KernelStats>) {
+    let _ = writeln!(out, "## Grouped kernels (a routed mixture-of-experts layer)\n");
+    let _ = writeln!(
+        out,
+        "`w4a16_grouped_*` (module `w4a16_gemv`, both builds): the ring pipeline over every pair routed to one \
+         expert, `batchN` pairs at a time, the pairs listed in 8 KB of shared memory beside the ring's staged X. \
+         Their pass loop is the ring kernel's of the same width, rows and depth.\n"
+    );
+    let _ = writeln!(out, "| arch | kernel | registers | spill stores | shared memory | SASS |");
+    let _ = writeln!(out, "|---|---|---|---|---|---|");
+    for arch in ARCHS {
+        for spec in GROUPED_KERNELS {
+            let Some(s) = stats.get(arch).and_then(|a| a.get(spec.name)) else { continue };
+            let _ = writeln!(
+                out,
+                "| {arch} | {} | {} | {} | {} B | {} |",
+                spec.name, s.registers, s.spill_bytes, s.shared_bytes, s.instructions
+            );
+        }
+    }
+    out.push('\n');
+}
