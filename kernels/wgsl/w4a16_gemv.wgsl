@@ -28,6 +28,24 @@ struct Params {
     pad2: u32,
 }
 
+// A grouped launch's parameters (a routed mixture-of-experts layer): Y is [m][top_k][n], X
+// [m][k] contiguous; the experts' packed bytes and scale bytes are stacked; bit 31 of
+// global_scales_offset says whether each expert has its own global scale.
+struct GroupedParams {
+    m: u32,
+    n: u32,
+    k: u32,
+    top_k: u32,
+    x_offset: u32,              // bf16 elements from the start of the x binding
+    packed_offset: u32,         // bytes from the start of the packed binding
+    scales_offset: u32,         // bytes from the start of the scales binding
+    y_offset: u32,              // bf16 elements from the start of the y binding
+    dispatch_width: u32,        // workgroups along x
+    experts: u32,
+    global_scales_offset: u32,  // words from the start of the global scales binding; bit 31: one per expert
+    routing_offset: u32,        // words from the start of the routing binding
+}
+
 @group(0) @binding(0) var<storage, read> x_words: array<u32>;
 @group(0) @binding(1) var<storage, read> packed_words: array<u32>;
 @group(0) @binding(2) var<storage, read> scale_words: array<u32>;
@@ -111,24 +129,22 @@ fn store_y(element: u32, bits: u32) {
     }
 }
 
-@compute @workgroup_size(64)
-fn {{NAME}}(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) workgroup: vec3<u32>) {
-    let row0 = (workgroup.x + workgroup.y * params.dispatch_width) * ROWS;
-    if (row0 >= params.n) { return; }  // uniform across the workgroup
-    let m = params.m;
-    let n = params.n;
-    let k = params.k;
+// Rows row0 .. row0 + ROWS of one matrix (its packed and scale bytes at the offsets given) for
+// m <= MAX_M tokens, token t's X at element x_rows[t] and its Y row at element y_rows[t]: the
+// contract's chains, tree, global scale and rounding. Called in uniform control flow (it takes
+// workgroup barriers).
+fn run_rows(lane: u32, row0: u32, m: u32, x_rows: array<u32, MAX_M>, y_rows: array<u32, MAX_M>,
+            packed_offset: u32, scales_offset: u32, global_scale: f32, n: u32, k: u32) {
     let groups = k / GROUP;
-
     var acc: array<f32, {{ACC}}>;  // [row][t], zero-initialised
     for (var g = lane; g < groups; g = g + PARTIALS) {
         var ws: array<f32, {{WS}}>;  // [row][j]
         for (var r = 0u; r < ROWS; r = r + 1u) {
             let row = min(row0 + r, n - 1u);  // a tail row recomputes row n - 1 and is never stored
-            let base = params.packed_offset + row * (k / 2u) + 8u * g;
+            let base = packed_offset + row * (k / 2u) + 8u * g;
             let lo = packed_bytes4(base);
             let hi = packed_bytes4(base + 4u);
-            let scale = decode_e4m3(scale_byte(params.scales_offset + row * groups + g));
+            let scale = decode_e4m3(scale_byte(scales_offset + row * groups + g));
             for (var j = 0u; j < 8u; j = j + 1u) {
                 ws[r * GROUP + j] = decode_e2m1(lo >> (4u * j)) * scale;
                 ws[r * GROUP + 8u + j] = decode_e2m1(hi >> (4u * j)) * scale;
@@ -136,7 +152,7 @@ fn {{NAME}}(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) w
         }
         for (var t = 0u; t < MAX_M; t = t + 1u) {
             if (t >= m) { break; }
-            let xb = params.x_offset + t * params.x_stride + GROUP * g;
+            let xb = x_rows[t] + GROUP * g;
             var xs: array<f32, 16>;
             for (var j = 0u; j < GROUP; j = j + 1u) { xs[j] = x_value(xb + j); }
             for (var r = 0u; r < ROWS; r = r + 1u) {
@@ -147,6 +163,7 @@ fn {{NAME}}(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) w
         }
     }
 
+    workgroupBarrier();  // an earlier call's readers of `sums` are done
     for (var i = 0u; i < ROWS * MAX_M; i = i + 1u) { sums[i * PARTIALS + lane] = acc[i]; }
     for (var d = 32u; d >= 1u; d = d / 2u) {
         workgroupBarrier();
@@ -161,8 +178,9 @@ fn {{NAME}}(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) w
         let r = lane / MAX_M;
         let t = lane % MAX_M;
         if (t < m && row0 + r < n) {
-            store_y(params.y_offset + t * params.y_stride + row0 + r,
-                    f32_to_bf16(sums[lane * PARTIALS] * params.global_scale));
+            store_y(y_rows[t] + row0 + r, f32_to_bf16(sums[lane * PARTIALS] * global_scale));
         }
     }
 }
+
+{{ENTRY}}

@@ -14,8 +14,8 @@ use crate::error::{WgpuError, device_error, scope_error};
 use binding::{round_up4, word_window};
 use dispatch::PARAMS_BYTES;
 use gemv_backend::{
-    BufferRange, BufferTable, DeviceBuffer, DeviceInfo, DeviceKind, GemvArgs, GpuBackend, KernelHandle, ResolvedTiers,
-    Result, TimerKind,
+    BufferRange, BufferTable, DeviceBuffer, DeviceInfo, DeviceKind, GemvArgs, GpuBackend, GroupedArgs, KernelHandle,
+    ResolvedTiers, Result, TimerKind,
 };
 use gemv_core::{KillSwitches, MODULE_NAME};
 use std::collections::HashMap;
@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex};
 mod bench_timers;
 mod binding;
 mod dispatch;
+mod grouped;
 mod readback;
 
 pub(crate) use binding::Binding;
@@ -41,6 +42,9 @@ pub struct WgpuBackend {
     timestamps: bool,
     layout: wgpu::BindGroupLayout,
     pipeline_layout: wgpu::PipelineLayout,
+    /// A grouped launch's bindings (two more: the global scales and the routing).
+    grouped_layout: wgpu::BindGroupLayout,
+    grouped_pipeline_layout: wgpu::PipelineLayout,
     pipelines: Mutex<HashMap<&'static str, wgpu::ComputePipeline>>,
     buffers: BufferTable<wgpu::Buffer>,
     /// Launch parameters travel as immediate data (no buffer per launch) where the device
@@ -131,6 +135,15 @@ impl WgpuBackend {
             bind_group_layouts: &[Some(&layout)],
             immediate_size: if immediates { PARAMS_BYTES as u32 } else { 0 },
         });
+        let grouped_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("gemv grouped"),
+            entries: &grouped::grouped_layout_entries(immediates),
+        });
+        let grouped_pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some("gemv grouped"),
+            bind_group_layouts: &[Some(&grouped_layout)],
+            immediate_size: if immediates { PARAMS_BYTES as u32 } else { 0 },
+        });
         tracing::info!(adapter = %info.name, backend = ?info.backend, device_type = ?info.device_type, timestamps, immediates, "wgpu backend opened");
         Self {
             device,
@@ -140,6 +153,8 @@ impl WgpuBackend {
             timestamps,
             layout,
             pipeline_layout,
+            grouped_layout,
+            grouped_pipeline_layout,
             pipelines: Mutex::new(HashMap::new()),
             buffers: BufferTable::new(NAME),
             immediates,
@@ -298,6 +313,12 @@ impl GpuBackend for WgpuBackend {
         let mut encoder = self.encoder();
         self.encode(&mut encoder, kernel, args, None)?;
         self.submit(encoder, "launch")
+    }
+
+    fn launch_grouped(&self, args: &GroupedArgs) -> Result<()> {
+        let mut encoder = self.encoder();
+        self.encode_grouped(&mut encoder, args)?;
+        self.submit(encoder, "grouped launch")
     }
 
     fn synchronize(&self) -> Result<()> {

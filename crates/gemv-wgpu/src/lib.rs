@@ -2,7 +2,8 @@
 //!
 //! Every tier is generated from one template (gemv-kernels' `wgsl/w4a16_gemv.wgsl`) and
 //! implements the exact numeric contract, so its output is bit-identical to the host reference on
-//! any driver.
+//! any driver. A routed mixture-of-experts layer runs as one grouped launch
+//! (`GpuBackend::launch_grouped`) from the same template with its grouped entry point.
 #![warn(missing_docs)]
 
 mod adapter;
@@ -16,7 +17,7 @@ pub use adapter::{ADAPTER_ENV, AdapterChoice};
 pub use backend::WgpuBackend;
 pub use error::WgpuError;
 pub use launch::{WgpuRange, WgpuWeights};
-pub use shader::{rows_per_workgroup, shader_source};
+pub use shader::{grouped_shader_source, rows_per_workgroup, shader_source};
 // What an engine's call names beside this crate's own types, so one `use` line suffices.
 pub use gemv_backend::Error;
 pub use gemv_core::{FamilyChoice, GemvCall, Nvfp4Matrix, Nvfp4View};

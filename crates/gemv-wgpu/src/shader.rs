@@ -1,7 +1,7 @@
 //! Tier shaders from the one WGSL template: the template's `{{...}}` holes are the only
 //! per-tier difference.
 
-use gemv_core::KernelSpec;
+use gemv_core::{GroupedKernelSpec, KernelSpec};
 
 const TEMPLATE: &str = gemv_kernels::wgsl::W4A16_GEMV;
 
@@ -16,10 +16,21 @@ pub fn rows_per_workgroup(kernel: &KernelSpec) -> u32 {
 /// The WGSL module of one kernel; its entry point has the kernel's name. `immediates`: the
 /// launch parameters arrive as immediate data rather than in a uniform buffer at binding 4.
 pub fn shader_source(kernel: &KernelSpec, immediates: bool) -> String {
-    let rows = rows_per_workgroup(kernel) as usize;
-    let max_m = kernel.max_m;
+    specialise(gemv_kernels::wgsl::GEMV_ENTRY, "Params", (kernel.name, kernel.max_m, kernel.rows), immediates)
+}
+
+/// The WGSL module of one grouped kernel (a routed mixture-of-experts layer; bindings 5 and 6
+/// hold the global scales and the routing); its entry point has the kernel's name.
+pub fn grouped_shader_source(kernel: &GroupedKernelSpec, immediates: bool) -> String {
+    specialise(gemv_kernels::wgsl::GROUPED_ENTRY, "GroupedParams", (kernel.name, kernel.max_m, kernel.rows), immediates)
+}
+
+/// The template with `entry` as its entry point, `params` the parameters' type, and the
+/// kernel's name, width and rows per workgroup filled in.
+fn specialise(entry: &str, params: &str, (name, max_m, rows): (&str, usize, usize), immediates: bool) -> String {
     TEMPLATE
-        .replace("{{NAME}}", kernel.name)
+        .replace("{{ENTRY}}", entry)
+        .replace("{{NAME}}", name)
         .replace("{{MAX_M}}", &max_m.to_string())
         .replace("{{ROWS}}", &rows.to_string())
         .replace("{{SUMS}}", &(rows * max_m * WORKGROUP_SIZE as usize).to_string())
@@ -27,10 +38,10 @@ pub fn shader_source(kernel: &KernelSpec, immediates: bool) -> String {
         .replace("{{WS}}", &(rows * 16).to_string())
         .replace(
             "{{PARAMS}}",
-            if immediates {
-                "var<immediate> params: Params;"
+            &if immediates {
+                format!("var<immediate> params: {params};")
             } else {
-                "@group(0) @binding(4) var<uniform> params: Params;"
+                format!("@group(0) @binding(4) var<uniform> params: {params};")
             },
         )
 }
@@ -42,18 +53,22 @@ mod tests {
 
     #[test]
     fn every_tier_fills_every_hole_and_parses() {
-        for (spec, immediates) in family_kernels(Family::Exact).flat_map(|spec| [(spec, false), (spec, true)]) {
-            let source = shader_source(spec, immediates);
-            assert!(!source.contains("{{"), "{}: unfilled template hole", spec.name);
-            assert!(source.contains(&format!("fn {}(", spec.name)), "{}: entry point", spec.name);
+        let single = family_kernels(Family::Exact)
+            .map(|spec| (spec.name, shader_source(spec, false), shader_source(spec, true)));
+        let grouped = gemv_core::GROUPED_KERNELS
+            .iter()
+            .map(|spec| (spec.name, grouped_shader_source(spec, false), grouped_shader_source(spec, true)));
+        for (name, source) in single.chain(grouped).flat_map(|(name, a, b)| [(name, a), (name, b)]) {
+            assert!(!source.contains("{{"), "{}: unfilled template hole", name);
+            assert!(source.contains(&format!("fn {}(", name)), "{}: entry point", name);
             let module = wgpu::naga::front::wgsl::parse_str(&source)
-                .unwrap_or_else(|e| panic!("{}: {}", spec.name, e.emit_to_string(&source)));
+                .unwrap_or_else(|e| panic!("{}: {}", name, e.emit_to_string(&source)));
             let mut validator = wgpu::naga::valid::Validator::new(
                 wgpu::naga::valid::ValidationFlags::all(),
                 wgpu::naga::valid::Capabilities::IMMEDIATES,
             );
             if let Err(error) = validator.validate(&module) {
-                panic!("{}: {}", spec.name, error.emit_to_string(&source));
+                panic!("{}: {}", name, error.emit_to_string(&source));
             }
         }
     }

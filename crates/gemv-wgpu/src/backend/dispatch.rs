@@ -13,28 +13,111 @@ pub(super) const PARAMS_BYTES: u64 = 48;
 
 impl WgpuBackend {
     pub(super) fn pipeline(&self, spec: &'static KernelSpec) -> Result<wgpu::ComputePipeline> {
+        self.cached_pipeline(spec.name, &self.pipeline_layout, || shader_source(spec, self.immediates))
+    }
+
+    /// The pipeline of entry point `name` (its module from `source`, compiled at first use and
+    /// kept) over `layout`.
+    pub(super) fn cached_pipeline(
+        &self,
+        name: &'static str,
+        layout: &wgpu::PipelineLayout,
+        source: impl FnOnce() -> String,
+    ) -> Result<wgpu::ComputePipeline> {
         let mut pipelines = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(pipeline) = pipelines.get(spec.name) {
+        if let Some(pipeline) = pipelines.get(name) {
             return Ok(pipeline.clone());
         }
-        let source = shader_source(spec, self.immediates);
-        let pipeline = self.scoped(wgpu::ErrorFilter::Validation, &format!("compiling {}", spec.name), || {
+        let source = source();
+        let pipeline = self.scoped(wgpu::ErrorFilter::Validation, &format!("compiling {name}"), || {
             let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some(spec.name),
+                label: Some(name),
                 source: wgpu::ShaderSource::Wgsl(source.into()),
             });
             self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(spec.name),
-                layout: Some(&self.pipeline_layout),
+                label: Some(name),
+                layout: Some(layout),
                 module: &module,
-                entry_point: Some(spec.name),
+                entry_point: Some(name),
                 compilation_options: Default::default(),
                 cache: None,
             })
         })?;
-        tracing::debug!(kernel = spec.name, "pipeline compiled");
-        pipelines.insert(spec.name, pipeline.clone());
+        tracing::debug!(kernel = name, "pipeline compiled");
+        pipelines.insert(name, pipeline.clone());
         Ok(pipeline)
+    }
+
+    /// `workgroups` as a two-dimensional dispatch (width, height) within the device's limit per
+    /// dimension, or [`WgpuError::Limit`].
+    pub(super) fn dispatch_grid(&self, workgroups: u64) -> Result<(u64, u64)> {
+        let max = u64::from(self.limits.max_compute_workgroups_per_dimension);
+        let width = workgroups.min(max);
+        let height = workgroups.div_ceil(width);
+        if height > max {
+            return Err(WgpuError::Limit {
+                what: format!("dispatch of {workgroups} workgroups (max_compute_workgroups_per_dimension squared)"),
+                requested: workgroups,
+                limit: max * max,
+            }
+            .into());
+        }
+        Ok((width, height))
+    }
+
+    /// Records one compute pass of `pipeline` over `bindings` (binding number, window) with
+    /// `params` as immediate data where the device has it, else in a uniform buffer at binding 4
+    /// of `layout`, dispatching `width` x `height` workgroups.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn record_pass(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        name: &str,
+        (pipeline, layout): (&wgpu::ComputePipeline, &wgpu::BindGroupLayout),
+        bindings: &[(u32, &Binding)],
+        params: &[u32],
+        (width, height): (u64, u64),
+        timestamp_writes: Option<wgpu::ComputePassTimestampWrites<'_>>,
+    ) -> Result<()> {
+        self.scoped(wgpu::ErrorFilter::Validation, &format!("launching {name}"), || {
+            let params_buffer = (!self.immediates).then(|| {
+                let buffer = self.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("gemv params"),
+                    size: PARAMS_BYTES,
+                    usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                self.queue.write_buffer(&buffer, 0, bytemuck::cast_slice(params));
+                buffer
+            });
+            let mut entries: Vec<wgpu::BindGroupEntry<'_>> = bindings
+                .iter()
+                .map(|&(binding, b)| wgpu::BindGroupEntry {
+                    binding,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: &b.buffer,
+                        offset: b.start,
+                        size: wgpu::BufferSize::new(b.size),
+                    }),
+                })
+                .collect();
+            if let Some(buffer) = &params_buffer {
+                entries.push(wgpu::BindGroupEntry { binding: 4, resource: buffer.as_entire_binding() });
+            }
+            let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some(name),
+                layout,
+                entries: &entries,
+            });
+            let mut pass =
+                encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(name), timestamp_writes });
+            pass.set_pipeline(pipeline);
+            pass.set_bind_group(0, &bind_group, &[]);
+            if params_buffer.is_none() {
+                pass.set_immediates(0, bytemuck::cast_slice(params));
+            }
+            pass.dispatch_workgroups(width as u32, height as u32, 1);
+        })
     }
 
     /// Validates `args` against this backend's buffers (ids, bounds, Y overlapping no input) and
@@ -93,18 +176,7 @@ impl WgpuBackend {
         global_scale: f32,
         timestamp_writes: Option<wgpu::ComputePassTimestampWrites<'_>>,
     ) -> Result<()> {
-        let workgroups = (n as u64).div_ceil(u64::from(rows_per_workgroup(spec)));
-        let max = u64::from(self.limits.max_compute_workgroups_per_dimension);
-        let width = workgroups.min(max);
-        let height = workgroups.div_ceil(width);
-        if height > max {
-            return Err(WgpuError::Limit {
-                what: format!("dispatch of {workgroups} workgroups (max_compute_workgroups_per_dimension squared)"),
-                requested: workgroups,
-                limit: max * max,
-            }
-            .into());
-        }
+        let (width, height) = self.dispatch_grid((n as u64).div_ceil(u64::from(rows_per_workgroup(spec))))?;
         let params: [u32; 12] = [
             m as u32,
             n as u32,
@@ -120,45 +192,15 @@ impl WgpuBackend {
             0,
         ];
         let pipeline = self.pipeline(spec)?;
-        self.scoped(wgpu::ErrorFilter::Validation, &format!("launching {}", spec.name), || {
-            let params_buffer = (!self.immediates).then(|| {
-                let buffer = self.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("gemv params"),
-                    size: PARAMS_BYTES,
-                    usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                });
-                self.queue.write_buffer(&buffer, 0, bytemuck::cast_slice(&params));
-                buffer
-            });
-            fn entry(binding: u32, b: &Binding) -> wgpu::BindGroupEntry<'_> {
-                wgpu::BindGroupEntry {
-                    binding,
-                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer: &b.buffer,
-                        offset: b.start,
-                        size: wgpu::BufferSize::new(b.size),
-                    }),
-                }
-            }
-            let mut entries = vec![entry(0, x), entry(1, packed), entry(2, scales), entry(3, y)];
-            if let Some(buffer) = &params_buffer {
-                entries.push(wgpu::BindGroupEntry { binding: 4, resource: buffer.as_entire_binding() });
-            }
-            let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some(spec.name),
-                layout: &self.layout,
-                entries: &entries,
-            });
-            let mut pass =
-                encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(spec.name), timestamp_writes });
-            pass.set_pipeline(&pipeline);
-            pass.set_bind_group(0, &bind_group, &[]);
-            if params_buffer.is_none() {
-                pass.set_immediates(0, bytemuck::cast_slice(&params));
-            }
-            pass.dispatch_workgroups(width as u32, height as u32, 1);
-        })?;
-        Ok(())
+        let bindings = [(0, x), (1, packed), (2, scales), (3, y)];
+        self.record_pass(
+            encoder,
+            spec.name,
+            (&pipeline, &self.layout),
+            &bindings,
+            &params,
+            (width, height),
+            timestamp_writes,
+        )
     }
 }
