@@ -11,6 +11,7 @@ mod interrupt;
 mod mapped;
 mod output;
 mod resources;
+mod routing;
 mod safetensors;
 
 use backends::BackendChoice;

@@ -403,3 +403,113 @@ fn a_3d_expert_tensor_runs_one_expert_or_all_like_separate_layers() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("holds 3 experts: pick one with --expert"), "{stderr}");
 }
+
+#[test]
+fn a_routed_layer_runs_each_token_through_its_experts_from_either_layout() {
+    let dir = Dir::new("routed");
+    let experts: Vec<gemv_core::Nvfp4Matrix> = (0..4)
+        .map(|e| {
+            let w: Vec<f32> = weights().iter().map(|v| v * (e as f32 + 1.0) - e as f32 * 0.2).collect();
+            quantize_f32(&w, N, K).expect("quantizes")
+        })
+        .collect();
+    // The 3-D layout and ModelOpt's per-expert tensors, the same experts.
+    let cat = |part: &dyn Fn(&gemv_core::Nvfp4View<'_>) -> Vec<u8>| -> Vec<u8> {
+        experts.iter().flat_map(|m| part(&m.view())).collect()
+    };
+    let stacked = dir.path("stacked.safetensors");
+    write_safetensors(
+        &stacked,
+        &[
+            ("mlp.experts.weight", "U8", vec![4, N, K / 2], cat(&|v| v.packed().to_vec())),
+            ("mlp.experts.weight_scale", "F8_E4M3", vec![4, N, K / 16], cat(&|v| v.scales().to_vec())),
+            ("mlp.experts.weight_scale_2", "F32", vec![4], cat(&|v| v.global_scale().to_le_bytes().to_vec())),
+        ],
+    );
+    let names: Vec<[String; 3]> = (0..4)
+        .map(|i| ["weight", "weight_scale", "weight_scale_2"].map(|t| format!("mlp.experts.{i}.down_proj.{t}")))
+        .collect();
+    let tensors: Vec<(&str, &str, Vec<usize>, Vec<u8>)> = experts
+        .iter()
+        .zip(&names)
+        .flat_map(|(m, [w, s, g])| {
+            let v = m.view();
+            [
+                (w.as_str(), "U8", vec![N, K / 2], v.packed().to_vec()),
+                (s.as_str(), "F8_E4M3", vec![N, K / 16], v.scales().to_vec()),
+                (g.as_str(), "F32", vec![], v.global_scale().to_le_bytes().to_vec()),
+            ]
+        })
+        .collect();
+    let per_expert = dir.path("per_expert.safetensors");
+    write_safetensors(&per_expert, &tensors);
+    // Three tokens, two experts each (token 1 names expert 2 twice), as I64 [3, 2].
+    let x = dir.path("x.safetensors");
+    write_safetensors(&x, &[("x", "BF16", vec![3, K], bf16_bytes(&activations(3)))]);
+    let ids: [i64; 6] = [3, 0, 2, 2, 1, 3];
+    let routing = dir.path("routing.safetensors");
+    let id_bytes = |ids: &[i64]| ids.iter().flat_map(|id| id.to_le_bytes()).collect::<Vec<u8>>();
+    write_safetensors(&routing, &[("routing", "I64", vec![3, 2], id_bytes(&ids))]);
+    let x_bits: Vec<u16> = activations(3).iter().map(|&v| f32_to_bf16(v)).collect();
+    let expected: Vec<u16> = ids
+        .iter()
+        .enumerate()
+        .flat_map(|(p, &e)| {
+            let mut y = vec![0u16; N];
+            gemv_contract(&experts[e as usize].view(), &x_bits[(p / 2) * K..][..K], 1, &mut y, 1).expect("contract");
+            y
+        })
+        .collect();
+    let run = |weights: &Path, name: &str, routing: &Path, out: &str| {
+        let mut args = run_args(weights, name, &x, dir.path(out).to_str().unwrap());
+        args.extend(["--routing".to_string(), routing.to_string_lossy().into_owned()]);
+        let (code, stderr) = gemv(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        (code, stderr, dir.path(out))
+    };
+    for (weights, name, out) in
+        [(&stacked, "mlp.experts", "y3d.safetensors"), (&per_expert, "mlp.experts.{i}.down_proj", "yper.safetensors")]
+    {
+        let (code, stderr, out) = run(weights, name, &routing, out);
+        assert_eq!(code, 0, "{name}: {stderr}");
+        let (header, found) = read_y(&out);
+        assert!(header.contains(&format!("\"shape\":[3,2,{N}]")), "{header}");
+        assert_eq!(found, expected, "{name}: each pair its expert's contract");
+    }
+    // Ids past the experts or negative, the wrong row count, and a 2-D weight are clear errors.
+    let bad = |name: &str, dtype: &str, shape: Vec<usize>, bytes: Vec<u8>| {
+        let path = dir.path(name);
+        write_safetensors(&path, &[("routing", dtype, shape, bytes)]);
+        path
+    };
+    let cases = [
+        (bad("r4.safetensors", "I64", vec![3, 2], id_bytes(&[0, 1, 2, 3, 4, 0])), "token 2 slot 0 names expert 4"),
+        (
+            bad(
+                "rneg.safetensors",
+                "I32",
+                vec![3, 2],
+                [0i32, -1, 0, 0, 0, 0].iter().flat_map(|v| v.to_le_bytes()).collect(),
+            ),
+            "token 0 slot 1 names expert -1",
+        ),
+        (bad("rrows.safetensors", "I64", vec![2, 2], id_bytes(&[0, 1, 2, 3])), "with 3 rows"),
+        (bad("rf32.safetensors", "F32", vec![3, 2], vec![0; 24]), "an integer tensor"),
+    ];
+    for (path, needle) in cases {
+        let (code, stderr, _) = run(&stacked, "mlp.experts", &path, "ybad.safetensors");
+        assert_eq!(code, 2, "{stderr}");
+        assert!(stderr.contains(needle), "{needle}: {stderr}");
+    }
+    let two_d = dir.path("two_d.safetensors");
+    write_safetensors(
+        &two_d,
+        &[
+            ("w.weight", "U8", vec![N, K / 2], experts[0].view().packed().to_vec()),
+            ("w.weight_scale", "F8_E4M3", vec![N, K / 16], experts[0].view().scales().to_vec()),
+            ("w.weight_scale_2", "F32", vec![], experts[0].global_scale().to_le_bytes().to_vec()),
+        ],
+    );
+    let (code, stderr, _) = run(&two_d, "w", &routing, "y2d.safetensors");
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("is a 2-D weight: a routed layer needs"), "{stderr}");
+}

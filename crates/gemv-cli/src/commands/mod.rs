@@ -5,4 +5,5 @@ pub mod check;
 pub mod info;
 pub mod progress;
 pub mod quantize;
+pub mod routed;
 pub mod run;

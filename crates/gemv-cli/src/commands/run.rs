@@ -45,6 +45,16 @@ pub struct RunOptions {
     /// a leading dimension E).
     #[arg(long, value_parser = parse_experts)]
     pub expert: Option<Experts>,
+    /// A routed mixture-of-experts layer: safetensors file with the routing, an integer tensor
+    /// [M, top_k] (or [..., top_k]) of expert ids, one row per token of X. --name is then a 3-D
+    /// expert tensor [E, N, K/2] or per-expert tensors named with {i} (e.g.
+    /// model.layers.3.mlp.experts.{i}.down_proj); Y is [..., top_k, N], each token through its
+    /// experts in grouped launches.
+    #[arg(long)]
+    pub routing: Option<std::path::PathBuf>,
+    /// Name of the routing in its file (default: `routing`, or the file's only tensor).
+    #[arg(long, requires = "routing")]
+    pub routing_name: Option<String>,
 }
 
 /// `--expert`: one expert of a 3-D `[E, N, K/2]` weight, or all of them.
@@ -66,12 +76,12 @@ pub fn parse_experts(text: &str) -> Result<Experts, String> {
 
 /// The most bytes of X or Y one piece of the work holds: M is split into pieces of rows this
 /// size at most (each row's result depends on that row alone, so the bits are the same).
-const PIECE_BYTES: usize = 64 << 20;
+pub(super) const PIECE_BYTES: usize = 64 << 20;
 
 /// Copies of the weights that live in host memory while a backend holds them: the host copy read
 /// from the checkpoint, plus the device buffers of every backend that is not a real GPU (the CPU
 /// backend also keeps its own arrangement of them).
-fn host_copies(kind: DeviceKind) -> u64 {
+pub(super) fn host_copies(kind: DeviceKind) -> u64 {
     match kind {
         DeviceKind::Gpu => 1,
         DeviceKind::Cpu => 3,
@@ -83,6 +93,9 @@ fn host_copies(kind: DeviceKind) -> u64 {
 /// output's bytes against the free disk, the weights' and one piece's bytes against the
 /// available memory. X is read and Y written in pieces of rows, so neither is held whole.
 pub fn run(options: &RunOptions) -> Result<String, CliError> {
+    if let Some(routing) = &options.routing {
+        return super::routed::run_routed(options, routing);
+    }
     crate::safetensors::check_tensor_name("--output-name", &options.output_name)?;
     crate::safetensors::check_output_path(&options.output)?;
     let weights_file = MappedCheckpoint::open(&options.weights)?;
@@ -110,12 +123,7 @@ pub fn run(options: &RunOptions) -> Result<String, CliError> {
     if options.expert == Some(Experts::All) {
         shape.insert(0, experts.len());
     }
-    let y_bytes = (experts.len() as u64).checked_mul(m as u64).and_then(|v| v.checked_mul(n as u64)?.checked_mul(2));
-    crate::resources::check_disk(&options.output, y_bytes.and_then(|b| b.checked_add(4096)))?;
-    let y_len = y_bytes.and_then(|b| usize::try_from(b).ok()).ok_or_else(|| CliError::BadOutput {
-        path: options.output.clone(),
-        reason: "Y does not fit in this machine's address space".into(),
-    })?;
+    let y_len = output_len(options, &shape)?;
 
     let backend = open(options.backend).map_err(CliError::BackendUnavailable)?;
     let rows_per_piece = (PIECE_BYTES / (4 * n.max(k))).clamp(1, m);
@@ -127,38 +135,23 @@ pub fn run(options: &RunOptions) -> Result<String, CliError> {
     )?;
     let tiers = ResolvedTiers::resolve(backend.as_ref(), KillSwitches::process());
 
-    // The backend's failure keeps its own exit status; the file writer only sees that it failed.
-    let failure = std::cell::RefCell::new(None);
-    let fail = |error: CliError| {
-        let message = error.to_string();
-        failure.borrow_mut().get_or_insert(error);
-        std::io::Error::other(message)
-    };
-    let layouts =
-        [TensorLayout { name: options.output_name.clone(), dtype: "BF16".into(), shape: shape.clone(), len: y_len }];
-    let written = crate::safetensors::write_streamed(&options.output, None, &layouts, |file| {
+    write_y(options, &shape, y_len, |file| {
         for expert in &experts {
-            let weights = locate_weights(&weights_file, &options.name, *expert).and_then(|w| w.read(&weights_file));
-            let weights = weights.map_err(fail)?;
-            let matrix = DeviceMatrix::upload(backend.as_ref() as &dyn GpuBackend, &weights.view())
-                .map_err(|e| fail(e.into()))?;
+            let weights = locate_weights(&weights_file, &options.name, *expert).and_then(|w| w.read(&weights_file))?;
+            let matrix = DeviceMatrix::upload(backend.as_ref() as &dyn GpuBackend, &weights.view())?;
             drop(weights);
             let mut row = 0;
             while row < m {
                 let rows = rows_per_piece.min(m - row);
-                let bits = x.rows(&input_file, row..row + rows).map_err(fail)?;
-                let y = matrix
-                    .call(&tiers, &bits, &GemvCall::new(rows).with_family(FamilyChoice::Exact))
-                    .map_err(|e| fail(e.into()))?;
-                file.write_all(bytemuck::cast_slice(&y))?;
+                let bits = x.rows(&input_file, row..row + rows)?;
+                let y = matrix.call(&tiers, &bits, &GemvCall::new(rows).with_family(FamilyChoice::Exact))?;
+                file.write_all(bytemuck::cast_slice(&y))
+                    .map_err(|e| CliError::Io { path: options.output.clone(), error: e.to_string() })?;
                 row += rows;
             }
         }
         Ok(())
-    });
-    if let Err(error) = written {
-        return Err(failure.into_inner().unwrap_or(error));
-    }
+    })?;
     let conversion = match x.dtype() {
         Dtype::Bf16 => String::new(),
         other => {
@@ -179,4 +172,36 @@ pub fn run(options: &RunOptions) -> Result<String, CliError> {
         },
         backend.name()
     ))
+}
+
+/// The bytes of a BF16 Y of `shape`, checked against the free disk at the output and this
+/// machine's address space.
+pub(super) fn output_len(options: &RunOptions, shape: &[usize]) -> Result<usize, CliError> {
+    let y_bytes = shape.iter().try_fold(2u64, |bytes, &d| bytes.checked_mul(d as u64));
+    crate::resources::check_disk(&options.output, y_bytes.and_then(|b| b.checked_add(4096)))?;
+    y_bytes.and_then(|b| usize::try_from(b).ok()).ok_or_else(|| CliError::BadOutput {
+        path: options.output.clone(),
+        reason: "Y does not fit in this machine's address space".into(),
+    })
+}
+
+/// Writes Y (`shape`, `y_len` bytes of BF16) to the output as `fill` produces it, streamed; an
+/// error of `fill` (a backend's, a read's) is returned as it is, keeping its exit status.
+pub(super) fn write_y(
+    options: &RunOptions,
+    shape: &[usize],
+    y_len: usize,
+    fill: impl Fn(&mut std::fs::File) -> Result<(), CliError>,
+) -> Result<(), CliError> {
+    let failure = std::cell::RefCell::new(None);
+    let layouts =
+        [TensorLayout { name: options.output_name.clone(), dtype: "BF16".into(), shape: shape.to_vec(), len: y_len }];
+    let written = crate::safetensors::write_streamed(&options.output, None, &layouts, |file| {
+        fill(file).map_err(|error| {
+            let message = error.to_string();
+            failure.borrow_mut().get_or_insert(error);
+            std::io::Error::other(message)
+        })
+    });
+    written.map_err(|error| failure.into_inner().unwrap_or(error))
 }
