@@ -149,6 +149,82 @@ pub(crate) fn gemv(
     });
 }
 
+/// One matrix of a grouped launch: its arrangement and global scale, the path it runs on, its
+/// gathered X rows (`[m][K]`, contiguous) and the Y rows it writes (`[m][N]`, contiguous).
+pub(crate) struct GroupedPart<'a> {
+    pub(crate) weights: &'a Arranged,
+    pub(crate) global_scale: f32,
+    pub(crate) path: SimdPath,
+    pub(crate) x: &'a [u16],
+    pub(crate) m: usize,
+    pub(crate) y: &'a mut [u16],
+}
+
+/// Computes every part of a grouped launch in one run of the team: the runs of tiles of all the
+/// parts are one queue the threads take from, so small matrices do not each pay a launch's start
+/// and end. Each output is computed exactly as [`gemv`] computes it.
+pub(crate) fn gemv_grouped(threads: &Threads, parts: Vec<GroupedPart<'_>>) {
+    let (team, scratch) = (&threads.team, &threads.scratch);
+    let total_tiles: usize = parts.iter().map(|part| part.weights.geometry.tiles()).sum();
+    let threads = team.threads().clamp(1, total_tiles.div_ceil(TILES_PER_THREAD_MIN).max(1));
+    let runs = if threads == 1 { 1 } else { threads * RUNS_PER_THREAD };
+    let tiles_per_run = total_tiles.div_ceil(runs).max(TILES_PER_THREAD_MIN);
+    let rows_per_run = tiles_per_run * TILE_ROWS;
+    // Every (part, run of tiles) with the columns of its part's Y rows it writes.
+    struct Item<'p> {
+        part: usize,
+        first_tile: usize,
+        columns: Mutex<Vec<&'p mut [u16]>>,
+    }
+    let mut prepared = Vec::with_capacity(parts.len());
+    let mut items = Vec::new();
+    for (index, part) in parts.into_iter().enumerate() {
+        let n = part.weights.geometry.n();
+        let (path, activations) = prepare(part.path, (part.x, part.weights.geometry.k()), part.m, part.weights);
+        let mut columns: Vec<Vec<&mut [u16]>> =
+            (0..n.div_ceil(rows_per_run)).map(|_| Vec::with_capacity(part.m)).collect();
+        for token_row in part.y.chunks_mut(n).take(part.m) {
+            for (run, run_columns) in columns.iter_mut().zip(token_row.chunks_mut(rows_per_run)) {
+                run.push(run_columns);
+            }
+        }
+        for (run, run_columns) in columns.into_iter().enumerate() {
+            items.push(Item { part: index, first_tile: run * tiles_per_run, columns: Mutex::new(run_columns) });
+        }
+        prepared.push((path, activations, part.weights, part.global_scale, part.m));
+    }
+    let next = AtomicUsize::new(0);
+    let share = |index: usize| {
+        if index >= threads {
+            return;
+        }
+        let mut scratch = scratch[index].lock().unwrap_or_else(PoisonError::into_inner);
+        while let Some(item) = items.get(next.fetch_add(1, Ordering::Relaxed)) {
+            let (path, activations, weights, global_scale, m) = &prepared[item.part];
+            let n = weights.geometry.n();
+            let mut run_columns = item.columns.lock().unwrap_or_else(PoisonError::into_inner);
+            let run_tiles = run_columns.first().map_or(0, |token| token.len().div_ceil(TILE_ROWS));
+            for tile in item.first_tile..item.first_tile + run_tiles {
+                let column = (tile - item.first_tile) * TILE_ROWS;
+                let rows = TILE_ROWS.min(n - tile * TILE_ROWS);
+                tile_outputs(
+                    *path,
+                    activations,
+                    *m,
+                    weights,
+                    *global_scale,
+                    tile,
+                    &mut scratch.partials,
+                    |t, values| run_columns[t][column..column + rows].copy_from_slice(&values[..rows]),
+                );
+            }
+        }
+    };
+    team.run(&|index| {
+        if index == 0 { with_exact_float_mode(|| share(index)) } else { share(index) }
+    });
+}
+
 /// The time the calling thread takes to compute `tiles` of the weights `sweeps` times for `m`
 /// tokens of X (prepared for `path` by [`prepare`]), the outputs discarded: what a calibration
 /// compares.

@@ -3,11 +3,12 @@
 
 use super::{CpuBackend, NAME};
 use crate::arrangements::{Arranged, Source};
+use crate::compute::{GroupedPart, gemv_grouped};
 use crate::experts::CpuExperts;
 use crate::weights::CpuWeights;
 use gemv_backend::{GroupedArgs, Result};
 use gemv_core::{
-    Bf16Element, CoreError, ExpertRouting, GROUP_SIZE, GemvCall, GroupedCall, KillSwitches, bf16_bits, bf16_bits_mut,
+    Bf16Element, CoreError, ExpertRouting, GROUP_SIZE, GroupedCall, KillSwitches, bf16_bits, bf16_bits_mut,
     select_family,
 };
 
@@ -39,7 +40,9 @@ impl CpuBackend {
     }
 
     /// Runs every touched expert of `routing` over its pairs' gathered rows of `x` (`[M][K]`) into
-    /// `y` (`[M][top_k][N]`), the expert's weights from `expert`.
+    /// `y` (`[M][top_k][N]`), the expert's weights from `expert`: all of them in one run of the
+    /// thread team (each expert's runs of tiles in one queue), each on the path calibrated for
+    /// its number of pairs.
     fn grouped_rows(
         &self,
         mut expert: impl FnMut(usize) -> Result<CpuWeights>,
@@ -49,15 +52,29 @@ impl CpuBackend {
         (n, k): (usize, usize),
     ) -> Result<()> {
         let top_k = routing.top_k();
-        for group in routing.groups() {
-            let weights = expert(group.expert)?;
-            let m = group.pairs.len();
-            let mut gathered = Vec::with_capacity(m * k);
-            for &pair in &group.pairs {
-                gathered.extend_from_slice(&x[(pair / top_k) * k..][..k]);
-            }
-            let mut out = vec![0u16; m * n];
-            self.gemv(&weights, &gathered, &mut out, &GemvCall::new(m))?;
+        let groups = routing.groups();
+        let weights = groups.iter().map(|group| expert(group.expert)).collect::<Result<Vec<_>>>()?;
+        let gathered: Vec<Vec<u16>> = groups
+            .iter()
+            .map(|group| group.pairs.iter().flat_map(|&pair| x[(pair / top_k) * k..][..k].iter().copied()).collect())
+            .collect();
+        let mut outputs: Vec<Vec<u16>> = groups.iter().map(|group| vec![0u16; group.pairs.len() * n]).collect();
+        let parts = groups
+            .iter()
+            .zip(&weights)
+            .zip(&gathered)
+            .zip(outputs.iter_mut())
+            .map(|(((group, weights), x), y)| GroupedPart {
+                weights: weights.arranged(),
+                global_scale: weights.global_scale(),
+                path: self.launch_path(weights.arranged(), group.pairs.len()),
+                x,
+                m: group.pairs.len(),
+                y,
+            })
+            .collect();
+        gemv_grouped(self.team()?, parts);
+        for (group, out) in groups.iter().zip(&outputs) {
             for (&pair, row) in group.pairs.iter().zip(out.chunks_exact(n)) {
                 y[pair * n..][..n].copy_from_slice(row);
             }
