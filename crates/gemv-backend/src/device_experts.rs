@@ -95,7 +95,7 @@ impl<B: BackendRef> DeviceExperts<B> {
     pub fn pair_args(&self, e: usize, x: DeviceBuffer, token: usize, y: DeviceBuffer, row: usize) -> GemvArgs {
         assert!(e < self.experts, "expert {e} of {}", self.experts);
         let (packed_len, scales_len) = (self.n * self.k / 2, self.n * self.k / gemv_core::GROUP_SIZE);
-        let global_scale = self.global_scales[if self.global_scales.len() == 1 { 0 } else { e }];
+        let global_scale = gemv_core::expert_global_scale(&self.global_scales, e);
         GemvArgs::contiguous(
             x.range(2 * token * self.k, 2 * self.k),
             self.buffers[0].range(e * packed_len, packed_len),

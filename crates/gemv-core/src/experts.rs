@@ -5,6 +5,14 @@
 use crate::shape::{GROUP_SIZE, validate_weight_shape};
 use crate::{CoreError, Nvfp4Matrix, Nvfp4View, Result};
 
+/// Expert `e`'s global scale among `global_scales`: the one given for every expert, or its own.
+///
+/// # Panics
+/// When there are several scales and `e` is not below their count.
+pub fn expert_global_scale(global_scales: &[f32], e: usize) -> f32 {
+    global_scales[if global_scales.len() == 1 { 0 } else { e }]
+}
+
 /// A validated, borrowed stack of `experts` NVFP4 matrices `[N, K]`: expert e's packed bytes at
 /// `e * N * K/2`, its scales at `e * N * K/16`, its global scale `global_scales[e]` (or
 /// `global_scales[0]` for every expert when one is given).
@@ -92,7 +100,7 @@ impl<'a> Nvfp4ExpertsView<'a> {
     /// When `e >= experts`.
     pub fn global_scale(&self, e: usize) -> f32 {
         assert!(e < self.experts, "expert {e} of {}", self.experts);
-        self.global_scales[if self.global_scales.len() == 1 { 0 } else { e }]
+        expert_global_scale(self.global_scales, e)
     }
 
     /// Expert `e`'s matrix; [`CoreError::ExpertOutOfRange`] when `e >= experts`.

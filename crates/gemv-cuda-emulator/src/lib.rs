@@ -172,8 +172,13 @@ impl CudaEmulator {
     /// The emulator library's name for a registry kernel on this emulated device, if its module
     /// has a build the device loads.
     fn emulated_name(&self, spec: &gemv_core::KernelSpec) -> Option<String> {
-        gemv_cuda::ptx::module_build(spec.module, self.capability)
-            .map(|build| format!("{}{}", spec.name, build.emulator_suffix))
+        self.emulated_entry(spec.module, spec.name)
+    }
+
+    /// The emulator library's name for entry `name` of module `module` on this emulated device
+    /// (registry and grouped kernels alike), if the module has a build the device loads.
+    fn emulated_entry(&self, module: &str, name: &str) -> Option<String> {
+        gemv_cuda::ptx::module_build(module, self.capability).map(|build| format!("{name}{}", build.emulator_suffix))
     }
 
     /// Runs blocks on `workers` OS threads (results are identical for any count).
@@ -450,9 +455,9 @@ impl GpuBackend for CudaEmulator {
         let spec = grouped_kernel(args.m);
         let pairs = args.m * args.top_k;
         let grid = grouped_grid_size(NAME, spec, pairs, args.n)?;
-        let build = gemv_cuda::ptx::module_build(gemv_core::MODULE_NAME, self.capability)
+        let emulated = self
+            .emulated_entry(gemv_core::MODULE_NAME, spec.name)
             .ok_or(Error::Unsupported { backend: NAME, what: "grouped launches below sm_75" })?;
-        let emulated = format!("{}{}", spec.name, build.emulator_suffix);
         let (experts, n, k) = (args.experts, args.n, args.k);
         self.memory.with_grouped_addresses(args, |at| {
             let regions = [

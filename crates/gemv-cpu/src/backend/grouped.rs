@@ -8,7 +8,7 @@ use crate::experts::CpuExperts;
 use crate::weights::CpuWeights;
 use gemv_backend::{GroupedArgs, Result};
 use gemv_core::{
-    Bf16Element, CoreError, ExpertRouting, GROUP_SIZE, GroupedCall, KillSwitches, bf16_bits, bf16_bits_mut,
+    Bf16Element, CoreError, ExpertRouting, GroupedCall, KillSwitches, Nvfp4ExpertsView, bf16_bits, bf16_bits_mut,
     select_family,
 };
 
@@ -87,23 +87,22 @@ impl CpuBackend {
     pub(super) fn launch_grouped_from_memory(&self, args: &GroupedArgs) -> Result<()> {
         args.validate()?;
         let (n, k, experts) = (args.n, args.k, args.experts);
-        let (packed_len, scales_len) = (n * k / 2, n * k / GROUP_SIZE);
         let mut arrangements = self.arrangements();
         let y = self.memory.with_grouped_inputs(args, |inputs| -> Result<Vec<u16>> {
+            let stack = Nvfp4ExpertsView::new(inputs.packed, inputs.scales, &inputs.global_scales, experts, n, k)?;
             let routing = ExpertRouting::new(&inputs.routing, args.m, args.top_k, experts)?;
             let mut y = vec![0u16; args.m * args.top_k * n];
             let expert = |e: usize| -> Result<CpuWeights> {
+                let view = stack.expert(e)?;
+                let (packed_len, scales_len) = (view.packed().len(), view.scales().len());
                 let source = Source {
                     packed: args.packed.buffer.range(args.packed.offset + e * packed_len, packed_len),
                     scales: args.scales.buffer.range(args.scales.offset + e * scales_len, scales_len),
                     n,
                     k,
                 };
-                let packed = &inputs.packed[e * packed_len..][..packed_len];
-                let scales = &inputs.scales[e * scales_len..][..scales_len];
-                let arranged = arrangements.get_or_make(source, || Arranged::new(packed, scales, n, k));
-                let global_scale = inputs.global_scales[if inputs.global_scales.len() == 1 { 0 } else { e }];
-                Ok(CpuWeights::shared(arranged, global_scale))
+                let arranged = arrangements.get_or_make(source, || Arranged::new(view.packed(), view.scales(), n, k));
+                Ok(CpuWeights::shared(arranged, view.global_scale()))
             };
             self.grouped_rows(expert, &inputs.x, &routing, &mut y, (n, k))?;
             Ok(y)
