@@ -138,15 +138,11 @@ impl Nvfp4Experts {
         let mut packed = Vec::with_capacity(matrices.len() * n * k / 2);
         let mut scales = Vec::with_capacity(matrices.len() * n * k / GROUP_SIZE);
         for matrix in matrices {
-            if (matrix.n(), matrix.k()) != (n, k) {
-                return Err(CoreError::LengthMismatch {
-                    what: "expert rows",
-                    expected: n,
-                    found: matrix.n(),
-                    m: 0,
-                    n: matrix.n(),
-                    k: matrix.k(),
-                });
+            // The first dimension that differs is the one the error names.
+            let (what, expected, found) =
+                if matrix.n() != n { ("expert rows", n, matrix.n()) } else { ("expert columns", k, matrix.k()) };
+            if expected != found {
+                return Err(CoreError::LengthMismatch { what, expected, found, m: 0, n: matrix.n(), k: matrix.k() });
             }
             packed.extend_from_slice(matrix.view().packed());
             scales.extend_from_slice(matrix.view().scales());
@@ -208,5 +204,9 @@ mod tests {
             Err(CoreError::ZeroCount { what: "experts" })
         ));
         assert!(Nvfp4Experts::stack(&[matrix(3, 32, 0, 1.0), matrix(4, 32, 0, 1.0)]).is_err());
+        assert!(matches!(
+            Nvfp4Experts::stack(&[matrix(3, 32, 0, 1.0), matrix(3, 48, 0, 1.0)]),
+            Err(CoreError::LengthMismatch { what: "expert columns", expected: 32, found: 48, .. })
+        ));
     }
 }
