@@ -74,9 +74,10 @@ commands:
   ggml-bench [OPTIONS]
                     gemv bench --backend cpu with llama.cpp's CPU kernels as peer rows (q4_0 and
                     q4_K in ggml's repacked layouts, q4_0 in its AMX buffer type at M = 1 where
-                    the CPU has AMX, nvfp4), built for this CPU (cmake and
-                    libclang installed when missing; first build a few minutes; OPTIONS are
-                    gemv bench's, e.g. --shape ffn-up --m 1,2,4,8)
+                    the CPU has AMX, nvfp4; with --moe, ggml_mul_mat_id over repacked q4_0 and
+                    q4_K experts), built for this CPU (cmake and libclang installed when
+                    missing; first build a few minutes; OPTIONS are gemv bench's, e.g.
+                    --shape ffn-up --m 1,2,4,8 or --moe qwen3-moe-up)
   device-pack       build target/device-pack/ (release gemv, CUDA conformance tests, run.sh)
                     for a GPU machine without Rust: there, `bash target/device-pack/run.sh`
   mutants [--all]   cargo-mutants (installed on first use) over the selector, dispatch plan,

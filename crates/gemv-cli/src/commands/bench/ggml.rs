@@ -38,6 +38,11 @@ const FORMATS: [(&str, sys::ggml_type, Layout); 4] = [
 /// What ggml logged about repacking the last tensor set (it names the layout it chose).
 static REPACK_LOG: Mutex<String> = Mutex::new(String::new());
 
+/// Forgets what ggml logged about repacking, before a tensor is set.
+pub(super) fn clear_repack_log() {
+    REPACK_LOG.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+}
+
 /// ggml's log, to `tracing` (debug), keeping what it says about repacking.
 unsafe extern "C" fn log(_level: sys::ggml_log_level, text: *const c_char, _user: *mut c_void) {
     if text.is_null() {
@@ -52,16 +57,29 @@ unsafe extern "C" fn log(_level: sys::ggml_log_level, text: *const c_char, _user
     }
 }
 
+/// The layout of the tensors set since [`REPACK_LOG`] was last cleared, from what ggml logged:
+/// `repacked q4_0_8x8` where it repacked them (`repacked` asks whether they were put in the
+/// repacking buffer type), `plain rows` otherwise.
+pub(super) fn layout_set(repacked: bool) -> String {
+    let repack_log = REPACK_LOG.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    match repack_log.rsplit_once("with ") {
+        Some((_, layout)) if repacked => format!("repacked {}", layout.trim()),
+        _ if repacked => "plain rows: ggml has no repacked layout for this shape or CPU".into(),
+        _ => "plain rows".into(),
+    }
+}
+
 /// The CPU backend and its thread pool, shared by the peers.
-struct Runtime {
-    backend: sys::ggml_backend_t,
-    pool: *mut sys::ggml_threadpool,
-    repack: sys::ggml_backend_buffer_type_t,
+pub(super) struct Runtime {
+    pub(super) backend: sys::ggml_backend_t,
+    pub(super) pool: *mut sys::ggml_threadpool,
+    pub(super) repack: sys::ggml_backend_buffer_type_t,
     amx: sys::ggml_backend_buffer_type_t,
 }
 
 impl Runtime {
-    fn new(threads: usize) -> Result<Self, String> {
+    /// ggml's CPU backend with a pool of `threads` threads, its log sent to `tracing`.
+    pub(super) fn new(threads: usize) -> Result<Self, String> {
         let threads = i32::try_from(threads).map_err(|_| format!("{threads} threads"))?;
         // SAFETY: plain constructors of ggml's C API; each result is checked before use, and the
         // parameters struct is ggml's own default, passed by pointer for the call only.
@@ -87,7 +105,7 @@ impl Runtime {
     }
 
     /// What this ggml build runs on, as ggml reports it.
-    fn features(&self) -> String {
+    pub(super) fn features(&self) -> String {
         // SAFETY: ggml's feature queries take no arguments and only read what it detected.
         let flags = unsafe {
             [
@@ -143,9 +161,9 @@ fn extra_buffer_type(name: &[u8]) -> sys::ggml_backend_buffer_type_t {
 }
 
 /// A ggml context and the backend buffer holding its tensors.
-struct Tensors {
-    context: *mut sys::ggml_context,
-    buffer: sys::ggml_backend_buffer_t,
+pub(super) struct Tensors {
+    pub(super) context: *mut sys::ggml_context,
+    pub(super) buffer: sys::ggml_backend_buffer_t,
 }
 
 impl Drop for Tensors {
@@ -161,7 +179,7 @@ impl Drop for Tensors {
 }
 
 /// A context for `tensors` tensor headers and `graphs` graphs (no data: allocated later).
-fn context(tensors: usize, graphs: usize) -> Result<*mut sys::ggml_context, String> {
+pub(super) fn context(tensors: usize, graphs: usize) -> Result<*mut sys::ggml_context, String> {
     // SAFETY: the sizes are ggml's own overheads; `no_alloc` leaves tensor data to a buffer.
     let context = unsafe {
         let size = sys::ggml_tensor_overhead() * tensors + sys::ggml_graph_overhead() * graphs + 1024;
@@ -200,24 +218,9 @@ impl GgmlPeer {
     ) -> Result<Self, String> {
         let (rows, columns) =
             (i64::try_from(n).map_err(|e| e.to_string())?, i64::try_from(k).map_err(|e| e.to_string())?);
-        // SAFETY: `kind` is one of ggml's types; the call only computes a size.
-        let row_bytes = unsafe { sys::ggml_row_size(kind, columns) };
-        let weight_bytes = row_bytes * n;
+        let quantized = quantize(kind, weights, n, k)?;
+        let weight_bytes = quantized.len();
         let copies = cold_copies(weight_bytes as u64, cold_bytes as u64) as usize;
-        let mut quantized = vec![0u8; weight_bytes];
-        // SAFETY: `weights` holds n rows of k f32 and `quantized` n rows of `row_bytes`; no
-        // importance matrix (null) is needed for these types (checked by the caller).
-        unsafe {
-            sys::ggml_quantize_chunk(
-                kind,
-                weights.as_ptr(),
-                quantized.as_mut_ptr().cast(),
-                0,
-                rows,
-                columns,
-                std::ptr::null(),
-            );
-        }
         let buffer_type = match layout {
             Layout::Repacked if !runtime.repack.is_null() => runtime.repack,
             Layout::Amx if !runtime.amx.is_null() => runtime.amx,
@@ -226,7 +229,7 @@ impl GgmlPeer {
             _ => unsafe { sys::ggml_backend_cpu_buffer_type() },
         };
         let repacked = layout == Layout::Repacked;
-        REPACK_LOG.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+        clear_repack_log();
         let weights = {
             let context = context(copies, 0)?;
             // SAFETY: `context` is valid; the tensors' data is allocated in one buffer of the
@@ -246,13 +249,7 @@ impl GgmlPeer {
                 (held, tensors)
             }
         };
-        let repack_log = REPACK_LOG.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-        let layout = match repack_log.rsplit_once("with ") {
-            _ if layout == Layout::Amx => "AMX buffer type".into(),
-            Some((_, layout)) if repacked => format!("repacked {}", layout.trim()),
-            _ if repacked => "plain rows: ggml has no repacked layout for this shape or CPU".into(),
-            _ => "plain rows".into(),
-        };
+        let layout = if layout == Layout::Amx { "AMX buffer type".into() } else { layout_set(repacked) };
         let (held, tensors) = weights;
         let mut graphs = BTreeMap::new();
         for &m in ms {
@@ -269,6 +266,35 @@ impl GgmlPeer {
             runtime,
         })
     }
+}
+
+/// Weights like the kernels' (values in [-1, 1)) for an `n x k` matrix, to be quantized by ggml.
+pub(super) fn sample_weights(n: usize, k: usize) -> Vec<f32> {
+    (0..n * k).map(|i| (((i * 2_654_435_761) >> 7) % 2001) as f32 / 1000.0 - 1.0).collect()
+}
+
+/// `weights` (`n` rows of `k`) in ggml's format `kind`, quantized by ggml (`n` rows of
+/// `ggml_row_size(kind, k)` bytes).
+pub(super) fn quantize(kind: sys::ggml_type, weights: &[f32], n: usize, k: usize) -> Result<Vec<u8>, String> {
+    let (rows, columns) = (i64::try_from(n).map_err(|e| e.to_string())?, i64::try_from(k).map_err(|e| e.to_string())?);
+    assert!(weights.len() >= n * k, "{n} x {k} weights");
+    // SAFETY: `kind` is one of ggml's types; the call only computes a size.
+    let row_bytes = unsafe { sys::ggml_row_size(kind, columns) };
+    let mut quantized = vec![0u8; row_bytes * n];
+    // SAFETY: `weights` holds n rows of k f32 (asserted) and `quantized` n rows of `row_bytes`;
+    // no importance matrix (null) is needed for the types the peers use (q4_0, q4_K, nvfp4).
+    unsafe {
+        sys::ggml_quantize_chunk(
+            kind,
+            weights.as_ptr(),
+            quantized.as_mut_ptr().cast(),
+            0,
+            rows,
+            columns,
+            std::ptr::null(),
+        );
+    }
+    Ok(quantized)
 }
 
 /// X `[m][k]` (f32, filled) and `Y = W X` for each weight tensor, one graph each.
@@ -347,8 +373,7 @@ pub fn peers(
     threads: usize,
 ) -> Result<(Vec<Box<dyn RotationPeer>>, String), String> {
     let runtime = Rc::new(Runtime::new(threads)?);
-    // Weights like the kernels' (values in [-1, 1)), quantized by ggml itself.
-    let weights: Vec<f32> = (0..n * k).map(|i| (((i * 2_654_435_761) >> 7) % 2001) as f32 / 1000.0 - 1.0).collect();
+    let weights = sample_weights(n, k);
     let mut peers: Vec<Box<dyn RotationPeer>> = Vec::new();
     let mut skipped = Vec::new();
     for format in FORMATS {

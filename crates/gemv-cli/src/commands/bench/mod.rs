@@ -4,6 +4,8 @@
 
 #[cfg(feature = "ggml-peer")]
 mod ggml;
+#[cfg(feature = "ggml-peer")]
+mod ggml_moe;
 mod memory;
 mod moe;
 mod options;
@@ -335,8 +337,11 @@ fn run_moe(
         if grouped { "the grouped launch and the pair-by-pair launches" } else { "the pair-by-pair launches" }
     );
     let mut rows = Vec::new();
+    let mut notes = Vec::new();
     for layer in &options.moe {
-        rows.extend(moe::measure(backend, tiers, layer, options, grouped).map_err(CliError::Backend)?);
+        let mut peers =
+            if options.peer() { peers::for_moe(&info, layer, host_threads(), &mut notes) } else { Vec::new() };
+        rows.extend(moe::measure(backend, tiers, layer, options, grouped, &mut peers).map_err(CliError::Backend)?);
     }
     let timer = match info.timer {
         gemv_backend::TimerKind::DeviceEvents => "device events",
@@ -352,6 +357,10 @@ fn run_moe(
     if !grouped {
         writeln!(out, "note: {} has no grouped launch; only the pair-by-pair launches were timed", info.backend)
             .map_err(stdout_error)?;
+    }
+    notes.dedup();
+    for note in notes {
+        writeln!(out, "note: {note}").map_err(stdout_error)?;
     }
     for note in backend.timing_notes() {
         writeln!(out, "note: {note}").map_err(stdout_error)?;

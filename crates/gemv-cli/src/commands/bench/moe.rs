@@ -4,7 +4,9 @@
 //! a routing touches (their weights) plus X and Y; every expert has its own copy of the weights
 //! in a stack larger than a GPU's L2 for the presets, so touched experts stream cold.
 //!
-//! Proved first at a small shape: both arms against the host contract, bit for bit.
+//! Proved first at a small shape: both arms against the host contract, bit for bit. On the CPU,
+//! peers (ggml's `ggml_mul_mat_id`, built in with the `ggml-peer` feature) are timed in the same
+//! rounds with the same routings.
 
 use super::BenchOptions;
 use crate::commands::progress::progress;
@@ -12,6 +14,28 @@ use gemv_backend::{BenchTimers, DeviceExperts, GemvArgs, GpuBackend, GroupedArgs
 use gemv_conformance::{Lcg, activations, matrix};
 use gemv_core::{FamilyChoice, GemvCall, GroupedCall, Nvfp4Experts, Nvfp4Matrix, grouped_contract, host_threads};
 use std::io::Write;
+use std::time::Duration;
+
+/// Another implementation of a routed layer, timed in every round beside the two arms with the
+/// same routings.
+pub trait MoePeer {
+    /// The arm's label, e.g. `ggml q4_0 (repacked q4_0_8x8)`.
+    fn name(&self) -> &str;
+
+    /// Bytes of one expert's weights in the peer's format.
+    fn expert_bytes(&self) -> u64;
+
+    /// Computes the layer once for each routing (`m` tokens' `top_k` ids each) and returns the
+    /// span; anything made for a new M or routing set is made before the clock starts.
+    fn time(&mut self, m: usize, routings: &[Vec<u32>]) -> Result<Duration, String>;
+
+    /// Called after each timing: its threads stop spinning, so they do not take the CPU from
+    /// whatever is timed next.
+    fn rest(&mut self) {}
+}
+
+/// A pause before each timing where peers run: their threads' spinning has ended by then.
+const SETTLE: Duration = Duration::from_millis(20);
 
 /// A layer's geometry: E experts of N x K, top-k of them per token.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,8 +87,8 @@ pub fn parse_moe(text: &str) -> Result<MoeShape, String> {
 pub struct MoeMeasurement {
     /// The layer.
     pub label: String,
-    /// `grouped` or `separate`.
-    pub arm: &'static str,
+    /// `grouped`, `separate`, or a peer's name.
+    pub arm: String,
     /// Tokens.
     pub m: usize,
     /// Mean distinct experts a routing touched.
@@ -143,13 +167,15 @@ fn median(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
-/// Times one layer at every M of `options` (the grouped arm only where `grouped`).
+/// Times one layer at every M of `options` (the grouped arm only where `grouped`), and `peers`
+/// in the same rounds.
 pub fn measure(
     backend: &dyn BenchTimers,
     tiers: &ResolvedTiers,
     shape: &MoeShape,
     options: &BenchOptions,
     grouped: bool,
+    peers: &mut [Box<dyn MoePeer>],
 ) -> Result<Vec<MoeMeasurement>, String> {
     let (n, k) = (shape.n, shape.k);
     let expert_bytes = n * k / 2 + n * k / 16;
@@ -192,19 +218,53 @@ pub fn measure(
                 .flat_map(|set| set.iter().enumerate().map(move |(pair, &e)| (pair, e)))
                 .map(|(pair, e)| (kernel, layer.pair_args(e as usize, x, pair / shape.top_k, y, pair)))
                 .collect();
-            let mut samples = [Vec::new(), Vec::new()];
+            let mut samples = vec![Vec::new(); 2 + peers.len()];
+            let with_peers = !peers.is_empty();
+            let settle = || {
+                if with_peers {
+                    std::thread::sleep(SETTLE);
+                }
+            };
+            // One untimed launch of each arm first: a backend's first launch of an M may do
+            // one-time work (the CPU calibrates its path), and a peer's first run sets itself up.
+            if grouped {
+                backend.time_grouped(&grouped_launches[..1], 1).map_err(|e| e.to_string())?;
+            }
+            backend.time_launches(&separate_launches[..pairs], 1).map_err(|e| e.to_string())?;
+            for peer in peers.iter_mut() {
+                peer.time(m, &sets[..1])?;
+                peer.rest();
+            }
             for round in 0..options.rounds {
                 if grouped {
+                    settle();
                     let t = backend.time_grouped(&grouped_launches, 1).map_err(|e| e.to_string())?;
                     samples[0].push(t.as_secs_f64() / sets.len() as f64);
                 }
+                settle();
                 let t = backend.time_launches(&separate_launches, 1).map_err(|e| e.to_string())?;
                 samples[1].push(t.as_secs_f64() / sets.len() as f64);
+                for (peer, times) in peers.iter_mut().zip(&mut samples[2..]) {
+                    settle();
+                    let t = peer.time(m, &sets);
+                    peer.rest();
+                    times.push(t?.as_secs_f64() / sets.len() as f64);
+                }
                 progress(index * options.rounds + round + 1, total, &format!("bench {}", shape.label), "rounds");
             }
-            let bytes = touched * expert_bytes as f64 + (2 * m * k + 2 * pairs * n) as f64;
+            let x_y_bytes = (2 * m * k + 2 * pairs * n) as f64;
+            let mut arms: Vec<(String, f64)> = vec![
+                ("grouped".into(), touched * expert_bytes as f64 + x_y_bytes),
+                ("separate".into(), touched * expert_bytes as f64 + x_y_bytes),
+            ];
+            // A peer's bytes: its experts' weights, X and Y as f32 (what ggml reads and writes).
+            arms.extend(
+                peers
+                    .iter()
+                    .map(|peer| (peer.name().to_string(), touched * peer.expert_bytes() as f64 + 2.0 * x_y_bytes)),
+            );
             let mut rows = Vec::new();
-            for (arm, mut times) in ["grouped", "separate"].into_iter().zip(samples) {
+            for ((arm, bytes), mut times) in arms.into_iter().zip(samples) {
                 if times.is_empty() {
                     continue;
                 }
@@ -230,23 +290,24 @@ pub fn measure(
     Ok(rows)
 }
 
-/// The table: one row per layer, arm and M, with the grouped launch's speed-up over the
-/// pair-by-pair launches.
+/// The table: one row per layer, arm and M; every other arm's row gives its time over the
+/// grouped launch's (`grouped x`: how many times as fast the grouped launch is).
 pub fn print(out: &mut dyn Write, rows: &[MoeMeasurement]) -> std::io::Result<()> {
+    let width = rows.iter().map(|row| row.arm.len()).max().unwrap_or(0).max(9);
     writeln!(
         out,
-        "{:<18} {:<9} {:>3} {:>8} {:>11} {:>9} {:>7} {:>9}",
-        "layer", "arm", "M", "experts", "time (us)", "GB/s", "% copy", "speed-up"
+        "{:<18} {:<width$} {:>3} {:>8} {:>11} {:>9} {:>7} {:>9}",
+        "layer", "arm", "M", "experts", "time (us)", "GB/s", "% copy", "grouped x"
     )?;
     for row in rows {
-        let separate = rows.iter().find(|r| r.label == row.label && r.m == row.m && r.arm == "separate");
-        let speedup = match separate {
-            Some(separate) if row.arm == "grouped" => format!("{:.2}x", separate.micros / row.micros),
+        let grouped = rows.iter().find(|r| r.label == row.label && r.m == row.m && r.arm == "grouped");
+        let ratio = match grouped {
+            Some(grouped) if row.arm != "grouped" => format!("{:.2}x", row.micros / grouped.micros),
             _ => String::new(),
         };
         writeln!(
             out,
-            "{:<18} {:<9} {:>3} {:>8.1} {:>11.1} {:>9.1} {:>7} {:>9}",
+            "{:<18} {:<width$} {:>3} {:>8.1} {:>11.1} {:>9.1} {:>7} {:>9}",
             row.label,
             row.arm,
             row.m,
@@ -254,7 +315,7 @@ pub fn print(out: &mut dyn Write, rows: &[MoeMeasurement]) -> std::io::Result<()
             row.micros,
             row.gbps,
             row.percent_copy.map_or("-".into(), |p| format!("{p:.1}")),
-            speedup
+            ratio
         )?;
     }
     Ok(())
@@ -285,5 +346,76 @@ mod tests {
         let backend = gemv_mock::MockBackend::new();
         let tiers = ResolvedTiers::resolve(&backend, gemv_core::KillSwitches::default());
         assert_eq!(prove(&backend, &tiers, &[1, 4]), Ok(true));
+    }
+
+    /// Each timing a peer was asked for: M and the routings.
+    type Timings = std::rc::Rc<std::cell::RefCell<Vec<(usize, Vec<Vec<u32>>)>>>;
+
+    /// A peer that takes a fixed time per routing and keeps the routings it was given.
+    struct Recording {
+        seen: Timings,
+    }
+
+    impl MoePeer for Recording {
+        fn name(&self) -> &str {
+            "recording peer"
+        }
+        fn expert_bytes(&self) -> u64 {
+            1000
+        }
+        fn time(&mut self, m: usize, routings: &[Vec<u32>]) -> Result<Duration, String> {
+            self.seen.borrow_mut().push((m, routings.to_vec()));
+            Ok(Duration::from_millis(routings.len() as u64))
+        }
+    }
+
+    #[test]
+    fn a_peer_is_timed_every_round_on_the_routings_the_arms_run_and_compared_with_the_grouped_launch() {
+        let backend = gemv_mock::MockBackend::new();
+        let tiers = ResolvedTiers::resolve(&backend, gemv_core::KillSwitches::default());
+        let shape = parse_moe("6,2,16,64").expect("custom");
+        let options = BenchOptions {
+            backend: crate::BackendChoice::Host,
+            shapes: vec![],
+            ms: vec![1, 3],
+            tiers: vec![],
+            families: vec![],
+            peak_gbps: None,
+            json: false,
+            plot: None,
+            rounds: 2,
+            launches: 3,
+            cold_mb: 0,
+            moe: vec![shape.clone()],
+            no_peer: false,
+        };
+        let seen = Timings::default();
+        let mut peers: Vec<Box<dyn MoePeer>> = vec![Box::new(Recording { seen: seen.clone() })];
+        let rows = measure(&backend, &tiers, &shape, &options, true, &mut peers).expect("measure");
+        // Every M: one untimed run on its first routing, then every round on the routings of
+        // that M: three, each token's two distinct ids.
+        let seen = seen.borrow();
+        assert_eq!(
+            seen.iter().map(|(m, sets)| (*m, sets.len())).collect::<Vec<_>>(),
+            [1, 1, 1, 3, 3, 3].into_iter().zip([1, 3, 3, 1, 3, 3]).collect::<Vec<_>>()
+        );
+        for (m, sets) in seen.iter() {
+            assert_eq!(sets[..], routings(&shape, *m, 3, 1000 + *m as u64)[..sets.len()]);
+        }
+        let peer_rows: Vec<&MoeMeasurement> = rows.iter().filter(|row| row.arm == "recording peer").collect();
+        assert_eq!(peer_rows.len(), 2);
+        for row in peer_rows {
+            assert!((row.micros - 1000.0).abs() < 1e-6, "1 ms per routing: {}", row.micros);
+            let bytes = row.touched * 1000.0 + 2.0 * (2 * row.m * 64 + 2 * row.m * 2 * 16) as f64;
+            assert!((row.gbps - bytes / 1e-3 / 1e9).abs() < 1e-9, "its own expert bytes");
+        }
+        let mut table = Vec::new();
+        print(&mut table, &rows).expect("print");
+        let table = String::from_utf8(table).expect("utf-8");
+        let grouped = rows.iter().find(|r| r.arm == "grouped" && r.m == 1).expect("grouped row").micros;
+        let line = table.lines().find(|l| l.contains("recording peer") && l.contains(" 1 ")).expect("peer line");
+        assert!(line.trim_end().ends_with(&format!("{:.2}x", 1000.0 / grouped)), "{line}");
+        let grouped_rows = table.lines().filter(|l| l.split_whitespace().nth(1) == Some("grouped"));
+        assert!(grouped_rows.clone().count() == 2 && grouped_rows.into_iter().all(|l| !l.trim_end().ends_with('x')));
     }
 }

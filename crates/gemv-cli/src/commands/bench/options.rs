@@ -48,12 +48,14 @@ pub struct BenchOptions {
     /// Time a routed mixture-of-experts layer instead of --shape: a preset (deepseek-v3-up,
     /// deepseek-v3-down, qwen3-moe-up, qwen3-moe-down) or E,TOPK,N,K. The grouped launch (where
     /// the backend has one) and the same work in one launch per (token, slot) pair, a fresh
-    /// random routing per launch; bytes are the distinct experts touched. Repeatable.
+    /// random routing per launch; bytes are the distinct experts touched. On the CPU with ggml
+    /// built in (`cargo xtask ggml-bench`), ggml_mul_mat_id on the same routings. Repeatable.
     #[arg(long = "moe", value_name = "LAYER", value_parser = super::moe::parse_moe)]
     pub moe: Vec<super::moe::MoeShape>,
-    /// Skip the peer row: on CUDA the bench also times cuBLAS's BF16 GEMM on the same shape
+    /// Skip the peer rows: on CUDA the bench also times cuBLAS's BF16 GEMM on the same shape
     /// and M (where libcublas loads; a note says so where it does not) and prints the NVFP4
-    /// speed-up over it (ideal 3.56x: 2 bytes per weight against 0.5625).
+    /// speed-up over it (ideal 3.56x: 2 bytes per weight against 0.5625); on the CPU, ggml's
+    /// kernels where they are built in.
     #[arg(long)]
     pub no_peer: bool,
 }
