@@ -62,9 +62,7 @@ impl CpuBackend {
             Ok(name) => {
                 let path = SimdPath::from_name(&name).ok_or_else(|| Error::Unavailable {
                     backend: NAME,
-                    reason: format!(
-                        "{SIMD_VARIABLE}={name:?} is not a SIMD path (portable, neon, avx2, avx512, avx512bf16)"
-                    ),
+                    reason: format!("{SIMD_VARIABLE}={name:?} is not a SIMD path ({})", SimdPath::names()),
                 })?;
                 Self::forced(path, ForcedBy::Environment)
             }

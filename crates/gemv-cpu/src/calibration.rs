@@ -59,12 +59,12 @@ fn key(m: usize) -> usize {
 }
 
 /// The paths a launch of `m` tokens can differ on: every supported SIMD path (the portable one
-/// only where no other is), as it would run `m` tokens (the pair kernel takes two tokens or more),
-/// without repeats.
+/// only where no other is), as it would run `m` tokens (the pair kernel takes two tokens or more,
+/// the products kernel one), without repeats.
 pub(crate) fn candidates(m: usize) -> Vec<SimdPath> {
     let mut candidates = Vec::new();
     for path in SimdPath::ALL.into_iter().filter(|path| *path != SimdPath::Portable && path.is_supported()) {
-        let runs = if path.reads_pairs(m) { path } else { path.widened() };
+        let runs = path.runs(m);
         if !candidates.contains(&runs) {
             candidates.push(runs);
         }
@@ -250,8 +250,10 @@ mod tests {
             let mut unique = candidates.clone();
             unique.dedup();
             assert_eq!(unique, candidates, "no repeats");
-            // One token never runs the pair kernel; the portable path only where nothing else is.
+            // One token never runs the pair kernel, two or more never the products kernel; the
+            // portable path only where nothing else is.
             assert!(m > 1 || !candidates.contains(&SimdPath::Avx512Bf16), "{candidates:?}");
+            assert!(m == 1 || !candidates.contains(&SimdPath::Avx512Products), "{candidates:?}");
             assert!(candidates == [SimdPath::Portable] || !candidates.contains(&SimdPath::Portable));
         }
         assert_eq!((key(0), key(1), key(16), key(17), key(4096)), (1, 1, 16, 16, 16));

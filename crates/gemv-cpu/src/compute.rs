@@ -3,9 +3,9 @@
 
 use crate::activations::{Activations, passes};
 use crate::arrangements::Arranged;
-#[cfg(target_arch = "x86_64")]
-use crate::kernels::tile_partials_pairs;
 use crate::kernels::{finish, tile_partials, tokens_per_pass};
+#[cfg(target_arch = "x86_64")]
+use crate::kernels::{tile_partials_pairs, tile_partials_products};
 use crate::layout::{READ_PAST, TILE_ROWS};
 use crate::lines::Lines;
 use crate::simd::{SimdPath, with_exact_float_mode};
@@ -51,22 +51,40 @@ impl Threads {
 }
 
 /// The path a launch of `m` tokens over X runs on and X in that path's form: the pair kernel's
-/// bf16 pairs where `path` reads them and X allows (see `Activations::reads_pairs`), widened rows
-/// on the path's own kernels otherwise.
+/// bf16 pairs where `path` reads them and X allows (see `Activations::reads_pairs`), the products
+/// kernel where `path` runs it for `m` and X's products cannot overflow, widened rows on the
+/// path's own kernels otherwise.
 pub(crate) fn prepare(
     path: SimdPath,
     (x, x_row_stride): (&[u16], usize),
     m: usize,
     weights: &Arranged,
 ) -> (SimdPath, Activations) {
-    let activations = Activations::new(x, x_row_stride, m, &weights.geometry, path.reads_pairs(m));
-    let path = if activations.reads_pairs() { path } else { path.widened() };
+    let runs = path.runs(m);
+    let activations = Activations::new(x, x_row_stride, m, &weights.geometry, runs.reads_pairs(m));
+    let path = match runs {
+        SimdPath::Avx512Bf16 if !activations.reads_pairs() => runs.widened(),
+        SimdPath::Avx512Products if !activations.products_finite() => runs.widened(),
+        runs => runs,
+    };
     (path, activations)
 }
 
-/// One tile's outputs for every token of `activations`, pass by pass (at most
-/// [`tokens_per_pass`] tokens each), handed to `write(t, values)` (16 rows; those past N are
-/// padding). `partials` is scratch for one pass.
+/// Tiles one pass of the products kernel covers: each activation's products, made once, serve
+/// all their rows.
+const PRODUCT_TILES: usize = 4;
+
+/// The tiles of `tiles` in the steps a pass on `path` takes: [`PRODUCT_TILES`] at a time on the
+/// products kernel (fewer at the end), one at a time otherwise.
+fn tile_steps(path: SimdPath, tiles: std::ops::Range<usize>) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let step = if path == SimdPath::Avx512Products { PRODUCT_TILES } else { 1 };
+    let end = tiles.end;
+    tiles.step_by(step).map(move |first| first..(first + step).min(end))
+}
+
+/// The outputs of `tiles` (one, or a step of [`tile_steps`]) for every token of `activations`,
+/// pass by pass (at most [`tokens_per_pass`] tokens each), handed to `write(tile, t, values)` (16
+/// rows; those past N are padding). `partials` is scratch for one pass.
 #[allow(clippy::too_many_arguments)]
 fn tile_outputs(
     path: SimdPath,
@@ -74,22 +92,40 @@ fn tile_outputs(
     m: usize,
     weights: &Arranged,
     global_scale: f32,
-    tile: usize,
+    tiles: std::ops::Range<usize>,
     partials: &mut [f32],
-    mut write: impl FnMut(usize, &[u16; TILE_ROWS]),
+    mut write: impl FnMut(usize, usize, &[u16; TILE_ROWS]),
 ) {
     let tile_bytes = weights.geometry.tile_bytes();
-    // The tile and the bytes a kernel may read past it (the next tile's, or the padding after
+    // Each tile and the bytes a kernel may read past it (the next tile's, or the padding after
     // the last).
-    let tile_data = &weights.bytes[tile * tile_bytes..(tile + 1) * tile_bytes + READ_PAST];
-    let ahead = tile_data.as_ptr().wrapping_add(PREFETCH_BYTES);
+    let tile_data = |tile: usize| &weights.bytes[tile * tile_bytes..(tile + 1) * tile_bytes + READ_PAST];
     let mut finished = [[0u16; TILE_ROWS]; MOST_TOKENS];
+    #[cfg(target_arch = "x86_64")]
+    if path == SimdPath::Avx512Products {
+        let mut data: [&[u8]; PRODUCT_TILES] = [&[]; PRODUCT_TILES];
+        for (slot, tile) in data.iter_mut().zip(tiles.clone()) {
+            *slot = tile_data(tile);
+        }
+        let x = activations.widened(0).expect("widened rows");
+        let (geometry, special_scales) = (&weights.geometry, weights.special_scales);
+        tile_partials_products(&data[..tiles.len()], geometry, special_scales, x, partials);
+        for (i, tile) in tiles.enumerate() {
+            let finished = &mut finished[..1];
+            finish(path, &mut partials[i * PARTIALS * TILE_ROWS..], global_scale, finished);
+            write(tile, 0, &finished[0]);
+        }
+        return;
+    }
+    assert!(tiles.len() == 1, "one tile a pass but on the products kernel");
+    let tile = tiles.start;
+    let ahead = tile_data(tile).as_ptr().wrapping_add(PREFETCH_BYTES);
     for tokens in passes(m, tokens_per_pass(path).min(MOST_TOKENS)) {
-        run_pass(path, activations, tokens.clone(), tile_data, weights, partials, ahead);
+        run_pass(path, activations, tokens.clone(), tile_data(tile), weights, partials, ahead);
         let finished = &mut finished[..tokens.len()];
         finish(path, partials, global_scale, finished);
         for (t, values) in tokens.zip(finished.iter()) {
-            write(t, values);
+            write(tile, t, values);
         }
     }
 }
@@ -135,12 +171,21 @@ pub(crate) fn gemv(
             let mut run_columns = run_columns.lock().unwrap_or_else(PoisonError::into_inner);
             let first_tile = run * tiles_per_run;
             let run_tiles = run_columns.first().map_or(0, |token| token.len().div_ceil(TILE_ROWS));
-            for tile in first_tile..first_tile + run_tiles {
-                let column = (tile - first_tile) * TILE_ROWS;
-                let rows = TILE_ROWS.min(n - tile * TILE_ROWS);
-                tile_outputs(path, &activations, m, weights, global_scale, tile, &mut scratch.partials, |t, values| {
-                    run_columns[t][column..column + rows].copy_from_slice(&values[..rows])
-                });
+            for tiles in tile_steps(path, first_tile..first_tile + run_tiles) {
+                tile_outputs(
+                    path,
+                    &activations,
+                    m,
+                    weights,
+                    global_scale,
+                    tiles,
+                    &mut scratch.partials,
+                    |tile, t, values| {
+                        let column = (tile - first_tile) * TILE_ROWS;
+                        let rows = TILE_ROWS.min(n - tile * TILE_ROWS);
+                        run_columns[t][column..column + rows].copy_from_slice(&values[..rows])
+                    },
+                );
             }
         }
     };
@@ -204,18 +249,20 @@ pub(crate) fn gemv_grouped(threads: &Threads, parts: Vec<GroupedPart<'_>>) {
             let n = weights.geometry.n();
             let mut run_columns = item.columns.lock().unwrap_or_else(PoisonError::into_inner);
             let run_tiles = run_columns.first().map_or(0, |token| token.len().div_ceil(TILE_ROWS));
-            for tile in item.first_tile..item.first_tile + run_tiles {
-                let column = (tile - item.first_tile) * TILE_ROWS;
-                let rows = TILE_ROWS.min(n - tile * TILE_ROWS);
+            for tiles in tile_steps(*path, item.first_tile..item.first_tile + run_tiles) {
                 tile_outputs(
                     *path,
                     activations,
                     *m,
                     weights,
                     *global_scale,
-                    tile,
+                    tiles,
                     &mut scratch.partials,
-                    |t, values| run_columns[t][column..column + rows].copy_from_slice(&values[..rows]),
+                    |tile, t, values| {
+                        let column = (tile - item.first_tile) * TILE_ROWS;
+                        let rows = TILE_ROWS.min(n - tile * TILE_ROWS);
+                        run_columns[t][column..column + rows].copy_from_slice(&values[..rows])
+                    },
                 );
             }
         }
@@ -240,8 +287,8 @@ pub(crate) fn time_tiles(
     let mut sink = 0u16;
     with_exact_float_mode(|| {
         let start = Instant::now();
-        for tile in (0..sweeps).flat_map(|_| tiles.clone()) {
-            tile_outputs(path, activations, m, weights, 1.0, tile, &mut partials, |_, values| sink ^= values[0]);
+        for step in (0..sweeps).flat_map(|_| tile_steps(path, tiles.clone())) {
+            tile_outputs(path, activations, m, weights, 1.0, step, &mut partials, |_, _, values| sink ^= values[0]);
         }
         std::hint::black_box(sink);
         start.elapsed()
@@ -265,6 +312,7 @@ fn run_pass(
         tile_partials_pairs(tile, geometry, special_scales, pairs, tokens, partials, ahead);
         return;
     }
+
     let mut x: [&[f32]; MOST_TOKENS] = [&[]; MOST_TOKENS];
     for (slot, t) in x.iter_mut().zip(tokens.clone()) {
         *slot = activations.widened(t).expect("widened rows");

@@ -1,9 +1,9 @@
 //! The instruction sets the tile kernels are written for, detected at run time, and the float
 //! modes they need.
 
-/// Forces a path for the whole process (`portable`, `neon`, `avx2`, `avx512`, `avx512bf16`); read when a
-/// backend is created without an explicit path. The CI runs the conformance suite with
-/// `portable` too.
+/// Forces a path for the whole process (`portable`, `neon`, `avx2`, `avx512`, `avx512products`,
+/// `avx512bf16`); read when a backend is created without an explicit path. The CI runs the
+/// conformance suite with `portable` too.
 pub const SIMD_VARIABLE: &str = "GEMV_CPU_SIMD";
 
 /// A tile kernel's instruction set.
@@ -18,6 +18,11 @@ pub enum SimdPath {
     Avx512Bf16,
     /// AVX-512F: a tile's 16 rows in one vector, a 16-entry signed E2M1 table in one permute.
     Avx512,
+    /// AVX-512F for one token: an activation's products by the 16 signed E2M1 values, made once
+    /// for four tiles (64 rows), a weight's looked up by its code and multiplied by its group's
+    /// scale in one fused multiply-add (no multiply per weight), for activations whose products
+    /// cannot overflow (finite |x| < 2^116); the AVX-512F kernel otherwise and from two tokens.
+    Avx512Products,
     /// AVX2 with FMA: 8 rows per vector, E2M1 looked up by byte shuffles.
     Avx2,
     /// NEON (aarch64): 4 rows per vector, E2M1 looked up by byte table look-ups.
@@ -34,18 +39,30 @@ pub(crate) const PAIR_TOKENS_MIN: usize = 2;
 
 impl SimdPath {
     /// Every path, in the order [`best`](Self::best) ranks them.
-    pub const ALL: [SimdPath; 5] =
-        [SimdPath::Avx512Bf16, SimdPath::Avx512, SimdPath::Avx2, SimdPath::Neon, SimdPath::Portable];
+    pub const ALL: [SimdPath; 6] = [
+        SimdPath::Avx512Bf16,
+        SimdPath::Avx512,
+        SimdPath::Avx512Products,
+        SimdPath::Avx2,
+        SimdPath::Neon,
+        SimdPath::Portable,
+    ];
 
     /// The name used by [`SIMD_VARIABLE`] and in device names.
     pub fn name(self) -> &'static str {
         match self {
             SimdPath::Avx512Bf16 => "avx512bf16",
             SimdPath::Avx512 => "avx512",
+            SimdPath::Avx512Products => "avx512products",
             SimdPath::Avx2 => "avx2",
             SimdPath::Neon => "neon",
             SimdPath::Portable => "portable",
         }
+    }
+
+    /// Every path's name, comma-separated.
+    pub fn names() -> String {
+        Self::ALL.map(Self::name).join(", ")
     }
 
     /// From [`name`](Self::name).
@@ -56,7 +73,7 @@ impl SimdPath {
     /// The architecture whose instructions the path uses (None: any).
     pub fn architecture(self) -> Option<&'static str> {
         match self {
-            SimdPath::Avx512Bf16 | SimdPath::Avx512 | SimdPath::Avx2 => Some("x86_64"),
+            SimdPath::Avx512Bf16 | SimdPath::Avx512 | SimdPath::Avx512Products | SimdPath::Avx2 => Some("x86_64"),
             SimdPath::Neon => Some("aarch64"),
             SimdPath::Portable => None,
         }
@@ -81,11 +98,11 @@ impl SimdPath {
             #[cfg(target_arch = "x86_64")]
             SimdPath::Avx512Bf16 => crate::dpbf16_probe::adds_in_turn(),
             #[cfg(target_arch = "x86_64")]
-            SimdPath::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
+            SimdPath::Avx512 | SimdPath::Avx512Products => std::arch::is_x86_feature_detected!("avx512f"),
             #[cfg(target_arch = "x86_64")]
             SimdPath::Avx2 => std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma"),
             #[cfg(not(target_arch = "x86_64"))]
-            SimdPath::Avx512Bf16 | SimdPath::Avx512 | SimdPath::Avx2 => false,
+            SimdPath::Avx512Bf16 | SimdPath::Avx512 | SimdPath::Avx512Products | SimdPath::Avx2 => false,
             #[cfg(target_arch = "aarch64")]
             SimdPath::Neon => std::arch::is_aarch64_feature_detected!("neon"),
             #[cfg(not(target_arch = "aarch64"))]
@@ -100,10 +117,28 @@ impl SimdPath {
         self == SimdPath::Avx512Bf16 && m >= PAIR_TOKENS_MIN
     }
 
-    /// The path whose kernels run X that the pair kernel cannot take.
+    /// Whether a launch of `m` tokens on this path runs the one-token products kernel (where X
+    /// allows; see [`SimdPath::Avx512Products`]).
+    pub(crate) fn reads_products(self, m: usize) -> bool {
+        self == SimdPath::Avx512Products && m == 1
+    }
+
+    /// The path whose kernels run X widened to f32 where this path's own kernel does not apply
+    /// (the pair kernel below two tokens or for X it cannot take; the products kernel above one
+    /// token or for X whose products could overflow).
     pub(crate) fn widened(self) -> Self {
         match self {
-            SimdPath::Avx512Bf16 => SimdPath::Avx512,
+            SimdPath::Avx512Bf16 | SimdPath::Avx512Products => SimdPath::Avx512,
+            path => path,
+        }
+    }
+
+    /// The path a launch of `m` tokens runs on where X allows this path's own kernel: this path,
+    /// or [`widened`](Self::widened) where its kernel does not take `m` tokens.
+    pub(crate) fn runs(self, m: usize) -> Self {
+        match self {
+            SimdPath::Avx512Bf16 if !self.reads_pairs(m) => self.widened(),
+            SimdPath::Avx512Products if !self.reads_products(m) => self.widened(),
             path => path,
         }
     }

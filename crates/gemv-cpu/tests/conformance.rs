@@ -48,6 +48,13 @@ mod avx512 {
     gemv_conformance::conformance_tests!(backend);
 }
 
+mod avx512products {
+    fn backend() -> Option<gemv_cpu::CpuBackend> {
+        super::on(gemv_cpu::SimdPath::Avx512Products)
+    }
+    gemv_conformance::conformance_tests!(backend);
+}
+
 mod avx2 {
     fn backend() -> Option<gemv_cpu::CpuBackend> {
         super::on(gemv_cpu::SimdPath::Avx2)

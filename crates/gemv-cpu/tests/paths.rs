@@ -65,11 +65,18 @@ fn random_data_on_tails_of_every_width() {
 
 #[test]
 fn every_scale_code_and_extreme_activations() {
-    let (n, k, m) = (256, 80, 5);
-    let w = matrix_with_scales(n, k, 9, 0.0371, |row, _, _| row as u8);
-    all_paths_match("row r scaled by code r", &w, &extreme_activations(m, k, 3), m);
-    let w = matrix_with_scales(33, 1552, 10, -1.0e-40, |_, g, rng| (g as u32 ^ rng.next_u32()) as u8);
-    all_paths_match("mixed codes, subnormal global scale", &w, &extreme_activations(m, 1552, 4), m);
+    let (n, k) = (256, 80);
+    for m in [1, 5] {
+        let w = matrix_with_scales(n, k, 9, 0.0371, |row, _, _| row as u8);
+        all_paths_match(&format!("row r scaled by code r, M={m}"), &w, &extreme_activations(m, k, 3), m);
+        let w = matrix_with_scales(33, 1552, 10, -1.0e-40, |_, g, rng| (g as u32 ^ rng.next_u32()) as u8);
+        all_paths_match(
+            &format!("mixed codes, subnormal global scale, M={m}"),
+            &w,
+            &extreme_activations(m, 1552, 4),
+            m,
+        );
+    }
 }
 
 #[test]
@@ -93,6 +100,21 @@ fn an_overflowing_product_inside_a_finite_fused_chain() {
     // Four tokens, the pair kernel's width, each with the overflowing product.
     let x4: Vec<u16> = x.iter().copied().cycle().take(4 * x.len()).collect();
     all_paths_match("overflowing product, four tokens", &w, &x4, 4);
+}
+
+#[test]
+fn one_token_whose_activation_times_six_overflows() {
+    // Weights 6 with scale 2^-6 (code 0x08): `ws * x` = 1.5 * 2^123 stays finite for x = 2^127,
+    // while `6 * x` alone overflows f32, so the products kernel must not take this X.
+    let (n, k) = (40, 64);
+    let (packed, scales) = (vec![0x77u8; n * k / 2], vec![0x08u8; n * k / 16]);
+    let w = Nvfp4Matrix::from_parts(packed, scales, 1.0, n, k).expect("a valid shape");
+    let mut x = vec![0u16; k];
+    x[5] = 0x7F00; // 2^127
+    x[40] = 0x7E80; // 2^126
+    let expected = contract(&w, &x, 1);
+    assert!(expected.iter().all(|&y| bf16_to_f32(y).is_finite() && y != 0), "finite, nonzero sums");
+    all_paths_give("6 x past f32, ws x finite", &w, &x, 1, &expected);
 }
 
 /// `m` rows of K activations with exponents spread over `2^low .. 2^high` (random signs and
@@ -147,30 +169,35 @@ fn products_below_the_smallest_normal_count() {
     // Subnormal scales (weights 2^-10 .. 42 * 2^-9) and activations from 2^-126 to 2^-118:
     // nearly every product is subnormal in f32, and the sums are the contract's only if none is
     // flushed to zero.
+    // One token (the products kernel, whose `e2m1 * x` are subnormal here too) and four.
     let w = matrix_with_scales(40, 1024, 24, 1.0, |_, _, rng| (1 + rng.next_u32() % 7) as u8);
-    let x = spread_activations(4, 1024, (-126, -118), 25);
-    let expected = contract(&w, &x, 4);
-    assert!(expected.iter().filter(|&&y| y & 0x7FFF != 0).count() > expected.len() / 2, "mostly nonzero sums");
-    all_paths_give("subnormal products", &w, &x, 4, &expected);
+    for m in [1, 4] {
+        let x = spread_activations(m, 1024, (-126, -118), 25);
+        let expected = contract(&w, &x, m);
+        assert!(expected.iter().filter(|&&y| y & 0x7FFF != 0).count() > expected.len() / 2, "mostly nonzero sums");
+        all_paths_give(&format!("subnormal products, M={m}"), &w, &x, m, &expected);
+    }
 }
 
 #[test]
-fn activations_at_the_bounds_of_the_pair_kernel() {
+fn activations_at_the_bounds_of_the_pair_and_products_kernels() {
     // Subnormal scale codes among the others: weights down to 2^-10.
     let w = matrix_with_scales(40, 1552, 22, 1.0, |_, g, rng| {
         if g % 3 == 0 { (rng.next_u32() % 8) as u8 } else { rng.next_u32() as u8 & 0x7F }
     });
-    let m = 4;
     // From 2^-109 up every product and partial is a multiple of 2^-126 (pairs); below, products
-    // are subnormal in f32 (widened). Just below 2^116 no product overflows (pairs); from 2^116
-    // up one can (widened).
-    for (case, range) in [
-        ("2^-109 .. 2^-100, partials near the subnormals", (-109, -100)),
-        ("2^-126 .. 2^-110, products subnormal", (-126, -110)),
-        ("2^100 .. 2^115, products near the f32 limit", (100, 115)),
-        ("2^110 .. 2^127, products overflowing", (110, 127)),
-    ] {
-        all_paths_match(case, &w, &spread_activations(m, 1552, range, 23), m);
+    // are subnormal in f32 (widened). Just below 2^116 no product overflows (pairs, and products
+    // at one token); from 2^116 up one can (widened), and from 2^125 `6 x` itself overflows,
+    // which the products kernel must never compute.
+    for m in [1, 4] {
+        for (case, range) in [
+            ("2^-109 .. 2^-100, partials near the subnormals", (-109, -100)),
+            ("2^-126 .. 2^-110, products subnormal", (-126, -110)),
+            ("2^100 .. 2^115, products near the f32 limit", (100, 115)),
+            ("2^110 .. 2^127, products overflowing", (110, 127)),
+        ] {
+            all_paths_match(&format!("{case}, M={m}"), &w, &spread_activations(m, 1552, range, 23), m);
+        }
     }
 }
 
@@ -212,12 +239,16 @@ fn set_flush_modes(control: Option<u64>) -> u64 {
 fn a_caller_in_flush_to_zero_mode_still_gets_the_contract() {
     // The worker pool starts from this thread, so its threads inherit the flush modes unless they
     // clear them; subnormal activations and a subnormal global scale then change the bits.
-    let (k, m) = (1552, 3);
+    let k = 1552;
     let w = matrix_with_scales(33, k, 12, -1.0e-40, |_, g, rng| (g as u32 ^ rng.next_u32()) as u8);
-    let x = extreme_activations(m, k, 13);
-    let expected = contract(&w, &x, m);
+    let cases: Vec<(usize, Vec<u16>)> = [1, 3].map(|m| (m, extreme_activations(m, k, 13))).into();
+    let expected: Vec<Vec<u16>> = cases.iter().map(|(m, x)| contract(&w, x, *m)).collect();
     let saved = set_flush_modes(None);
-    let outcome = std::panic::catch_unwind(|| all_paths_give("caller with FTZ and DAZ set", &w, &x, m, &expected));
+    let outcome = std::panic::catch_unwind(|| {
+        for ((m, x), expected) in cases.iter().zip(&expected) {
+            all_paths_give(&format!("caller with FTZ and DAZ set, M={m}"), &w, x, *m, expected);
+        }
+    });
     set_flush_modes(Some(saved));
     if let Err(panic) = outcome {
         std::panic::resume_unwind(panic);

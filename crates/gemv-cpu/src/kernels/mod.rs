@@ -14,6 +14,8 @@ mod avx2;
 mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod avx512_bf16;
+#[cfg(target_arch = "x86_64")]
+mod avx512_products;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 mod portable;
@@ -44,7 +46,7 @@ pub(crate) fn tokens_per_pass(path: SimdPath) -> usize {
         #[cfg(target_arch = "x86_64")]
         SimdPath::Avx512Bf16 => avx512_bf16::TOKENS,
         #[cfg(target_arch = "x86_64")]
-        SimdPath::Avx512 => avx512::TOKENS,
+        SimdPath::Avx512 | SimdPath::Avx512Products => avx512::TOKENS,
         #[cfg(target_arch = "x86_64")]
         SimdPath::Avx2 => avx2::TOKENS,
         #[cfg(target_arch = "aarch64")]
@@ -92,7 +94,7 @@ pub(crate) fn tile_partials(
         // SAFETY: a backend only holds an x86 path after `SimdPath::is_supported` confirmed the
         // CPU has its features (AVX-512F, and AVX-512 BF16 beside it; AVX2 and FMA); the lengths
         // were asserted above.
-        SimdPath::Avx512 | SimdPath::Avx512Bf16 => unsafe {
+        SimdPath::Avx512 | SimdPath::Avx512Bf16 | SimdPath::Avx512Products => unsafe {
             avx512::tile_partials(tile, geometry, special_scales, x, partials, ahead)
         },
         #[cfg(target_arch = "x86_64")]
@@ -134,13 +136,36 @@ pub(crate) fn tile_partials_pairs(
     unsafe { avx512_bf16::tile_partials(tile, geometry, special_scales, x, (tokens.start, count), partials, ahead) }
 }
 
+/// The 64 partials of one token for each of `tiles` (1 to 4; `partials[tile][l][row]`), as
+/// [`tile_partials`] gives them, on the AVX-512F products kernel: each activation's products by
+/// the E2M1 values made once for all the tiles' rows. Only for X whose products with weights
+/// cannot overflow (`Activations::products_finite`). `tiles` lie back to back in the
+/// arrangement; the kernel prefetches the ones after them.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn tile_partials_products(
+    tiles: &[&[u8]],
+    geometry: &Geometry,
+    special_scales: bool,
+    x: &[f32],
+    partials: &mut [f32],
+) {
+    assert!((1..=avx512_products::TILES).contains(&tiles.len()), "1 to 4 tiles a pass");
+    assert!(tiles.iter().all(|tile| tile.len() >= geometry.tile_bytes() + READ_PAST), "whole tiles and the bytes past");
+    assert!(x.len() >= geometry.padded_k() && partials.len() >= tiles.len() * gemv_core::PARTIALS * TILE_ROWS);
+    assert!(std::arch::is_x86_feature_detected!("avx512f"), "the products kernel on a CPU without AVX-512F");
+    // SAFETY: the CPU has AVX-512F and the lengths hold (asserted above).
+    unsafe { avx512_products::tile_partials(tiles, geometry, special_scales, x, partials) }
+}
+
 /// The tree over each token's 64 partials (`partials[t][l][row]`) and the rounding into
 /// `out[t][row]`.
 pub(crate) fn finish(path: SimdPath, partials: &mut [f32], global_scale: f32, out: &mut [[u16; TILE_ROWS]]) {
     match path {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX-512F (as above); `finish` asserts the lengths.
-        SimdPath::Avx512 | SimdPath::Avx512Bf16 => unsafe { avx512::finish(partials, global_scale, out) },
+        SimdPath::Avx512 | SimdPath::Avx512Bf16 | SimdPath::Avx512Products => unsafe {
+            avx512::finish(partials, global_scale, out)
+        },
         _ => portable::finish(partials, global_scale, out),
     }
 }
