@@ -62,7 +62,8 @@ commands:
                     (registers, spills, SASS counts, pass loop per weight, per-token slope, issue
                     and bytes-in-flight models; all modelled); fails on spills
   model [--check]   fit the exact family's time model to the committed H200 measurements and
-                    write docs/model.md (held-out errors, predictions for the ring kernels)
+                    write docs/model.md (held-out errors, predictions for the ring kernels and
+                    the grouped launches)
   package           cargo package of the library crates, each tarball built against the
                     others' tarballs (the last step of `test`)
   candle [--full]   crates/gemv-candle (Nvfp4Linear for candle): fmt, clippy, the CPU tests and

@@ -12,7 +12,10 @@ use super::BenchOptions;
 use crate::commands::progress::progress;
 use gemv_backend::{BenchTimers, DeviceExperts, GemvArgs, GpuBackend, GroupedArgs, KernelHandle, ResolvedTiers};
 use gemv_conformance::{Lcg, activations, matrix};
-use gemv_core::{FamilyChoice, GemvCall, GroupedCall, Nvfp4Experts, Nvfp4Matrix, grouped_contract, host_threads};
+use gemv_core::{
+    FamilyChoice, GemvCall, GroupedCall, MOE_LAYERS, MoeLayer, Nvfp4Experts, Nvfp4Matrix, grouped_contract,
+    host_threads,
+};
 use std::io::Write;
 use std::time::Duration;
 
@@ -52,21 +55,13 @@ pub struct MoeShape {
     pub k: usize,
 }
 
-/// The presets: DeepSeek-V3's routed experts (256, top 8; gate and up fused 4096 x 7168, down
-/// 7168 x 2048) and Qwen3-30B-A3B's (128, top 8; 1536 x 2048 and 2048 x 768).
-const PRESETS: [(&str, usize, usize, usize, usize); 4] = [
-    ("deepseek-v3-up", 256, 8, 4096, 7168),
-    ("deepseek-v3-down", 256, 8, 7168, 2048),
-    ("qwen3-moe-up", 128, 8, 1536, 2048),
-    ("qwen3-moe-down", 128, 8, 2048, 768),
-];
-
 /// Parses `--moe`: a preset or `E,TOPK,N,K` (top-k at most E, a valid N x K).
 pub fn parse_moe(text: &str) -> Result<MoeShape, String> {
-    if let Some(&(label, experts, top_k, n, k)) = PRESETS.iter().find(|preset| preset.0 == text) {
-        return Ok(MoeShape { label: label.to_string(), experts, top_k, n, k });
+    if let Some(layer) = MOE_LAYERS.iter().find(|layer| layer.name == text) {
+        let MoeLayer { name, experts, top_k, n, k } = *layer;
+        return Ok(MoeShape { label: name.to_string(), experts, top_k, n, k });
     }
-    let names: Vec<&str> = PRESETS.iter().map(|preset| preset.0).collect();
+    let names: Vec<&str> = MOE_LAYERS.iter().map(|layer| layer.name).collect();
     let numbers: Vec<usize> = text
         .split(',')
         .map(|part| part.trim().parse::<usize>())

@@ -7,7 +7,10 @@
 //! warps x the KB each warp streams)`. A grid sized by N gives an SM up to ceil(blocks / SMs)
 //! blocks, run `cuda_min_blocks` at a time; a persistent grid gives it up to ceil(groups / SMs)
 //! groups of rows, run by its resident warps (`sass::rows_per_sm`). `c`, the inverse of one warp's
-//! rate, and `ramp` are fitted per kernel and M on two shapes and tested on the third.
+//! rate, and `ramp` are fitted per kernel and M on two shapes and tested on the third. The ring
+//! kernels and the grouped launches (`grouped`) are predicted from the fitted classic kernels.
+
+mod grouped;
 
 use crate::util::root;
 use gemv_core::{Family, KERNELS, KernelSpec, TIERS, kernel_spec};
@@ -216,6 +219,7 @@ pub fn render() -> Result<String, String> {
         }
     );
     render_predictions(&mut out, &model, &instructions_per_weight()?);
+    grouped::render(&mut out, &model);
     Ok(out)
 }
 
