@@ -30,6 +30,7 @@ mod grouped;
 mod readback;
 
 pub(crate) use binding::Binding;
+pub(crate) use grouped::GroupedDims;
 
 const NAME: &str = "wgpu";
 

@@ -4,15 +4,20 @@
 //! ([`WgpuBackend::from_device`]); each decode step it records launches over its own buffers,
 //! at any offsets, into its own `CommandEncoder` ([`WgpuBackend::record_gemv`], one
 //! `gemv_core::GemvCall` for any M) and submits
-//! when it likes. Nothing is submitted, waited for or read back here, and where the device has
+//! when it likes; a routed mixture-of-experts layer is one call too
+//! ([`WgpuBackend::record_grouped`], the routing read from the engine's buffer). Nothing is
+//! submitted, waited for or read back here, and where the device has
 //! immediate data (`Features::IMMEDIATES`, which lavapipe and the desktop drivers offer) a launch
 //! creates no buffer: the parameters travel in the command stream. (Without it, each launch
 //! writes a 48-byte uniform buffer.)
 
-use crate::backend::WgpuBackend;
-use crate::launch::{WgpuRange, WgpuWeights};
+use crate::backend::{GroupedDims, WgpuBackend};
+use crate::launch::{WgpuExperts, WgpuRange, WgpuWeights};
 use gemv_backend::{Error, GpuBackend, KernelHandle, Result, resolved_spec};
-use gemv_core::{GemvCall, GemvShape, KernelSpec, LaunchShape, Operand};
+use gemv_core::{
+    CoreError, GROUPED_OPERANDS, GemvCall, GemvShape, GroupedCall, KernelSpec, KillSwitches, LaunchShape, Operand,
+    select_family,
+};
 
 impl WgpuBackend {
     /// A backend on an engine's device and queue (this crate's own path, [`WgpuBackend::new`],
@@ -50,6 +55,58 @@ impl WgpuBackend {
             self.record_launch(encoder, planned.kernel, weights, x_rows, y_rows, &part, None)?;
         }
         Ok(())
+    }
+
+    /// Records `call`'s routed layer into the engine's `encoder` as one grouped launch:
+    /// `y[t][s] = W[ids[t][s]] x[t]` for its M tokens and top-k slots, X `[M][K]` bf16, the routing
+    /// `[M][top_k]` u32 expert ids (read by the GPU: no host round trip; an id past E gives that
+    /// pair a NaN row), Y `[M][top_k][N]` bf16, each output its expert's exact contract. Each
+    /// touched expert's weights are read once however many pairs chose it. The call (WGSL has
+    /// the exact family only: `Fast` is refused), the experts and every range (inside its buffer,
+    /// long enough, X and Y 2-byte and the routing and global scales 4-byte aligned, Y in a
+    /// buffer of its own) are validated before anything is recorded; nothing is submitted.
+    pub fn record_grouped(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        experts: &WgpuExperts<'_>,
+        x: WgpuRange<'_>,
+        ids: WgpuRange<'_>,
+        y: WgpuRange<'_>,
+        call: &GroupedCall,
+    ) -> Result<()> {
+        let WgpuExperts { packed, scales, global_scales, experts: count, n, k } = *experts;
+        let ranges = [x, packed, scales, global_scales, ids, y];
+        call.check_operands(count, n, k, ranges.map(|r| r.len as usize))?;
+        select_family(call.m(), call.family(), false, KillSwitches::process())?;
+        for ((what, range), align) in GROUPED_OPERANDS.into_iter().zip(ranges).zip([2, 1, 1, 4, 4, 2]) {
+            if range.offset.checked_add(range.len).is_none_or(|end| end > range.buffer.size()) {
+                return Err(Error::RangeOutOfBounds {
+                    what,
+                    offset: range.offset as usize,
+                    len: range.len as usize,
+                    buffer_len: range.buffer.size() as usize,
+                });
+            }
+            if !range.offset.is_multiple_of(align) {
+                return Err(CoreError::Misaligned { what, offset: range.offset as usize, align: align as usize }.into());
+            }
+        }
+        for (what, input) in GROUPED_OPERANDS.into_iter().zip(&ranges[..5]) {
+            if input.buffer == y.buffer {
+                return Err(Error::OutputOverlaps { what, buffer: 0 });
+            }
+        }
+        let (m, top_k) = (call.m(), call.top_k());
+        let read = [2 * m * k, count * n * k / 2, count * n * k / 16, global_scales.len as usize, 4 * m * top_k];
+        let mut inputs = Vec::with_capacity(read.len());
+        for ((what, range), len) in GROUPED_OPERANDS.into_iter().zip(ranges).zip(read) {
+            inputs.push(self.window(what, range.buffer.clone(), range.offset, len as u64)?);
+        }
+        let Ok(inputs) = inputs.try_into() else { unreachable!("five inputs") };
+        let y = self.window("y", y.buffer.clone(), y.offset, (2 * m * top_k * n) as u64)?;
+        let per_expert = global_scales.len != 4;
+        let dims = GroupedDims { m, top_k, experts: count, n, k, per_expert };
+        self.record_grouped_pass(encoder, &dims, inputs, y)
     }
 
     /// Records one dispatch of `kernel` (any registry kernel of the exact family, whatever the

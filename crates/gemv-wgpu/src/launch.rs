@@ -1,5 +1,5 @@
 //! An engine's memory as the engine path takes it: byte ranges of its buffers (wgpu buffers count
-//! bytes), and the weights as two ranges with their shape. The call itself (M, row strides in
+//! bytes), the weights as two ranges with their shape, and a stack of experts as three. The call itself (M, row strides in
 //! elements, family) is a `gemv_core::GemvCall`; `engine.rs` validates and records it.
 
 /// `len` bytes at `offset` of an engine's buffer (which needs `STORAGE` usage).
@@ -28,5 +28,24 @@ pub struct WgpuWeights<'a> {
     /// Weight rows.
     pub n: usize,
     /// Weight columns (a multiple of 16).
+    pub k: usize,
+}
+
+/// A routed layer's experts in an engine's buffers: `E` NVFP4 matrices stacked as `[E][n][k/2]`
+/// packed E2M1 codes and `[E][n][k/16]` E4M3 scale codes, and their global scales as `[E]` f32
+/// (one per expert) or a single f32 (shared). None of the ranges may share a buffer with Y.
+#[derive(Debug, Clone, Copy)]
+pub struct WgpuExperts<'a> {
+    /// `[E][n][k/2]` packed E2M1 codes.
+    pub packed: WgpuRange<'a>,
+    /// `[E][n][k/16]` E4M3 scale codes.
+    pub scales: WgpuRange<'a>,
+    /// `[E]` f32 global scales, or one f32 for every expert (4-byte aligned).
+    pub global_scales: WgpuRange<'a>,
+    /// Experts in the stack.
+    pub experts: usize,
+    /// Rows of each expert.
+    pub n: usize,
+    /// Columns of each expert (a multiple of 16).
     pub k: usize,
 }

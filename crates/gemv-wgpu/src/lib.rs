@@ -16,8 +16,8 @@ mod shader;
 pub use adapter::{ADAPTER_ENV, AdapterChoice};
 pub use backend::WgpuBackend;
 pub use error::WgpuError;
-pub use launch::{WgpuRange, WgpuWeights};
+pub use launch::{WgpuExperts, WgpuRange, WgpuWeights};
 pub use shader::{grouped_shader_source, rows_per_workgroup, shader_source};
 // What an engine's call names beside this crate's own types, so one `use` line suffices.
 pub use gemv_backend::Error;
-pub use gemv_core::{FamilyChoice, GemvCall, Nvfp4Matrix, Nvfp4View};
+pub use gemv_core::{FamilyChoice, GemvCall, GroupedCall, Nvfp4Experts, Nvfp4ExpertsView, Nvfp4Matrix, Nvfp4View};

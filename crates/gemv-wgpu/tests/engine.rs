@@ -8,7 +8,9 @@ use gemv_conformance as conformance;
 use gemv_conformance::skip::{Requirement, skip};
 use gemv_core::{CoreError, gemv_contract, host_threads, kernel_spec};
 // The engine's names, as an engine imports them: from the backend crate alone.
-use gemv_wgpu::{Error, FamilyChoice, GemvCall, WgpuBackend, WgpuRange, WgpuWeights};
+use gemv_wgpu::{
+    Error, FamilyChoice, GemvCall, GroupedCall, Nvfp4Experts, WgpuBackend, WgpuExperts, WgpuRange, WgpuWeights,
+};
 use wgpu::util::DeviceExt;
 
 /// What an engine would do: its own instance, adapter, device and queue.
@@ -253,4 +255,108 @@ fn engine_launches_are_validated_before_anything_is_recorded() {
         backend.record_kernel(&mut encoder, fast, &weights, good_x, good_y, &one),
         Err(Error::UnresolvedKernel { .. })
     ));
+}
+
+/// A routed layer recorded in one call on the engine's buffers: the experts, their global scales
+/// and the routing inside buffers of the engine's own layout at offsets no gemv code chose;
+/// bit-exact with every pair's expert contract, an id past E giving its pair a NaN row, bytes
+/// around Y untouched; bad calls refused before anything is recorded.
+#[test]
+fn an_engine_records_a_routed_layer_in_one_call_bit_exact() {
+    let Some((device, queue, info)) = engine_device() else { return };
+    let backend = WgpuBackend::from_device(device.clone(), queue.clone(), info);
+    let (experts, n, k, m, top_k) = (5, 21, 800, 6, 3);
+    // A global scale of each expert's own.
+    let matrices: Vec<_> = (0..experts)
+        .map(|e| {
+            let view = conformance::matrix(n, k, 40 + e as u64);
+            let view = view.view();
+            let global = view.global_scale() * (1.0 + e as f32 / 8.0);
+            gemv_core::Nvfp4Matrix::from_parts(view.packed().to_vec(), view.scales().to_vec(), global, n, k)
+                .expect("a valid shape")
+        })
+        .collect();
+    let stack = Nvfp4Experts::stack(&matrices).expect("one shape");
+    let view = stack.view();
+    let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
+    let make = |contents: &[u8]| {
+        device.create_buffer_init(&wgpu::util::BufferInitDescriptor { label: None, contents, usage: storage })
+    };
+    // Codes, scales and global scales in one engine buffer.
+    let (packed_at, mut layer) = (8, vec![0x5Au8; 8]);
+    layer.extend_from_slice(view.packed());
+    let scales_at = layer.len() + 12;
+    layer.resize(scales_at, 0x5A);
+    layer.extend_from_slice(view.scales());
+    let globals_at = layer.len().next_multiple_of(4) + 4;
+    layer.resize(globals_at, 0x5A);
+    layer.extend(view.global_scales().iter().flat_map(|g| g.to_le_bytes()));
+    let layer = make(&layer);
+    let x_host = conformance::activations(m, k, 41);
+    let x_at = 34;
+    let mut arena = vec![0u8; x_at];
+    arena.extend_from_slice(bytemuck::cast_slice(&x_host));
+    let arena = make(&arena);
+    // Every token on expert 2 among others, an expert twice in one token's list.
+    let ids: Vec<u32> = vec![2, 0, 4, 2, 1, 1, 2, 3, 0, 4, 2, 3, 2, 2, 0, 1, 4, 2];
+    let ids_at = 12;
+    let mut routing = vec![0u8; ids_at];
+    routing.extend(ids.iter().flat_map(|id| id.to_le_bytes()));
+    let routing = make(&routing);
+    let (y_at, y_len) = (6, 2 * m * top_k * n);
+    let y_buffer = make(&vec![0u8; y_at + y_len + 2]);
+    let range = |buffer, offset: usize, len: usize| WgpuRange { buffer, offset: offset as u64, len: len as u64 };
+    let stacked = WgpuExperts {
+        packed: range(&layer, packed_at, view.packed().len()),
+        scales: range(&layer, scales_at, view.scales().len()),
+        global_scales: range(&layer, globals_at, 4 * experts),
+        experts,
+        n,
+        k,
+    };
+    let (x, y) = (range(&arena, x_at, 2 * m * k), range(&y_buffer, y_at, y_len));
+    let ids_range = range(&routing, ids_at, 4 * ids.len());
+    let call = GroupedCall::new(m, top_k);
+
+    let mut encoder = device.create_command_encoder(&Default::default());
+    let refusals = [
+        backend.record_grouped(&mut encoder, &stacked, x, ids_range, y, &call.with_family(FamilyChoice::Fast)),
+        backend.record_grouped(&mut encoder, &stacked, x, ids_range, range(&y_buffer, y_at, y_len - 2), &call),
+        backend.record_grouped(&mut encoder, &stacked, x, range(&routing, ids_at - 2, 4 * ids.len()), y, &call),
+        backend.record_grouped(&mut encoder, &stacked, x, ids_range, range(&arena, 0, y_len), &call),
+        backend.record_grouped(&mut encoder, &stacked, range(&arena, x_at + 4, 2 * m * k), ids_range, y, &call),
+    ];
+    assert!(refusals[0].is_err(), "wgpu has no fast family");
+    assert!(matches!(refusals[1], Err(Error::Core(CoreError::RangeTooSmall { what: "y", .. }))), "{:?}", refusals[1]);
+    assert!(matches!(refusals[2], Err(Error::Core(CoreError::Misaligned { what: "routing", .. }))));
+    assert!(matches!(refusals[3], Err(Error::OutputOverlaps { what: "x", .. })), "{:?}", refusals[3]);
+    assert!(matches!(refusals[4], Err(Error::RangeOutOfBounds { what: "x", .. })), "{:?}", refusals[4]);
+    backend.record_grouped(&mut encoder, &stacked, x, ids_range, y, &call).expect("recorded");
+    queue.submit([encoder.finish()]);
+    let words = |bytes: &[u8]| -> Vec<u16> {
+        bytes[y_at..y_at + y_len].chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect()
+    };
+    let bytes = read_back(&device, &queue, &y_buffer);
+    let routed = call.routing(&ids, experts).expect("ids below E");
+    let mut expected = vec![0u16; m * top_k * n];
+    gemv_core::grouped_contract(&view, &x_host, &routed, &mut expected, host_threads()).expect("contract");
+    let wrong = expected.iter().zip(words(&bytes)).filter(|(a, b)| **a != *b).count();
+    assert_eq!(wrong, 0, "{wrong} of {} outputs differ from the experts' contracts", expected.len());
+    assert!(bytes[..y_at].iter().chain(&bytes[y_at + y_len..]).all(|&b| b == 0), "wrote outside Y");
+
+    // The GPU reads the routing: an id past E, written by the engine, gives its pair NaN rows.
+    let mut past = ids.clone();
+    past[7] = experts as u32;
+    queue.write_buffer(&routing, ids_at as u64, bytemuck::cast_slice(&past));
+    let mut encoder = device.create_command_encoder(&Default::default());
+    backend.record_grouped(&mut encoder, &stacked, x, ids_range, y, &call).expect("recorded");
+    queue.submit([encoder.finish()]);
+    let found = words(&read_back(&device, &queue, &y_buffer));
+    for (pair, row) in found.chunks_exact(n).enumerate() {
+        if pair == 7 {
+            assert!(row.iter().all(|&v| v == 0x7FC0), "pair 7's id is past E: NaN rows");
+        } else {
+            assert_eq!(row, &expected[pair * n..(pair + 1) * n], "pair {pair}");
+        }
+    }
 }

@@ -2,6 +2,7 @@
 //! single launch's four arguments, the global scales at binding 5, the routing at 6), its
 //! pipelines, and the dispatch of a row block of every (token, slot) pair.
 
+use super::Binding;
 use super::{NAME, WgpuBackend};
 use crate::shader::grouped_shader_source;
 use gemv_backend::{GroupedArgs, Result};
@@ -34,13 +35,24 @@ pub(super) fn grouped_layout_entries(immediates: bool) -> Vec<wgpu::BindGroupLay
     entries
 }
 
+/// What a grouped pass needs beside its bindings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GroupedDims {
+    pub(crate) m: usize,
+    pub(crate) top_k: usize,
+    pub(crate) experts: usize,
+    pub(crate) n: usize,
+    pub(crate) k: usize,
+    /// One global scale per expert (else one for all).
+    pub(crate) per_expert: bool,
+}
+
 impl WgpuBackend {
     /// Validates `args` and records the grouped launch into `encoder`: every argument bound as a
     /// window of its buffer (an input sharing Y's buffer copied first), one workgroup per row
     /// block of every pair.
     pub(super) fn encode_grouped(&self, encoder: &mut wgpu::CommandEncoder, args: &GroupedArgs) -> Result<()> {
         args.validate()?;
-        let spec = grouped_kernel(args.m);
         let (e, n, k) = (args.experts, args.n, args.k);
         let reads = [
             args.x_read(),
@@ -59,40 +71,48 @@ impl WgpuBackend {
                 binding
             });
         }
-        let pairs = (args.m * args.top_k) as u64;
+        let Ok(inputs) = <[Binding; 5]>::try_from(inputs) else { unreachable!("five inputs") };
+        let dims =
+            GroupedDims { m: args.m, top_k: args.top_k, experts: e, n, k, per_expert: args.per_expert_global_scales() };
+        self.record_grouped_pass(encoder, &dims, inputs, y)
+    }
+
+    /// Records one grouped pass over bound windows (X, packed, scales, global scales, routing;
+    /// then Y), validated by the caller: one workgroup per row block of every pair.
+    pub(crate) fn record_grouped_pass(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        dims: &GroupedDims,
+        inputs: [Binding; 5],
+        y: Binding,
+    ) -> Result<()> {
+        let spec = grouped_kernel(dims.m);
+        let GroupedDims { m, top_k, experts, n, k, per_expert } = *dims;
+        let pairs = (m * top_k) as u64;
         let (width, height) = self.dispatch_grid(pairs * (n as u64).div_ceil(spec.rows as u64))?;
-        let per_expert = if args.per_expert_global_scales() { 1u32 << 31 } else { 0 };
+        let per_expert = if per_expert { 1u32 << 31 } else { 0 };
         let params: [u32; GROUPED_PARAMS_WORDS] = [
-            args.m as u32,
+            m as u32,
             n as u32,
             k as u32,
-            args.top_k as u32,
+            top_k as u32,
             (inputs[0].inner / 2) as u32,
             inputs[1].inner as u32,
             inputs[2].inner as u32,
             (y.inner / 2) as u32,
             width as u32,
-            e as u32,
+            experts as u32,
             (inputs[3].inner / 4) as u32 | per_expert,
             (inputs[4].inner / 4) as u32,
         ];
         let pipeline = self.cached_pipeline(spec.name, &self.grouped_pipeline_layout, || {
             grouped_shader_source(spec, self.immediates)
         })?;
-        let [x, packed, scales, global_scales, routing] = [0, 1, 2, 3, 4].map(|i| &inputs[i]);
+        let [x, packed, scales, global_scales, routing] = &inputs;
         let bindings = [(0, x), (1, packed), (2, scales), (3, &y), (5, global_scales), (6, routing)];
         let layout = (&pipeline, &self.grouped_layout);
         self.record_pass(encoder, spec.name, layout, &bindings, &params, (width, height), None)?;
-        tracing::trace!(
-            kernel = spec.name,
-            m = args.m,
-            top_k = args.top_k,
-            n,
-            k,
-            experts = e,
-            backend = NAME,
-            "grouped dispatch"
-        );
+        tracing::trace!(kernel = spec.name, m, top_k, n, k, experts, backend = NAME, "grouped dispatch");
         Ok(())
     }
 }
