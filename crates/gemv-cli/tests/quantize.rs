@@ -362,3 +362,88 @@ fn layers_left_unquantized_are_named_with_their_reason_and_excluded_in_the_confi
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("quantized lm_head.weight [24, 48] F32 -> NVFP4"), "{stderr}");
 }
+
+/// A mixture-of-experts checkpoint as Hugging Face and ModelOpt name it: per-expert projections
+/// quantized under their own names, each expert's gate and up sharing a global scale (not the
+/// experts of a layer), down its own, the router and the shared expert's gate left float and
+/// excluded in the serving config; then `gemv run --routing` over the experts gives each pair its
+/// expert's contract.
+#[test]
+fn an_moe_checkpoint_keeps_modelopt_names_and_shared_scales_and_runs_routed() {
+    let dir = Dir::new("quantize-moe");
+    let model = dir.path("model.safetensors");
+    let mlp = "model.layers.0.mlp";
+    let experts = 3;
+    let scaled = |s: f32| -> Vec<f32> { weights().iter().map(|v| v * s).collect() };
+    // Expert e: gate (1 + e) x, up 2 (1 + e) x, down 3 x.
+    let mut tensors: Vec<(String, Vec<usize>, Vec<f32>)> = Vec::new();
+    for e in 0..experts {
+        let factor = 1.0 + e as f32;
+        for (leaf, s) in [("gate_proj", factor), ("up_proj", 2.0 * factor), ("down_proj", 3.0)] {
+            tensors.push((format!("{mlp}.experts.{e}.{leaf}.weight"), vec![N, K], scaled(s)));
+        }
+    }
+    tensors.push((format!("{mlp}.gate.weight"), vec![experts, K], scaled(1.0)[..experts * K].to_vec()));
+    tensors.push((format!("{mlp}.shared_expert_gate.weight"), vec![1, K], scaled(1.0)[..K].to_vec()));
+    tensors.push((format!("{mlp}.shared_expert.up_proj.weight"), vec![N, K], scaled(0.5)));
+    let bytes: Vec<Vec<u8>> = tensors.iter().map(|(_, _, v)| f32_bytes(v)).collect();
+    let listed: Vec<(&str, &str, Vec<usize>, Vec<u8>)> = tensors
+        .iter()
+        .zip(&bytes)
+        .map(|((name, shape, _), bytes)| (name.as_str(), "F32", shape.clone(), bytes.clone()))
+        .collect();
+    write_safetensors(&model, &listed);
+    let out = dir.path("nvfp4.safetensors");
+    let (code, stderr) =
+        gemv(&["quantize", "--input", model.to_str().unwrap(), "--output", out.to_str().unwrap(), "--hf-quant-config"]);
+    assert_eq!(code, 0, "{stderr}");
+    let amax = weights().iter().fold(0f32, |a, v| a.max(v.abs()));
+    let global = |s: f32| s * amax / (6.0 * 448.0);
+    for e in 0..experts {
+        let factor = 1.0 + e as f32;
+        let scale_of = |leaf: &str| read_scalar(&out, &format!("{mlp}.experts.{e}.{leaf}.weight_scale_2"));
+        assert_eq!(scale_of("gate_proj"), global(2.0 * factor), "expert {e}'s gate shares its up's scale");
+        assert_eq!(scale_of("up_proj"), global(2.0 * factor), "expert {e}");
+        assert_eq!(scale_of("down_proj"), global(3.0), "expert {e}'s down keeps its own");
+    }
+    let (header, _) = read_y(&out);
+    let header: serde_json::Value = serde_json::from_str(&header).expect("JSON header");
+    for router in [format!("{mlp}.gate.weight"), format!("{mlp}.shared_expert_gate.weight")] {
+        assert_eq!(header[&router]["dtype"], "F32", "{router} stays float: {header}");
+    }
+    assert_eq!(header[format!("{mlp}.shared_expert.up_proj.weight")]["dtype"], "U8", "the shared expert is quantized");
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path("hf_quant_config.json")).expect("config")).expect("JSON");
+    let excluded = config["quantization"]["exclude_modules"].as_array().expect("a list");
+    for module in [format!("{mlp}.gate"), format!("{mlp}.shared_expert_gate")] {
+        assert!(excluded.iter().any(|m| *m == module), "{module} not in {excluded:?}");
+    }
+
+    // The experts' up projections as a routed layer: two tokens, two experts each.
+    let (m, top_k) = (2, 2);
+    let x = dir.path("x.safetensors");
+    write_safetensors(&x, &[("x", "BF16", vec![m, K], bf16_bytes(&activations(m)))]);
+    let ids: [i64; 4] = [2, 0, 1, 2];
+    let routing = dir.path("routing.safetensors");
+    let id_bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_le_bytes()).collect();
+    write_safetensors(&routing, &[("routing", "I64", vec![m, top_k], id_bytes)]);
+    let y = dir.path("y.safetensors");
+    let mut args = run_args(&out, &format!("{mlp}.experts.{{i}}.up_proj"), &x, y.to_str().unwrap());
+    args.extend(["--routing".to_string(), routing.to_string_lossy().into_owned()]);
+    let (code, stderr) = gemv(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 0, "{stderr}");
+    let x_bits: Vec<u16> = activations(m).iter().map(|&v| f32_to_bf16(v)).collect();
+    let mut expected = Vec::new();
+    for (pair, &e) in ids.iter().enumerate() {
+        let factor = 1.0 + e as f32;
+        // The expert's up projection as the quantizer made it, with the shared global scale.
+        let up =
+            gemv_core::quantize_f32_with_amax(&scaled(2.0 * factor), N, K, 2.0 * factor * amax).expect("quantizes");
+        let mut row = vec![0u16; N];
+        gemv_contract(&up.view(), &x_bits[(pair / top_k) * K..][..K], 1, &mut row, 1).expect("contract");
+        expected.extend(row);
+    }
+    let (header, found) = read_y(&y);
+    assert!(header.contains(&format!("\"shape\":[{m},{top_k},{N}]")), "{header}");
+    assert_eq!(found, expected, "each pair its expert's contract");
+}

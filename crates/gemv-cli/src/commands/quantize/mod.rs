@@ -1,9 +1,11 @@
 //! `gemv quantize`: 2-D BF16/F16/F32 tensors to ModelOpt NVFP4 (`T` U8, `T_scale` F8_E4M3,
 //! `T_scale_2` F32), everything else copied unchanged.
 //!
-//! As ModelOpt's export does: the output head and embeddings stay unquantized by default, and
-//! the projections an engine fuses into one GEMM (`q_proj`/`k_proj`/`v_proj`, `gate_proj`/
-//! `up_proj` of one parent) share one global scale, from the largest magnitude among them.
+//! As ModelOpt's export does: the output head, the embeddings and a mixture of experts' routers
+//! stay unquantized by default, and the projections an engine fuses into one GEMM (`q_proj`/
+//! `k_proj`/`v_proj`, `gate_proj`/`up_proj` of one parent: of one expert, where a mixture of
+//! experts names them `experts.{i}.gate_proj`) share one global scale, from the largest magnitude
+//! among them.
 //!
 //! The input may be sharded; the output is one file (a `.safetensors` path) or a new directory
 //! of shards mirroring the input's files plus `model.safetensors.index.json`. A directory output
@@ -49,18 +51,21 @@ pub struct QuantizeOptions {
     #[arg(long)]
     pub output: std::path::PathBuf,
     /// Comma-separated tensors to quantize (default: every 2-D float tensor whose second
-    /// dimension is a multiple of 16, except the output head and embeddings, `*lm_head*` and
-    /// `*embed*`, and what --exclude names; each linear layer left unquantized is named with
-    /// its reason and listed as unquantized in the serving configs). An input that already
-    /// holds NVFP4 tensors is refused unless this names what to quantize.
+    /// dimension is a multiple of 16, except the output head, the embeddings and a mixture of
+    /// experts' routers, as ModelOpt leaves them (`*lm_head*`, `*embed*`, `*mlp.gate.*`,
+    /// `*block_sparse_moe.gate*`, `*shared_expert_gate*`, `*router*`), and what --exclude names;
+    /// each linear layer left unquantized is named with its reason and listed as unquantized in
+    /// the serving configs). An input that already holds NVFP4 tensors is refused unless this
+    /// names what to quantize.
     #[arg(long, value_delimiter = ',')]
     pub names: Vec<String>,
     /// Leave tensors matching this pattern unquantized (`*` matches any run of characters;
-    /// repeatable), e.g. `--exclude '*.mlp.gate.weight'`.
+    /// repeatable), e.g. `--exclude '*.self_attn.o_proj.*'`.
     #[arg(long)]
     pub exclude: Vec<String>,
     /// Give every projection its own global scale, instead of one shared by those engines
-    /// fuse (q_proj/k_proj/v_proj and gate_proj/up_proj of one parent), as ModelOpt does.
+    /// fuse (q_proj/k_proj/v_proj and gate_proj/up_proj of one parent: of one expert, in a
+    /// mixture of experts), as ModelOpt does.
     #[arg(long)]
     pub no_shared_scale: bool,
     /// For a single-file output, also write hf_quant_config.json beside it (ModelOpt's:

@@ -6,9 +6,13 @@ use crate::error::CliError;
 use crate::mapped::MappedCheckpoint;
 use crate::safetensors::Dtype;
 
-/// Left unquantized unless named in `--names`, as ModelOpt leaves them: the output head and the
-/// embeddings.
-pub const DEFAULT_EXCLUDES: [&str; 2] = ["*lm_head*", "*embed*"];
+/// Left unquantized unless named in `--names`, as ModelOpt leaves them: the output head, the
+/// embeddings, and a mixture of experts' routers (`mlp.gate`, not `gate_proj`; Mixtral's
+/// `block_sparse_moe.gate`; Qwen's `shared_expert_gate`; any `router`), whose logits pick the
+/// experts. The experts themselves (`experts.{i}.gate_proj`, ...) are quantized like any
+/// projection, each expert's gate and up sharing a global scale.
+pub const DEFAULT_EXCLUDES: [&str; 6] =
+    ["*lm_head*", "*embed*", "*mlp.gate.*", "*block_sparse_moe.gate*", "*shared_expert_gate*", "*router*"];
 
 /// Projection names that engines fuse into one GEMM, by the fused group they belong to.
 const FUSED: [(&str, &[&str]); 2] = [("qkv", &["q_proj", "k_proj", "v_proj"]), ("gate_up", &["gate_proj", "up_proj"])];
@@ -180,5 +184,23 @@ mod tests {
         assert_eq!(fused_group("model.layers.3.mlp.up_proj.weight").map(|g| g.1), Some("gate_up"));
         assert_eq!(fused_group("model.layers.3.mlp.down_proj.weight"), None);
         assert_eq!(fused_group("q_proj.weight"), None, "no parent");
+        // Each expert's gate and up share a scale, not the experts of a layer.
+        let expert = |e: usize, leaf: &str| fused_group(&format!("model.layers.1.mlp.experts.{e}.{leaf}.weight"));
+        assert_eq!(expert(7, "gate_proj"), Some(("model.layers.1.mlp.experts.7".into(), "gate_up")));
+        assert_eq!(expert(7, "gate_proj"), expert(7, "up_proj"));
+        assert_ne!(expert(7, "gate_proj"), expert(8, "gate_proj"));
+        // The routers stay float; the experts' projections do not match.
+        let excluded = |name: &str| DEFAULT_EXCLUDES.iter().any(|p| matches(p, name));
+        for router in [
+            "model.layers.1.mlp.gate.weight",
+            "model.layers.1.block_sparse_moe.gate.weight",
+            "model.layers.1.mlp.shared_expert_gate.weight",
+            "model.layers.1.feed_forward.router.weight",
+        ] {
+            assert!(excluded(router), "{router}");
+        }
+        for projection in ["model.layers.1.mlp.experts.0.gate_proj.weight", "model.layers.1.mlp.gate_proj.weight"] {
+            assert!(!excluded(projection), "{projection}");
+        }
     }
 }
