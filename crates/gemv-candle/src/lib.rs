@@ -12,6 +12,10 @@
 //! - on the CPU, gemv's CPU backend computes the exact contract, the bits the exact CUDA family
 //!   writes.
 //!
+//! [`Nvfp4RoutedExperts`] is a routed mixture-of-experts layer: a stack of experts and, per
+//! token, the ids its router chose (a u32 tensor on the same device, read by the GPU on CUDA);
+//! [`Nvfp4RoutedExperts::forward`] is one grouped launch that reads each touched expert once.
+//!
 //! ```no_run
 //! use candle_core::{DType, Device, Tensor};
 //! use candle_core::safetensors::MmapedSafetensors;
@@ -29,12 +33,14 @@
 //! ```
 #![warn(missing_docs)]
 
+mod experts;
 mod linear;
 mod load;
 mod op;
 mod placement;
 
-pub use gemv_core::{FamilyChoice, Nvfp4Layout};
+pub use experts::Nvfp4RoutedExperts;
+pub use gemv_core::{FamilyChoice, Nvfp4Experts, Nvfp4ExpertsView, Nvfp4Layout};
 pub use linear::Nvfp4Linear;
 pub use load::{TensorSource, nvfp4_linear};
 #[cfg(feature = "cuda")]

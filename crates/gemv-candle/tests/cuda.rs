@@ -64,3 +64,30 @@ fn layers_on_one_device_load_the_kernels_once() {
         assert!(found.iter().zip(&expected).all(|(a, b)| a.to_bits() == b.to_bits()), "layer {seed}");
     }
 }
+
+/// A routed layer on the CUDA device (the routing a u32 tensor the GPU reads) writes the CPU
+/// path's bits for every (token, slot), at M = 1 and 16.
+#[test]
+fn the_routed_layer_on_cuda_writes_the_cpu_paths_bits() {
+    let device = match Device::new_cuda(0) {
+        Ok(device) => device,
+        Err(error) => return skip(Requirement::CudaGpu, &format!("no CUDA device for candle: {error}")),
+    };
+    let (experts, n, k, top_k) = (16, 1536, 2048, 4);
+    let matrices: Vec<_> = (0..experts).map(|e| matrix(n, k, 300 + e as u64)).collect();
+    let stack = gemv_candle::Nvfp4Experts::stack(&matrices).expect("one shape");
+    let cpu = gemv_candle::Nvfp4RoutedExperts::new(&stack.view(), &Device::Cpu).expect("cpu layer");
+    let gpu = gemv_candle::Nvfp4RoutedExperts::new(&stack.view(), &device).expect("cuda layer");
+    for m in [1, 16] {
+        let x: Vec<bf16> = activations(m, k, 301).into_iter().map(bf16::from_bits).collect();
+        let ids: Vec<u32> = (0..m * top_k).map(|i| ((i * 7 + i / top_k) % experts) as u32).collect();
+        let x_cpu = Tensor::from_vec(x, (m, k), &Device::Cpu).expect("x");
+        let ids_cpu = Tensor::from_vec(ids, (m, top_k), &Device::Cpu).expect("ids");
+        let expected = cpu.forward(&x_cpu, &ids_cpu).expect("cpu").flatten_all().unwrap().to_vec1::<bf16>().unwrap();
+        let found =
+            gpu.forward(&x_cpu.to_device(&device).unwrap(), &ids_cpu.to_device(&device).unwrap()).expect("cuda");
+        let found = found.to_device(&Device::Cpu).unwrap().flatten_all().unwrap().to_vec1::<bf16>().unwrap();
+        let differ = found.iter().zip(&expected).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+        assert_eq!(differ, 0, "M = {m}: {differ} of {} values differ from the CPU path", m * top_k * n);
+    }
+}
