@@ -253,6 +253,10 @@ fn bench_rejects_bad_arguments_with_exit_2() {
         (vec!["bench", "--peak-gbps", "NaN"], "finite number of GB/s above 0"),
         (vec!["bench", "--backend", "host", "--shape", "1000000x1000000"], "of memory and"),
         (vec!["bench", "--backend", "host", "--cold-mb", "1048576"], "of device buffers in host memory"),
+        // Options of the --shape runs that --moe would otherwise ignore.
+        (vec!["bench", "--moe", "4,2,64,1024", "--json"], "--json: applies to the --shape runs"),
+        (vec!["bench", "--moe", "4,2,64,1024", "--tier", "plan"], "--tier"),
+        (vec!["bench", "--moe", "4,2,64,1024", "--family", "fast"], "--family"),
     ] {
         let (code, _, stderr) = gemv(&args);
         assert_eq!(code, 2, "{args:?}: {stderr}");

@@ -257,6 +257,20 @@ pub fn run(options: &BenchOptions, out: &mut dyn Write) -> Result<bool, CliError
                 .into(),
         });
     }
+    if !options.moe.is_empty() {
+        let ignored = [
+            ("--json", options.json),
+            ("--plot", options.plot.is_some()),
+            ("--tier", !options.tiers.is_empty()),
+            ("--family", !options.families.is_empty()),
+        ];
+        if let Some((argument, _)) = ignored.iter().find(|(_, given)| *given) {
+            return Err(CliError::BadArgument {
+                argument,
+                reason: "applies to the --shape runs; --moe prints its own table of the exact family".into(),
+            });
+        }
+    }
     let backend = open(options.backend).map_err(CliError::BackendUnavailable)?;
     let info = backend.device_info();
     let tiers = ResolvedTiers::resolve(backend.as_ref(), KillSwitches::process());
