@@ -3,7 +3,7 @@
 
 use crate::activations::{Activations, passes};
 use crate::arrangements::Arranged;
-use crate::kernels::{finish, tile_partials, tokens_per_pass};
+use crate::kernels::{PRODUCT_TILES, finish, tile_partials, tokens_per_pass};
 #[cfg(target_arch = "x86_64")]
 use crate::kernels::{tile_partials_pairs, tile_partials_products};
 use crate::layout::{READ_PAST, TILE_ROWS};
@@ -69,10 +69,6 @@ pub(crate) fn prepare(
     };
     (path, activations)
 }
-
-/// Tiles one pass of the products kernel covers: each activation's products, made once, serve
-/// all their rows.
-const PRODUCT_TILES: usize = 4;
 
 /// The tiles of `tiles` in the steps a pass on `path` takes: [`PRODUCT_TILES`] at a time on the
 /// products kernel (fewer at the end), one at a time otherwise.

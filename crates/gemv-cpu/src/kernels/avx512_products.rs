@@ -13,20 +13,18 @@
 //! `fma(+0, ±0, a) = a`, a partial never being -0.
 //!
 //! Against the AVX-512F kernel (a permute, a multiply and a multiply-add per 16 weights) the
-//! multiply is shared by [`TILES`] tiles (docs/cpu.md has the measured effect). Four tiles'
+//! multiply is shared by [`PRODUCT_TILES`] tiles (docs/cpu.md has the measured effect). Four tiles'
 //! accumulators, scales and words fit the registers only one group at a time, so the chains
 //! rest in the partials between blocks and each block is read once, front to back.
 
 // Tile and group indices address several arrays at once in these loops.
 #![allow(clippy::needless_range_loop)]
 
+use super::PRODUCT_TILES;
 use super::avx512::{decode_scales, store_partials};
 use crate::layout::{BLOCK_BYTES, BLOCK_GROUPS, CHUNKS, Geometry, READ_PAST, TILE_ROWS, word_offset};
 use gemv_core::{GROUP_SIZE, PARTIALS};
 use std::arch::x86_64::*;
-
-/// The most tiles one pass covers.
-pub(crate) const TILES: usize = 4;
 
 /// Runs chunk by chunk over `N` tiles at once, block by block within a chunk and group by group
 /// within a block, and writes the token's 64 partials of each tile (`partials[tile][l][row]`),
@@ -139,7 +137,10 @@ unsafe fn pass<const N: usize>(
     }
 }
 
-/// The 64 partials of one token for each of `tiles` (1 to [`TILES`]; see [`pass`]).
+// `tile_partials` has a pass for each count of tiles up to this.
+const _: () = assert!(PRODUCT_TILES == 4);
+
+/// The 64 partials of one token for each of `tiles` (1 to [`PRODUCT_TILES`]; see [`pass`]).
 ///
 /// # Safety
 /// The CPU must support AVX-512F; `tiles`, `x` and `partials` as for [`pass`].

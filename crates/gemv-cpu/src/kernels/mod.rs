@@ -26,6 +26,10 @@ use crate::layout::{Geometry, READ_PAST, TILE_ROWS};
 use crate::simd::SimdPath;
 pub(crate) use gemv_core::codec::e4m3_table;
 
+/// Tiles one pass of the products kernel covers (at most): each activation's products, made once,
+/// serve all their rows.
+pub(crate) const PRODUCT_TILES: usize = 4;
+
 /// Calls `$pass::<T, P>($args)` for a pass of `$tokens` tokens, choosing from the `(T, P)` pairs
 /// listed: `T` tokens share each decoded weight and `P` groups of a block advance together, so
 /// `T x P` chains are in flight (each kernel lists what fits its registers).
@@ -149,7 +153,7 @@ pub(crate) fn tile_partials_products(
     x: &[f32],
     partials: &mut [f32],
 ) {
-    assert!((1..=avx512_products::TILES).contains(&tiles.len()), "1 to 4 tiles a pass");
+    assert!((1..=PRODUCT_TILES).contains(&tiles.len()), "1 to {PRODUCT_TILES} tiles a pass");
     assert!(tiles.iter().all(|tile| tile.len() >= geometry.tile_bytes() + READ_PAST), "whole tiles and the bytes past");
     assert!(x.len() >= geometry.padded_k() && partials.len() >= tiles.len() * gemv_core::PARTIALS * TILE_ROWS);
     assert!(std::arch::is_x86_feature_detected!("avx512f"), "the products kernel on a CPU without AVX-512F");
