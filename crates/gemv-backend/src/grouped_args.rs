@@ -2,7 +2,7 @@
 //! buffers, the routing read from device memory (no host round trip).
 
 use crate::{BufferRange, Error, Result};
-use gemv_core::{CoreError, GROUPED_OPERANDS, GroupedCall};
+use gemv_core::{CoreError, GROUPED_ALIGNMENTS, GROUPED_OPERANDS, GroupedCall};
 
 /// `Y[t][s] = contract(W[ids[t][s]], X[t])` for every token t < m and slot s < top_k, in one launch.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -46,7 +46,7 @@ impl GroupedArgs {
     pub fn validate(&self) -> Result<()> {
         let ranges = [self.x, self.packed, self.scales, self.global_scales, self.routing, self.y];
         GroupedCall::new(self.m, self.top_k).check_operands(self.experts, self.n, self.k, ranges.map(|r| r.len))?;
-        for ((what, range), align) in GROUPED_OPERANDS.into_iter().zip(ranges).zip([2, 1, 1, 4, 4, 2]) {
+        for ((what, range), align) in GROUPED_OPERANDS.into_iter().zip(ranges).zip(GROUPED_ALIGNMENTS) {
             range.check_bounds(what)?;
             if !range.offset.is_multiple_of(align) {
                 return Err(CoreError::Misaligned { what, offset: range.offset, align }.into());

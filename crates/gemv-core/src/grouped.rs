@@ -59,6 +59,10 @@ impl GroupedCall {
 /// routing, Y.
 pub const GROUPED_OPERANDS: [&str; 6] = ["x", "packed", "scales", "global_scales", "routing", "y"];
 
+/// The byte alignment each operand of a grouped launch needs, in [`GROUPED_OPERANDS`] order: bf16
+/// X and Y 2, the byte codes 1, the f32 global scales and u32 routing 4.
+pub const GROUPED_ALIGNMENTS: [usize; 6] = [2, 1, 1, 4, 4, 2];
+
 impl GroupedCall {
     /// Checks a grouped launch of this call over `experts` experts of `n` x `k` (N, K valid; E,
     /// M and top-k at least 1) against the byte lengths of its operands

@@ -15,8 +15,8 @@ use crate::backend::{GroupedDims, WgpuBackend};
 use crate::launch::{WgpuExperts, WgpuRange, WgpuWeights};
 use gemv_backend::{Error, GpuBackend, KernelHandle, Result, resolved_spec};
 use gemv_core::{
-    CoreError, GROUPED_OPERANDS, GemvCall, GemvShape, GroupedCall, KernelSpec, KillSwitches, LaunchShape, Operand,
-    select_family,
+    CoreError, GROUPED_ALIGNMENTS, GROUPED_OPERANDS, GemvCall, GemvShape, GroupedCall, KernelSpec, KillSwitches,
+    LaunchShape, Operand, select_family,
 };
 
 impl WgpuBackend {
@@ -78,7 +78,7 @@ impl WgpuBackend {
         let ranges = [x, packed, scales, global_scales, ids, y];
         call.check_operands(count, n, k, ranges.map(|r| r.len as usize))?;
         select_family(call.m(), call.family(), false, KillSwitches::process())?;
-        for ((what, range), align) in GROUPED_OPERANDS.into_iter().zip(ranges).zip([2, 1, 1, 4, 4, 2]) {
+        for ((what, range), align) in GROUPED_OPERANDS.into_iter().zip(ranges).zip(GROUPED_ALIGNMENTS) {
             if range.offset.checked_add(range.len).is_none_or(|end| end > range.buffer.size()) {
                 return Err(Error::RangeOutOfBounds {
                     what,
@@ -87,8 +87,8 @@ impl WgpuBackend {
                     buffer_len: range.buffer.size() as usize,
                 });
             }
-            if !range.offset.is_multiple_of(align) {
-                return Err(CoreError::Misaligned { what, offset: range.offset as usize, align: align as usize }.into());
+            if !range.offset.is_multiple_of(align as u64) {
+                return Err(CoreError::Misaligned { what, offset: range.offset as usize, align }.into());
             }
         }
         for (what, input) in GROUPED_OPERANDS.into_iter().zip(&ranges[..5]) {
