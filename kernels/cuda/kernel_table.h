@@ -38,3 +38,9 @@
     X(w4a16_grouped_batch2_ring3_r2_b2, 2, 2, 2, 3) \
     X(w4a16_grouped_batch4_ring2_r2_b1, 4, 2, 1, 2) \
     X(w4a16_grouped_batch8_ring2_r2_b1, 8, 2, 1, 2)
+
+// The fast family's grouped kernels: name, 8-token mma tiles, rows per warp, blocks per SM the
+// registers must allow.
+#define GEMV_FAST_GROUPED_KERNELS(X) \
+    X(w4a16_fast_grouped_m8, 1, 2, 2) \
+    X(w4a16_fast_grouped_m16, 2, 2, 1)

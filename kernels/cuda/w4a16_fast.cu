@@ -26,6 +26,7 @@
 //
 // Layout (ModelOpt NVFP4): packed[n][K/2], even k in the low nibble; scales[n][K/16] E4M3.
 #include "gemv_portable.cuh"
+#include "gemv_routing.cuh"
 
 namespace gemv_fast {
 
@@ -223,21 +224,33 @@ __device__ __forceinline__ void prefetch_chunk(const gemv_u8* const (&rows)[2], 
     gemv_prefetch_l2(rows[1] + offset);
 }
 
-// One block: rows row0 .. row0 + 15 for tokens 0 .. m - 1 (m <= 8 * TILES).
-template <int TILES, int FAULT>
-__device__ __forceinline__ void fast_entry(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
-                                           float global_scale, int m, int n, int k, int x_stride, int y_stride) {
+// Every E4M3 code's scale pair, decoded once per block into `table` (a lookup in the loop costs
+// one shared load where the decode costs about seven instructions per code).
+template <class Table>
+__device__ __forceinline__ void fill_scale_table(Table& table, int tid) {
+    static_assert(kThreadsPerBlock == 256, "one thread per E4M3 code fills the scale table");
+    table[tid] = scale_pair((gemv_u32)tid | ((gemv_u32)tid << 8));
+    __syncthreads();
+}
+
+// One block's rows row0 .. row0 + 15 of one matrix for its tokens 0 .. m - 1 (m <= 8 * TILES), X
+// and Y rows where `token_rows` puts them (x16: every token row 16-byte aligned), the scale
+// table filled. Ends with the block's partials read: a caller that runs it again first waits at a
+// barrier.
+template <int TILES, int FAULT, class TokenRows, class Table>
+__device__ __forceinline__ void fast_tile(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
+                                          float global_scale, int m, int n, int k, const TokenRows& token_rows,
+                                          bool x16, const Table& scale_table, int row0) {
     const int tid = (int)threadIdx.x;
     const int warp = tid / kWarp;
     const int lane = tid % kWarp;
     const int g = lane / 4;
     const int t = lane % 4;
-    const int row0 = (int)blockIdx.x * kTileRows;
     Loads loads;
     loads.packed16 = (((gemv_u64)packed) & 15u) == 0u && (k / 2) % 16 == 0;
     loads.packed8 = (((gemv_u64)packed) & 7u) == 0u;
     loads.scales2 = (((gemv_u64)scales) & 1u) == 0u && (k / 16) % 2 == 0;
-    loads.x16 = (((gemv_u64)x) & 15u) == 0u && x_stride % 8 == 0;  // every token row 16-byte aligned
+    loads.x16 = x16;
     const int groups = k / 16;
     // The lane's rows (past N: row N - 1, loaded and never stored) and tokens (past M: none).
     const gemv_u8* rows[2];
@@ -252,14 +265,8 @@ __device__ __forceinline__ void fast_entry(const gemv_u16* x, const gemv_u8* pac
 #pragma unroll
     for (int i = 0; i < TILES; ++i) {
         const int token = g + kTileTokens * i;
-        xs[i] = token < m ? x + (gemv_u64)token * (gemv_u64)x_stride : nullptr;
+        xs[i] = token < m ? token_rows.x_row(x, token) : nullptr;
     }
-    // Every E4M3 code's scale pair, decoded once per block (a lookup in the loop costs one
-    // shared load where the decode costs about seven instructions per code).
-    GEMV_SHARED(gemv_u32, scale_table, 256);
-    scale_table[tid] = scale_pair((gemv_u32)tid | ((gemv_u32)tid << 8));
-    static_assert(kThreadsPerBlock == 256, "one thread per E4M3 code fills the scale table");
-    __syncthreads();
     float acc[TILES][4];
 #pragma unroll
     for (int i = 0; i < TILES; ++i)
@@ -310,8 +317,50 @@ __device__ __forceinline__ void fast_entry(const gemv_u16* x, const gemv_u8* pac
         total = __fadd_rn(total, partials[((w * TILES + tile) * 4 + element) * kWarp + source_lane]);
     }
     if (token < m && row0 + r < n) {
-        store_global(y + (gemv_u64)token * (gemv_u64)y_stride + (gemv_u64)(row0 + r),
+        store_global(token_rows.y_row(y, token) + (row0 + r),
                      gemv_f32_to_bf16(__fmul_rn(__fmul_rn(total, kOutputScale), global_scale)));
+    }
+}
+
+// A single launch's block: rows 16 b .. 16 b + 15 for tokens 0 .. m - 1 (m <= 8 * TILES).
+template <int TILES, int FAULT>
+__device__ __forceinline__ void fast_entry(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
+                                           float global_scale, int m, int n, int k, int x_stride, int y_stride) {
+    GEMV_SHARED(gemv_u32, scale_table, 256);
+    fill_scale_table(scale_table, (int)threadIdx.x);
+    const bool x16 = (((gemv_u64)x) & 15u) == 0u && x_stride % 8 == 0;  // every token row 16-byte aligned
+    fast_tile<TILES, FAULT>(x, packed, scales, y, global_scale, m, n, k, gemv_routing::StridedRows{x_stride, y_stride},
+                            x16, scale_table, (int)blockIdx.x * kTileRows);
+}
+
+// A grouped launch's block (gemv_routing.cuh): 16 rows of one expert for every pair routed to it,
+// 8 * TILES pairs at a time. Each pair's token sits in one column of the tile, whose bits depend
+// on that column's activations alone: every output is the expert's single launch's, bit for bit.
+template <int TILES>
+__device__ __forceinline__ void fast_grouped_entry(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales,
+                                                   gemv_u16* y, const float* global_scales, int per_expert_scales,
+                                                   const gemv_u32* routing, int experts, int pairs, int top_k, int n,
+                                                   int k) {
+    const int tid = (int)threadIdx.x;
+    const int row_blocks = (n + kTileRows - 1) / kTileRows;
+    const int pair = (int)blockIdx.x / row_blocks;
+    const int row0 = ((int)blockIdx.x % row_blocks) * kTileRows;
+    GEMV_SHARED(int, tokens, gemv_routing::kMaxGroupedPairs);
+    GEMV_SHARED(int, pair_rows, gemv_routing::kMaxGroupedPairs);
+    gemv_u32 expert;
+    const int count = gemv_routing::route_block<kThreadsPerBlock>(routing, experts, pairs, top_k, pair, y, n, row0,
+                                                                  kTileRows, tokens, pair_rows, tid, expert);
+    if (count == 0) return;
+    GEMV_SHARED(gemv_u32, scale_table, 256);
+    fill_scale_table(scale_table, tid);
+    const gemv_u64 matrix = (gemv_u64)expert * (gemv_u64)n * (gemv_u64)k;
+    const float global_scale = __ldg(global_scales + (per_expert_scales ? expert : 0u));
+    const bool x16 = (((gemv_u64)x) & 15u) == 0u && k % 8 == 0;
+    for (int first = 0; first < count; first += kTileTokens * TILES) {
+        if (first > 0) __syncthreads();  // the last chunk's partials are read before they are rewritten
+        const int m = count - first < kTileTokens * TILES ? count - first : kTileTokens * TILES;
+        fast_tile<TILES, kNone>(x, packed + matrix / 2, scales + matrix / 16, y, global_scale, m, n, k,
+                                gemv_routing::GatheredRows{&tokens, &pair_rows, first, k, n}, x16, scale_table, row0);
     }
 }
 
@@ -329,3 +378,16 @@ __device__ __forceinline__ void fast_entry(const gemv_u16* x, const gemv_u8* pac
     }
 
 GEMV_FAST_KERNELS(GEMV_DEFINE_FAST_ENTRY)
+
+// The grouped entries (a routed mixture-of-experts layer), from gemv_core::GROUPED_KERNELS: name,
+// tiles of 8 tokens, rows per warp, blocks per SM the registers must allow.
+#define GEMV_DEFINE_FAST_GROUPED_ENTRY(name, tiles, rows, min_blocks)                                            \
+    GEMV_KERNEL(name, gemv_fast::kThreadsPerBlock, min_blocks)                                                   \
+    (const gemv_u16* __restrict__ x, const gemv_u8* __restrict__ packed, const gemv_u8* __restrict__ scales,     \
+     gemv_u16* __restrict__ y, const float* __restrict__ global_scales, int per_expert_scales,                   \
+     const gemv_u32* __restrict__ routing, int experts, int pairs, int top_k, int n, int k) {                   \
+        gemv_fast::fast_grouped_entry<tiles>(x, packed, scales, y, global_scales, per_expert_scales, routing,     \
+                                             experts, pairs, top_k, n, k);                                       \
+    }
+
+GEMV_FAST_GROUPED_KERNELS(GEMV_DEFINE_FAST_GROUPED_ENTRY)

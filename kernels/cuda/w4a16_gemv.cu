@@ -28,6 +28,7 @@
 //
 // Layout (ModelOpt NVFP4): packed[n][K/2], even k in the low nibble; scales[n][K/16] E4M3.
 #include "gemv_portable.cuh"
+#include "gemv_routing.cuh"
 
 namespace gemv {
 #ifdef GEMV_SCALES_BY_CVT
@@ -72,17 +73,9 @@ constexpr gemv_u32 kHalfPairTwoTo15 = 0x78007800u;  // binary16 (2^15, 2^15)
 // The common path `cargo xtask sass` counts (GEMV_ON_COMMON_PATH, gemv_portable.cuh): 16-byte
 // aligned weights, whole passes, |x| < 2^(128 - S).
 
-// Where a launch's token t reads X and writes Y: rows of its own X and Y, `t * stride` elements in.
-struct StridedRows {
-    int x_stride;
-    int y_stride;
-    __device__ __forceinline__ const gemv_u16* x_row(const gemv_u16* x, int t) const {
-        return x + (gemv_u64)t * (gemv_u64)x_stride;
-    }
-    __device__ __forceinline__ gemv_u16* y_row(gemv_u16* y, int t) const {
-        return y + (gemv_u64)t * (gemv_u64)y_stride;
-    }
-};
+// Where a launch's token t reads X and writes Y (gemv_routing.cuh).
+using gemv_routing::GatheredRows;
+using gemv_routing::StridedRows;
 
 #include "w4a16_gemv_decode.cuh"
 

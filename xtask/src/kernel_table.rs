@@ -31,17 +31,31 @@ pub fn header() -> String {
         "\n// The grouped kernels (the exact family's module): name, pairs of one expert at once, rows per\n\
          // warp, blocks per SM the registers must allow, ring depth.\n",
     );
-    let _ = write!(text, "#define GEMV_GROUPED_KERNELS(X)");
-    for spec in GROUPED_KERNELS {
-        let _ = write!(text, " \\\n    X({}, {})", spec.name, grouped_columns(&spec));
-    }
-    text.push('\n');
+    grouped_list(&mut text, "GEMV_GROUPED_KERNELS", Family::Exact);
+    text.push_str(
+        "\n// The fast family's grouped kernels: name, 8-token mma tiles, rows per warp, blocks per SM the\n\
+         // registers must allow.\n",
+    );
+    grouped_list(&mut text, "GEMV_FAST_GROUPED_KERNELS", Family::Fast);
     text
 }
 
-/// A grouped kernel's columns after the name.
+/// One family's grouped kernels as an X-macro list.
+fn grouped_list(text: &mut String, macro_name: &str, family: Family) {
+    let _ = write!(text, "#define {macro_name}(X)");
+    for spec in GROUPED_KERNELS.iter().filter(|spec| spec.family == family) {
+        let _ = write!(text, " \\\n    X({}, {})", spec.name, grouped_columns(spec));
+    }
+    text.push('\n');
+}
+
+/// A grouped kernel's columns after the name: the exact family's width and ring depth, the fast
+/// family's 8-token tiles.
 fn grouped_columns(spec: &gemv_core::GroupedKernelSpec) -> String {
-    format!("{}, {}, {}, {}", spec.max_m, spec.rows, spec.cuda_min_blocks, spec.ring_depth)
+    match spec.family {
+        Family::Exact => format!("{}, {}, {}, {}", spec.max_m, spec.rows, spec.cuda_min_blocks, spec.ring_depth),
+        Family::Fast => format!("{}, {}, {}", spec.max_m / FAST_TILE_TOKENS, spec.rows, spec.cuda_min_blocks),
+    }
 }
 
 /// The fast family's columns after the name.

@@ -4,7 +4,7 @@
 
 use crate::device_matrix::BackendRef;
 use crate::{BufferRange, DeviceBuffer, GemvArgs, GroupedArgs, ResolvedTiers, Result};
-use gemv_core::{CoreError, GemvCall, GroupedCall, Nvfp4ExpertsView};
+use gemv_core::{CoreError, Family, GemvCall, GroupedCall, Nvfp4ExpertsView};
 
 /// E NVFP4 matrices of one shape resident on a backend, stacked (`[E][N][K/2]`, `[E][N][K/16]`)
 /// with their global scales (one shared or one each) in device memory. Frees its buffers on drop.
@@ -68,8 +68,17 @@ impl<B: BackendRef> DeviceExperts<B> {
     }
 
     /// The grouped launch's arguments over device X `[m][K]`, routing `[m][top_k]` (u32) and Y
-    /// `[m][top_k][N]`: what an engine passes to [`GpuBackend::launch_grouped`](crate::GpuBackend::launch_grouped) each step.
-    pub fn args(&self, x: BufferRange, routing: BufferRange, y: BufferRange, m: usize, top_k: usize) -> GroupedArgs {
+    /// `[m][top_k][N]` in `family`: what an engine passes to
+    /// [`GpuBackend::launch_grouped`](crate::GpuBackend::launch_grouped) each step.
+    pub fn args(
+        &self,
+        x: BufferRange,
+        routing: BufferRange,
+        y: BufferRange,
+        m: usize,
+        top_k: usize,
+        family: Family,
+    ) -> GroupedArgs {
         let [packed, scales, global_scales] = self.buffers.map(|buffer| buffer.whole());
         GroupedArgs {
             x,
@@ -83,6 +92,7 @@ impl<B: BackendRef> DeviceExperts<B> {
             top_k,
             n: self.n,
             k: self.k,
+            family,
         }
     }
 
@@ -109,9 +119,11 @@ impl<B: BackendRef> DeviceExperts<B> {
     }
 
     /// `Y[t][s] = W[ids[t][s]] X[t]` for host X `[m][K]` and ids `[m][top_k]` in one grouped
-    /// launch; returns Y `[m][top_k][N]`. The routing is validated here first, so an id past the
-    /// experts is [`CoreError::ExpertOutOfRange`] on every backend.
-    pub fn call(&self, x: &[u16], ids: &[u32], call: &GroupedCall) -> Result<Vec<u16>> {
+    /// launch, in the family the call's policy picks where `tiers` resolved (the fast family only
+    /// where asked for and present); returns Y `[m][top_k][N]`. The routing is validated here
+    /// first, so an id past the experts is [`CoreError::ExpertOutOfRange`] on every backend.
+    pub fn call(&self, tiers: &ResolvedTiers, x: &[u16], ids: &[u32], call: &GroupedCall) -> Result<Vec<u16>> {
+        let family = tiers.family(call.m(), call.family())?;
         let routing = call.routing(ids, self.experts)?;
         self.run(x, call, |x_buf, y_buf| {
             let backend = self.backend.backend();
@@ -125,6 +137,7 @@ impl<B: BackendRef> DeviceExperts<B> {
                     y_buf.whole(),
                     call.m(),
                     call.top_k(),
+                    family,
                 ))
             })();
             let synchronized = launched.and_then(|()| backend.synchronize());

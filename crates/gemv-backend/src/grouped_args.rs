@@ -2,7 +2,7 @@
 //! buffers, the routing read from device memory (no host round trip).
 
 use crate::{BufferRange, Error, Result};
-use gemv_core::{CoreError, GROUPED_ALIGNMENTS, GROUPED_OPERANDS, GroupedCall};
+use gemv_core::{CoreError, Family, GROUPED_ALIGNMENTS, GROUPED_OPERANDS, GroupedCall, GroupedKernelSpec};
 
 /// `Y[t][s] = contract(W[ids[t][s]], X[t])` for every token t < m and slot s < top_k, in one launch.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -31,6 +31,9 @@ pub struct GroupedArgs {
     pub n: usize,
     /// Weight columns of each expert.
     pub k: usize,
+    /// The family that computes the layer, as the caller's policy decided it
+    /// ([`ResolvedTiers::family`](crate::ResolvedTiers::family)).
+    pub family: Family,
 }
 
 impl GroupedArgs {
@@ -65,6 +68,17 @@ impl GroupedArgs {
             }
         }
         Ok(())
+    }
+
+    /// The grouped kernel that serves these arguments on a backend that has the fast family
+    /// (`fast_available`) or not: [`gemv_core::grouped_kernel`] of their family, or
+    /// [`CoreError::FamilyUnavailable`] for the fast family where the backend lacks it. Every
+    /// backend asks this before launching, including those that run no CUDA kernel.
+    pub fn kernel(&self, fast_available: bool) -> Result<&'static GroupedKernelSpec> {
+        if self.family == Family::Fast && !fast_available {
+            return Err(CoreError::FamilyUnavailable { family: Family::Fast.name() }.into());
+        }
+        Ok(gemv_core::grouped_kernel(self.family, self.m))
     }
 
     /// The bytes of X a launch reads: `2 m K` from X's start.
@@ -102,6 +116,7 @@ mod tests {
             top_k,
             n,
             k,
+            family: Family::Exact,
         }
     }
 
@@ -124,5 +139,13 @@ mod tests {
         assert!(matches!(overlapping.validate(), Err(Error::OutputOverlaps { what: "routing", .. })));
         let no_experts = GroupedArgs { experts: 0, ..args() };
         assert!(matches!(no_experts.validate(), Err(Error::Core(CoreError::ZeroCount { what: "experts" }))));
+    }
+
+    #[test]
+    fn the_fast_family_is_refused_where_a_backend_lacks_it() {
+        assert_eq!(args().kernel(false).ok().map(|spec| spec.family), Some(Family::Exact));
+        let fast = GroupedArgs { family: Family::Fast, ..args() };
+        assert!(matches!(fast.kernel(false), Err(Error::Core(CoreError::FamilyUnavailable { family: "fast" }))));
+        assert_eq!(fast.kernel(true).ok().map(|spec| spec.family), Some(Family::Fast));
     }
 }

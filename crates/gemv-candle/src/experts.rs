@@ -4,7 +4,7 @@
 use crate::op::GroupedOp;
 use crate::placement::{ExpertsDims, ExpertsPlacement};
 use candle_core::{DType, Device, Result, Tensor, bail};
-use gemv_core::Nvfp4ExpertsView;
+use gemv_core::{FamilyChoice, Nvfp4ExpertsView};
 
 /// The experts of one routed layer without bias: `y[t][s] = x[t] W[ids[t][s]]^T`, every
 /// `W` `[out_features, in_features]` NVFP4, one global scale per expert or one shared.
@@ -28,11 +28,22 @@ impl Nvfp4RoutedExperts {
     /// Places a stack of experts (`gemv_core::Nvfp4Experts::view`, or a view of a checkpoint's
     /// `[E, N, K/2]` tensors) on `device`: each expert arranged for the CPU kernels, or the stack
     /// uploaded on the CUDA device's stream with gemv's kernels loaded into its context (feature
-    /// `cuda`). The exact family: every output is its expert's exact contract.
+    /// `cuda`). The exact family by default ([`Self::with_family`]): every output is its
+    /// expert's exact contract.
     pub fn new(experts: &Nvfp4ExpertsView<'_>, device: &Device) -> Result<Self> {
         let placement = ExpertsPlacement::new(experts, device)?;
-        let dims = ExpertsDims { experts: experts.experts(), n: experts.n(), k: experts.k() };
+        let dims =
+            ExpertsDims { experts: experts.experts(), n: experts.n(), k: experts.k(), family: FamilyChoice::Exact };
         Ok(Self { placement, dims })
+    }
+
+    /// The kernel family the CUDA path runs: `Exact` (the default: the contract's bits, the
+    /// CPU's), `Fast` (tensor cores, sm_80 and newer: each slot's output is the fast family's
+    /// single launch of its expert, within its bound of an f64 reference, independent of the other
+    /// tokens) or `Auto` (gemv's policy). The CPU path is always exact.
+    pub fn with_family(mut self, family: FamilyChoice) -> Self {
+        self.dims.family = family;
+        self
     }
 
     /// Experts in the layer.

@@ -59,6 +59,8 @@ pub(crate) struct ExpertsDims {
     pub(crate) n: usize,
     /// In features (K).
     pub(crate) k: usize,
+    /// The CUDA kernel family.
+    pub(crate) family: FamilyChoice,
 }
 
 /// A routed layer's experts: each arranged for the CPU kernels, or the stack on one CUDA device.
@@ -211,7 +213,7 @@ mod cuda {
             if !cuda.same_device(&self.device) || !ids.device().same_device(&self.device) {
                 bail!("gemv-candle: x or ids is on another CUDA device than the experts");
             }
-            let ExpertsDims { experts, n, k } = layer;
+            let ExpertsDims { experts, n, k, family } = layer;
             let stream = cuda.cuda_stream();
             let x = x.as_cuda_slice::<bf16>()?.slice(x_offset..x_offset + m * k);
             let ids = ids.as_cuda_slice::<u32>()?.slice(ids_offset..ids_offset + m * top_k);
@@ -227,7 +229,7 @@ mod cuda {
                 n,
                 k,
             };
-            let call = GroupedCall::new(m, top_k);
+            let call = GroupedCall::new(m, top_k).with_family(family);
             self.kernels
                 .grouped(&stream, &stack, &x, &ids, &mut y.slice_mut(..), &call)
                 .map_err(candle_core::Error::wrap)?;

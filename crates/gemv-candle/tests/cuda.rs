@@ -90,4 +90,18 @@ fn the_routed_layer_on_cuda_writes_the_cpu_paths_bits() {
         let differ = found.iter().zip(&expected).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
         assert_eq!(differ, 0, "M = {m}: {differ} of {} values differ from the CPU path", m * top_k * n);
     }
+    // The fast family where the device has it: token 0's slots alone equal its slots among 16.
+    let fast = gemv_candle::Nvfp4RoutedExperts::new(&stack.view(), &device).expect("cuda layer");
+    let fast = fast.with_family(FamilyChoice::Fast);
+    let x: Vec<bf16> = activations(16, k, 302).into_iter().map(bf16::from_bits).collect();
+    let ids: Vec<u32> = (0..16 * top_k).map(|i| ((i * 5 + 3) % experts) as u32).collect();
+    let x = Tensor::from_vec(x, (16, k), &device).expect("x");
+    let ids = Tensor::from_vec(ids, (16, top_k), &device).expect("ids");
+    let one = (x.narrow(0, 0, 1).unwrap(), ids.narrow(0, 0, 1).unwrap());
+    if let (Ok(alone), Ok(batch)) = (fast.forward(&one.0, &one.1), fast.forward(&x, &ids)) {
+        let alone = alone.to_device(&Device::Cpu).unwrap().flatten_all().unwrap().to_vec1::<bf16>().unwrap();
+        let batch = batch.to_device(&Device::Cpu).unwrap().flatten_all().unwrap().to_vec1::<bf16>().unwrap();
+        let same = alone.iter().zip(&batch[..top_k * n]).all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "token 0's routed slots alone = in a batch of 16");
+    }
 }

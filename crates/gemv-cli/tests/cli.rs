@@ -256,7 +256,8 @@ fn bench_rejects_bad_arguments_with_exit_2() {
         // Options of the --shape runs that --moe would otherwise ignore.
         (vec!["bench", "--moe", "4,2,64,1024", "--json"], "--json: applies to the --shape runs"),
         (vec!["bench", "--moe", "4,2,64,1024", "--tier", "plan"], "--tier"),
-        (vec!["bench", "--moe", "4,2,64,1024", "--family", "fast"], "--family"),
+        // --moe times the families --family names, each only where the device has it.
+        (vec!["bench", "--backend", "host", "--moe", "4,2,64,1024", "--family", "fast"], "--family: the fast kernel"),
     ] {
         let (code, _, stderr) = gemv(&args);
         assert_eq!(code, 2, "{args:?}: {stderr}");
@@ -325,6 +326,33 @@ fn fast_family_gates_run_on_the_emulator() {
     let (code, stdout, _) = gemv(&["check", "--backend", "cuda-emu", "--gate", "11"]);
     assert_eq!(code, 0, "{stdout}");
     assert!(stdout.lines().any(|l| l.starts_with("11 ") && l.contains("all ") && l.ends_with("pass")), "{stdout}");
+}
+
+/// `bench --moe` with two families proves and times each family's grouped and pair-by-pair
+/// launches, each compared with its own family's grouped launch.
+#[cfg(feature = "emulator")]
+#[test]
+fn the_moe_bench_times_each_family_it_is_given_on_the_emulator() {
+    let args = ["bench", "--backend", "cuda-emu", "--moe", "4,2,32,256", "--m", "1,3", "--rounds", "1"];
+    let mut both = args.to_vec();
+    both.extend(["--launches", "1", "--family", "exact", "--family", "fast"]);
+    let (code, stdout, stderr) = gemv(&both);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("proved the fast family") && stderr.contains("grouped launch bit-exact with them"),
+        "{stderr}"
+    );
+    // A row: layer, arm (one or two words), M, ...
+    let arm_of = |line: &str| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields[2] == "fast" { format!("{} fast", fields[1]) } else { fields[1].to_string() }
+    };
+    for arm in ["grouped", "separate", "grouped fast", "separate fast"] {
+        let rows = stdout.lines().filter(|line| line.starts_with("4,2,32x256") && arm_of(line) == arm).count();
+        assert_eq!(rows, 2, "{arm:?}: one row each M in\n{stdout}");
+    }
+    let separate_fast = stdout.lines().filter(|line| line.contains("separate fast")).collect::<Vec<_>>();
+    assert!(separate_fast.iter().all(|line| line.trim_end().ends_with('x')), "{stdout}");
 }
 
 /// The CPU bench says which SIMD path ran each M: calibrated by default (one line, each M with

@@ -129,6 +129,7 @@ fn grouped_past_2_gib(
             top_k,
             n: 1,
             k,
+            family: gemv_core::Family::Exact,
         };
         match backend.launch_grouped(&args) {
             Err(Error::Unsupported { .. }) => return Ok(None),

@@ -1,19 +1,27 @@
 //! The grouped kernels (a routed mixture-of-experts layer in one launch, docs/kernels.md) and the
-//! one decision of which serves a launch. CUDA only, the exact family's module and builds.
+//! one decision of which serves a launch. The exact family's kernels run its ring pipeline (the
+//! exact module and builds; wgpu specialises its shader from them), the fast family's its
+//! tensor-core tile (the fast module, sm_80+).
 
-/// One grouped kernel: the exact family's ring pipeline over every pair routed to an expert, its
-/// pairs computed `max_m` at a time. The fields mean what [`crate::KernelSpec`]'s do.
+use crate::{FAST_MODULE_NAME, Family, MODULE_NAME};
+
+/// One grouped kernel: its family's pipeline over every pair routed to an expert, its pairs
+/// computed `max_m` at a time. The fields mean what [`crate::KernelSpec`]'s do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroupedKernelSpec {
-    /// Entry point name, in module [`crate::MODULE_NAME`].
+    /// Entry point name, in [`Self::module`].
     pub name: &'static str,
+    /// The module that holds it ([`MODULE_NAME`] or [`FAST_MODULE_NAME`]).
+    pub module: &'static str,
+    /// What it computes: each pair's output is its expert's single launch's in this family.
+    pub family: Family,
     /// Pairs of one expert computed at once (an expert with more runs several chunks).
     pub max_m: usize,
     /// Weight rows one warp computes.
     pub rows: usize,
     /// Resident 256-thread blocks per SM the registers must allow.
     pub cuda_min_blocks: usize,
-    /// Passes of weights in the ring (at least 2).
+    /// Passes of weights in the exact family's ring (at least 2); 0 for the fast family.
     pub ring_depth: usize,
 }
 
@@ -24,27 +32,54 @@ const fn grouped(
     cuda_min_blocks: usize,
     ring_depth: usize,
 ) -> GroupedKernelSpec {
-    GroupedKernelSpec { name, max_m, rows, cuda_min_blocks, ring_depth }
+    GroupedKernelSpec { name, module: MODULE_NAME, family: Family::Exact, max_m, rows, cuda_min_blocks, ring_depth }
 }
 
-/// Every grouped kernel, narrowest first. The CUDA sources' list (`GEMV_GROUPED_KERNELS` in
-/// kernels/cuda/kernel_table.h) is generated from it by `cargo xtask kernels`.
-pub const GROUPED_KERNELS: [GroupedKernelSpec; 4] = [
+/// A fast grouped kernel: `tiles` 8-token mma tiles, the block's 16 rows over its 8 warps (2 a
+/// warp), as the fast family's single kernels.
+const fn fast_grouped(name: &'static str, tiles: usize, cuda_min_blocks: usize) -> GroupedKernelSpec {
+    GroupedKernelSpec {
+        name,
+        module: FAST_MODULE_NAME,
+        family: Family::Fast,
+        max_m: 8 * tiles,
+        rows: 2,
+        cuda_min_blocks,
+        ring_depth: 0,
+    }
+}
+
+/// Every grouped kernel, each family's narrowest first. The CUDA sources' lists
+/// (`GEMV_GROUPED_KERNELS` and `GEMV_FAST_GROUPED_KERNELS` in kernels/cuda/kernel_table.h) are
+/// generated from it by `cargo xtask kernels`.
+pub const GROUPED_KERNELS: [GroupedKernelSpec; 6] = [
     grouped("w4a16_grouped_ring3_r2_b2", 1, 2, 2, 3),
     grouped("w4a16_grouped_batch2_ring3_r2_b2", 2, 2, 2, 3),
     grouped("w4a16_grouped_batch4_ring2_r2_b1", 4, 2, 1, 2),
     grouped("w4a16_grouped_batch8_ring2_r2_b1", 8, 2, 1, 2),
+    fast_grouped("w4a16_fast_grouped_m8", 1, 2),
+    // Two tiles beside the grouped bookkeeping need more than 128 registers (4 to 72 bytes
+    // spilled at 2 blocks per SM, sm_80 to sm_121): one block per SM.
+    fast_grouped("w4a16_fast_grouped_m16", 2, 1),
 ];
 
 /// The most (token, slot) pairs one grouped launch may carry (the kernels list an expert's pairs
 /// in shared memory).
 pub const MAX_GROUPED_PAIRS: usize = 1024;
 
-/// The grouped kernel for a launch of `m` tokens: the narrowest whose width covers `m` (an expert
-/// computes at most M pairs where no token repeats an id), else the widest, whose experts with
-/// more pairs run them in several chunks. Every kernel gives the same bits.
-pub fn grouped_kernel(m: usize) -> &'static GroupedKernelSpec {
-    GROUPED_KERNELS.iter().find(|spec| spec.max_m >= m).unwrap_or(&GROUPED_KERNELS[GROUPED_KERNELS.len() - 1])
+/// The grouped kernel of `family` for a launch of `m` tokens: the family's narrowest whose width
+/// covers `m` (an expert computes at most M pairs where no token repeats an id), else its widest,
+/// whose experts with more pairs run them in several chunks. A family's kernels give the same bits.
+pub fn grouped_kernel(family: Family, m: usize) -> &'static GroupedKernelSpec {
+    let mut chosen = &GROUPED_KERNELS[0];
+    // The family's kernels, narrowest first: the first that covers `m`, else the last.
+    for spec in GROUPED_KERNELS.iter().filter(|spec| spec.family == family) {
+        chosen = spec;
+        if spec.max_m >= m {
+            break;
+        }
+    }
+    chosen
 }
 
 /// Looks a grouped kernel up by name.
@@ -58,13 +93,23 @@ mod tests {
 
     #[test]
     fn the_narrowest_covering_kernel_serves_a_launch_and_the_widest_serves_the_rest() {
-        assert_eq!(grouped_kernel(1).max_m, 1);
-        assert_eq!(grouped_kernel(2).max_m, 2);
-        assert_eq!(grouped_kernel(3).max_m, 4);
-        assert_eq!(grouped_kernel(8).max_m, 8);
-        assert_eq!(grouped_kernel(16).max_m, 8);
-        assert!(GROUPED_KERNELS.windows(2).all(|pair| pair[0].max_m < pair[1].max_m));
-        assert!(GROUPED_KERNELS.iter().all(|spec| spec.ring_depth >= 2 && crate::kernel_spec(spec.name).is_none()));
+        let exact = |m| grouped_kernel(Family::Exact, m).max_m;
+        assert_eq!([1, 2, 3, 8, 16].map(exact), [1, 2, 4, 8, 8]);
+        let fast = |m| grouped_kernel(Family::Fast, m).max_m;
+        assert_eq!([1, 8, 9, 16, 40].map(fast), [8, 8, 16, 16, 16]);
+        for family in [Family::Exact, Family::Fast] {
+            let widths: Vec<usize> =
+                GROUPED_KERNELS.iter().filter(|spec| spec.family == family).map(|spec| spec.max_m).collect();
+            assert!(widths.windows(2).all(|pair| pair[0] < pair[1]), "{family:?}: {widths:?}");
+            assert!((1..=64).all(|m| grouped_kernel(family, m).family == family));
+        }
+        for spec in GROUPED_KERNELS {
+            assert!(crate::kernel_spec(spec.name).is_none(), "{} is also a single kernel", spec.name);
+            match spec.family {
+                Family::Exact => assert!(spec.ring_depth >= 2 && spec.module == MODULE_NAME),
+                Family::Fast => assert!(spec.ring_depth == 0 && spec.module == FAST_MODULE_NAME && spec.rows == 2),
+            }
+        }
         assert_eq!(grouped_kernel_spec("w4a16_grouped_ring3_r2_b2"), Some(&GROUPED_KERNELS[0]));
     }
 }

@@ -24,7 +24,7 @@ use gemv_backend::{
     DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, GroupedArgs, HostMemory, KernelHandle, Result, TimerKind,
     resolved_spec,
 };
-use gemv_core::{grouped_kernel, host_threads};
+use gemv_core::host_threads;
 use gemv_cuda::launch::{THREADS_PER_BLOCK, grid_size, grouped_grid_size, kernel_int};
 use std::ffi::{CStr, CString, c_int};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -452,11 +452,12 @@ impl GpuBackend for CudaEmulator {
 
     fn launch_grouped(&self, args: &GroupedArgs) -> Result<()> {
         args.validate()?;
-        let spec = grouped_kernel(args.m);
+        let fast_available = self.emulated_entry(gemv_core::FAST_MODULE_NAME, "").is_some();
+        let spec = args.kernel(fast_available)?;
         let pairs = args.m * args.top_k;
         let grid = grouped_grid_size(NAME, spec, pairs, args.n)?;
         let emulated = self
-            .emulated_entry(gemv_core::MODULE_NAME, spec.name)
+            .emulated_entry(spec.module, spec.name)
             .ok_or(Error::Unsupported { backend: NAME, what: "grouped launches below sm_75" })?;
         let (experts, n, k) = (args.experts, args.n, args.k);
         self.memory.with_grouped_addresses(args, |at| {

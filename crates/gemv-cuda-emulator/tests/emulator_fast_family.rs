@@ -136,3 +136,37 @@ fn backends_without_the_family_refuse_it_with_a_typed_error() {
     }
     assert_eq!(tiers.family(8, FamilyChoice::Auto).ok(), Some(Family::Exact));
 }
+
+/// A grouped launch in the fast family: refused where the device lacks the family (an emulated
+/// sm_75, the host) whether the engine asks through the policy or names the family in raw
+/// arguments; served on sm_80.
+#[test]
+fn grouped_launches_in_the_fast_family_need_the_family() {
+    use gemv_backend::{DeviceExperts, Error, GpuBackend, ResolvedTiers};
+    use gemv_core::{CoreError, FamilyChoice, GroupedCall, KillSwitches, Nvfp4Experts};
+    let stack = Nvfp4Experts::stack(&[matrix(16, 64, 1), matrix(16, 64, 2)]).expect("one shape");
+    let call = GroupedCall::new(2, 1).with_family(FamilyChoice::Fast);
+    let x = activations(2, 64, 3);
+    let sm75 = CudaEmulator::new().with_capability((7, 5));
+    let host = gemv_mock::MockBackend::new();
+    for backend in [&sm75 as &dyn GpuBackend, &host] {
+        let layer = DeviceExperts::upload(backend, &stack.view()).expect("upload");
+        let tiers = ResolvedTiers::resolve(backend, KillSwitches::default());
+        let refused = layer.call(&tiers, &x, &[0, 1], &call);
+        assert!(matches!(refused, Err(Error::Core(CoreError::FamilyUnavailable { .. }))), "{refused:?}");
+        // X [1][64], the routing [1][1], Y [1][1][16]: valid in every way but the family.
+        let buffers = [128, 4, 32].map(|len| backend.alloc(len).expect("alloc"));
+        let args = layer.args(buffers[0].whole(), buffers[1].whole(), buffers[2].whole(), 1, 1, Family::Fast);
+        let raw = backend.launch_grouped(&args);
+        assert!(matches!(raw, Err(Error::Core(CoreError::FamilyUnavailable { .. }))), "{raw:?}");
+        let exact = backend.launch_grouped(&gemv_backend::GroupedArgs { family: Family::Exact, ..args });
+        assert!(exact.is_ok(), "{exact:?}");
+        for buffer in buffers {
+            backend.free(buffer).expect("free");
+        }
+    }
+    let sm80 = CudaEmulator::new().with_capability((8, 0));
+    let layer = DeviceExperts::upload(&sm80, &stack.view()).expect("upload");
+    let tiers = ResolvedTiers::resolve(&sm80, KillSwitches::default());
+    assert_eq!(layer.call(&tiers, &x, &[0, 1], &call).map(|y| y.len()).ok(), Some(2 * 16));
+}

@@ -218,7 +218,8 @@ fn an_engine_launches_on_its_own_stream_and_memory_and_replays_a_captured_graph(
 /// A routed mixture-of-experts layer from an engine: stacked experts, X, the routing and Y in its
 /// own device memory, one launch per step, bit-exact against the host contract; then captured
 /// into a graph and replayed with a new routing written between replays (the routing is read
-/// from device memory, never from the host).
+/// from device memory, never from the host); on sm_80+ the fast family's grouped launch, each
+/// pair's row equal to the family's single launch of it.
 #[test]
 fn an_engine_runs_a_routed_layer_in_one_launch_and_replays_it_with_new_routings() {
     if cuda().is_none() {
@@ -227,7 +228,8 @@ fn an_engine_runs_a_routed_layer_in_one_launch_and_replays_it_with_new_routings(
     use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
     use gemv_conformance as conformance;
     use gemv_core::{ExpertRouting, grouped_contract, host_threads};
-    use gemv_cuda::{CudaExperts, GroupedCall, Nvfp4Experts};
+    use gemv_core::{Family, FamilyChoice, GemvCall};
+    use gemv_cuda::{CudaExperts, CudaWeights, GroupedCall, Nvfp4Experts};
     let (_context, stream, kernels) = engine();
     let (experts, n, k, top_k) = (12, 45, 2064, 4);
     let matrices: Vec<_> = (0..experts).map(|e| conformance::matrix(n, k, 60 + e as u64)).collect();
@@ -275,5 +277,33 @@ fn an_engine_runs_a_routed_layer_in_one_launch_and_replays_it_with_new_routings(
         stream.memcpy_htod(&second, &mut routing).expect("new routing");
         graph.launch().expect("replay");
         assert_eq!(stream.clone_dtoh(&y).expect("y back"), expected(&second), "M = {m}: replay, new routing");
+
+        // The fast family (sm_80+): each pair's output is the family's M = 1 launch of its pair.
+        if kernels.tiers().family(m, FamilyChoice::Fast).ok() != Some(Family::Fast) {
+            continue;
+        }
+        let fast = call.with_family(FamilyChoice::Fast);
+        kernels
+            .grouped(&stream, &weights, &x.slice(..), &routing.slice(..), &mut y.slice_mut(..), &fast)
+            .expect("fast launch");
+        let grouped = stream.clone_dtoh(&y).expect("y back");
+        let (packed_len, scales_len) = (n * k / 2, n * k / 16);
+        let mut one = stream.alloc_zeros::<u16>(n).expect("one row");
+        for (pair, &e) in second.iter().enumerate() {
+            let (e, token) = (e as usize, pair / top_k);
+            let expert = CudaWeights {
+                packed: packed.slice(e * packed_len..(e + 1) * packed_len),
+                scales: scales.slice(e * scales_len..(e + 1) * scales_len),
+                global_scale: gemv_core::expert_global_scale(view.global_scales(), e),
+                n,
+                k,
+            };
+            let single = GemvCall::new(1).with_family(FamilyChoice::Fast);
+            kernels
+                .gemv(&stream, &expert, &x.slice(token * k..(token + 1) * k), &mut one.slice_mut(..), &single)
+                .expect("single fast launch");
+            let alone = stream.clone_dtoh(&one).expect("row back");
+            assert_eq!(alone[..], grouped[pair * n..(pair + 1) * n], "M = {m}, pair {pair}: fast grouped = single");
+        }
     }
 }

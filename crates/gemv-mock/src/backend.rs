@@ -183,6 +183,7 @@ impl MockBackend {
     /// The grouped launch itself (the host contract of every pair), bypassing any hook.
     pub fn launch_grouped_unhooked(&self, args: &GroupedArgs) -> Result<()> {
         args.validate()?;
+        args.kernel(false)?;
         let (m, top_k, n, k) = (args.m, args.top_k, args.n, args.k);
         let y = self.memory.with_grouped_inputs(args, |inputs| -> Result<Vec<u16>> {
             let experts =

@@ -3,7 +3,7 @@
 //! classic launch per (token, slot) pair.
 
 use super::{BYTES_PER_WEIGHT, COPY_GBPS, Fitted, SMS, WARPS_PER_BLOCK, warp_rounds_kb};
-use gemv_core::{GroupedKernelSpec, MOE_LAYERS, MoeLayer, TIERS, grouped_kernel, kernel_spec};
+use gemv_core::{Family, GroupedKernelSpec, MOE_LAYERS, MoeLayer, TIERS, grouped_kernel, kernel_spec};
 use std::fmt::Write;
 
 /// The token counts predicted.
@@ -76,7 +76,7 @@ pub(super) fn render(out: &mut String, model: &[Fitted]) {
     let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
     for layer in &MOE_LAYERS {
         for m in MS {
-            let spec = grouped_kernel(m);
+            let spec = grouped_kernel(Family::Exact, m);
             let Some(classic) = classic_of(spec.max_m) else { continue };
             let prediction = grouped(layer, m, spec, classic);
             let percent = 100.0 * bytes(layer, m) / prediction.micros / 1e3 / COPY_GBPS;

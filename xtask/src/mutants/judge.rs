@@ -76,7 +76,8 @@ pub(super) fn gates_for(source: &Path) -> Gates {
         capabilities.push("9.0".into());
     }
     match builds.first().and_then(|build| build.family()) {
-        Some(gemv_core::Family::Fast) => Gates { quick: &["10", "11"], large: &[], capabilities },
+        // Gate 12 runs the fast family's grouped kernel beside the exact one's.
+        Some(gemv_core::Family::Fast) => Gates { quick: &["10", "11", "12"], large: &[], capabilities },
         _ => Gates { quick: &["8", "5", "2", "6", "3", "4", "9", "1", "12"], large: &["7"], capabilities },
     }
 }
@@ -302,7 +303,11 @@ mod tests {
         );
         assert_eq!(exact.capabilities, ["7.5", "8.9"], "both builds of the exact family, each on its own target");
         let fast = gates_for(Path::new("kernels/w4a16_fast.cu"));
-        assert_eq!((fast.quick, fast.large), (&["10", "11"][..], &[][..]), "the fast family's gates");
+        assert_eq!(
+            (fast.quick, fast.large),
+            (&["10", "11", "12"][..], &[][..]),
+            "the fast family's gates, grouped too"
+        );
         assert_eq!(fast.capabilities, ["8.0"]);
         // A header reaches both families: every gate, on every build (the real kernel folder).
         let header = gates_for(&crate::util::root().join(crate::kernels::KERNEL_DIR).join("gemv_portable.cuh"));

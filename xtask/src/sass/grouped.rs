@@ -1,6 +1,7 @@
 //! The grouped kernels' section of docs/sass.md: registers, spills and shared memory per
-//! architecture. Their pass loop is their ring kernel's (run once per chunk of an expert's pairs),
-//! so the per-weight figures are the ring kernels'.
+//! architecture. Their loop is their single kernel's (run once per chunk of an expert's pairs):
+//! the exact family's ring kernels', the fast family's tiles', so the per-weight figures are
+//! those kernels'.
 
 use super::devices::ARCHS;
 use super::listing::{KernelStats, PerArch};
@@ -13,7 +14,9 @@ pub fn render(out: &mut String, stats: &PerArch<KernelStats>) {
         out,
         "`w4a16_grouped_*` (module `w4a16_gemv`, both builds): the ring pipeline over every pair routed to one \
          expert, `batchN` pairs at a time, the pairs listed in 8 KB of shared memory beside the ring's staged X. \
-         Their pass loop is the ring kernel's of the same width, rows and depth.\n"
+         Their pass loop is the ring kernel's of the same width, rows and depth. `w4a16_fast_grouped_m8` and \
+         `_m16` (module `w4a16_fast`, sm_80+): the fast family's tile over an expert's pairs, 8 or 16 at a time; \
+         their loop is `w4a16_fast_m8`'s and `_m16`'s.\n"
     );
     let _ = writeln!(out, "| arch | kernel | registers | spill stores | shared memory | SASS |");
     let _ = writeln!(out, "|---|---|---|---|---|---|");

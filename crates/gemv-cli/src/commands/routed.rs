@@ -11,8 +11,8 @@ use crate::checkpoint::{WeightsLocation, expert_count, locate_weights};
 use crate::error::CliError;
 use crate::mapped::MappedCheckpoint;
 use crate::routing::read_routing;
-use gemv_backend::{DeviceExperts, GpuBackend};
-use gemv_core::{FamilyChoice, GroupedCall, MAX_GROUPED_PAIRS, Nvfp4Experts};
+use gemv_backend::{DeviceExperts, GpuBackend, ResolvedTiers};
+use gemv_core::{FamilyChoice, GroupedCall, KillSwitches, MAX_GROUPED_PAIRS, Nvfp4Experts};
 use std::io::Write;
 use std::path::Path;
 
@@ -95,13 +95,14 @@ pub fn run_routed(options: &RunOptions, routing_path: &Path) -> Result<String, C
     drop(matrices);
     let layer = DeviceExperts::upload(backend.as_ref() as &dyn GpuBackend, &stack.view())?;
     drop(stack);
+    let tiers = ResolvedTiers::resolve(backend.as_ref(), KillSwitches::process());
     write_y(options, &shape, y_len, |file| {
         let mut row = 0;
         while row < m {
             let rows = rows_per_piece.min(m - row);
             let bits = x.rows(&input_file, row..row + rows)?;
             let ids = &routing.ids[row * top_k..(row + rows) * top_k];
-            let y = layer.call(&bits, ids, &GroupedCall::new(rows, top_k).with_family(FamilyChoice::Exact))?;
+            let y = layer.call(&tiers, &bits, ids, &GroupedCall::new(rows, top_k).with_family(FamilyChoice::Exact))?;
             file.write_all(bytemuck::cast_slice(&y))
                 .map_err(|e| CliError::Io { path: options.output.clone(), error: e.to_string() })?;
             row += rows;

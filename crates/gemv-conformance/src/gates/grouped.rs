@@ -6,12 +6,21 @@
 //! checks what only the device routing can get wrong: an expert id past E is a typed error (a
 //! backend that reads the routing itself) or that pair's Y row NaN and nothing else changed (a
 //! kernel that reads it), and nothing outside Y is written (guards, inputs at unaligned offsets).
+//!
+//! Where the backend has the fast family, every routing runs again in it: the grouped launch
+//! equals the family's own single-expert launches (M = 1, one per pair) bit for bit, so a token's
+//! outputs depend neither on M nor on the other tokens or their routing, and each pair's output is
+//! within the family's f64 bound of its expert; the raw launch runs in it too.
 
+use super::fast::fast_bound_failure;
 use super::{Cases, diff, exact_grouped, resolve};
 use crate::data::{Lcg, activations, matrix};
-use gemv_backend::{DeviceExperts, Error, GpuBackend, Result};
+use gemv_backend::{BackendRef, DeviceExperts, Error, GpuBackend, ResolvedTiers, Result};
 use gemv_core::codec::BF16_NAN;
-use gemv_core::{CoreError, ExpertRouting, Nvfp4Experts, Nvfp4Matrix, grouped_contract, host_threads};
+use gemv_core::{
+    CoreError, ExpertRouting, Family, FamilyChoice, GroupedCall, Nvfp4Experts, Nvfp4Matrix, grouped_contract,
+    host_threads,
+};
 
 const EXPERTS: usize = 5;
 const GUARD_BYTE: u8 = 0xA5;
@@ -35,13 +44,15 @@ fn routings() -> Vec<Routing> {
         Routing { name: "all pairs distinct", m: 2, top_k: 2, ids: vec![4, 0, 3, 1] },
         Routing { name: "top-k 1", m: 4, top_k: 1, ids: vec![1, 3, 1, 0] },
         Routing { name: "top-k = E", m: 2, top_k: EXPERTS, ids: (0..2 * every).map(|i| (i * 3 + 1) % every).collect() },
+        Routing { name: "18 pairs on expert 4 (several chunks in every kernel)", m: 9, top_k: 2, ids: vec![4; 18] },
         Routing { name: "random, M 7", m: 7, top_k: 3, ids: random(7, 3, 17) },
         Routing { name: "random, M 16", m: 16, top_k: 2, ids: random(16, 2, 29) },
     ]
 }
 
-/// E experts `[n, k]`, their global scales all [`crate::GLOBAL_SCALE`] or each its own.
-fn stack(n: usize, k: usize, own_scales: bool) -> Nvfp4Experts {
+/// E experts `[n, k]`, their global scales all [`crate::GLOBAL_SCALE`] or each its own: the stack
+/// and each expert alone.
+fn stack(n: usize, k: usize, own_scales: bool) -> (Nvfp4Experts, Vec<Nvfp4Matrix>) {
     let matrices: Vec<Nvfp4Matrix> = (0..EXPERTS)
         .map(|e| {
             let w = matrix(n, k, 300 + e as u64);
@@ -50,7 +61,7 @@ fn stack(n: usize, k: usize, own_scales: bool) -> Nvfp4Experts {
             Nvfp4Matrix::from_parts(packed, scales, scale, n, k).expect("generated shapes are valid")
         })
         .collect();
-    Nvfp4Experts::stack(&matrices).expect("one shape")
+    (Nvfp4Experts::stack(&matrices).expect("one shape"), matrices)
 }
 
 fn expected(experts: &Nvfp4Experts, x: &[u16], routing: &Routing) -> Result<Vec<u16>> {
@@ -63,10 +74,11 @@ fn expected(experts: &Nvfp4Experts, x: &[u16], routing: &Routing) -> Result<Vec<
 
 pub(super) fn grouped_experts(backend: &dyn GpuBackend, cases: &mut Cases) {
     let tiers = resolve(backend);
+    let fast = tiers.family(1, FamilyChoice::Fast) == Ok(Family::Fast);
     let mut offered = true;
     // K = 1552: G = 97, a whole pass and a partial one in both halves; N = 37 fits no tile.
     for (n, k, own_scales) in [(37, 1552, true), (21, 800, false)] {
-        let experts = stack(n, k, own_scales);
+        let (experts, matrices) = stack(n, k, own_scales);
         let scales = if own_scales { "a global scale each" } else { "one global scale" };
         let device = match DeviceExperts::upload(backend, &experts.view()) {
             Ok(device) => device,
@@ -88,30 +100,87 @@ pub(super) fn grouped_experts(backend: &dyn GpuBackend, cases: &mut Cases) {
             };
             let separate = device.call_separately(&tiers, &x, &routing.ids, &call);
             cases.record(format!("{case}: separate launches"), separate.map(|y| diff(&want, &y, n)));
-            match device.call(&x, &routing.ids, &call) {
+            match device.call(&tiers, &x, &routing.ids, &call) {
                 Err(Error::Unsupported { .. }) => offered = false,
                 grouped => cases.record(format!("{case}: grouped launch"), grouped.map(|y| diff(&want, &y, n))),
             }
+            if fast {
+                let outcome = fast_routing(&device, &tiers, &matrices, &x, &routing);
+                cases.record(format!("{case}: fast family"), outcome);
+            }
         }
         if let Some(routing) = routings().pop().filter(|_| offered) {
-            raw_launch(backend, cases, &experts, &routing);
+            let want = expected(&experts, &activations(routing.m, k, 5), &routing);
+            raw_launch(backend, cases, &experts, &routing, Family::Exact, want);
+            if fast {
+                let x = activations(routing.m, k, 5);
+                let want = device_fast_separately(backend, &experts, &tiers, &x, &routing);
+                raw_launch(backend, cases, &experts, &routing, Family::Fast, want);
+            }
         }
     }
 }
 
-/// One grouped launch over raw buffers: X, the routing and Y at unaligned offsets between guard
-/// bytes; then the same routing with one id past E, which must be refused.
-fn raw_launch(backend: &dyn GpuBackend, cases: &mut Cases, experts: &Nvfp4Experts, routing: &Routing) {
+fn fast_grouped(m: usize, top_k: usize) -> GroupedCall {
+    GroupedCall::new(m, top_k).with_family(FamilyChoice::Fast)
+}
+
+/// The fast family on one routing: the grouped launch against one fast launch per pair, bit for
+/// bit, and each pair's output within the bound of its expert.
+fn fast_routing<B: BackendRef>(
+    device: &DeviceExperts<B>,
+    tiers: &ResolvedTiers,
+    matrices: &[Nvfp4Matrix],
+    x: &[u16],
+    routing: &Routing,
+) -> Result<Option<String>> {
+    let (n, k) = (device.n(), device.k());
+    let call = fast_grouped(routing.m, routing.top_k);
+    let separate = device.call_separately(tiers, x, &routing.ids, &call)?;
+    for (pair, &id) in routing.ids.iter().enumerate() {
+        let token = &x[pair / routing.top_k * k..][..k];
+        let output = &separate[pair * n..][..n];
+        if let Some(failure) = fast_bound_failure(&matrices[id as usize], token, 1, output) {
+            return Ok(Some(format!("pair {pair} (expert {id}), single launch: {failure}")));
+        }
+    }
+    let grouped = device.call(tiers, x, &routing.ids, &call)?;
+    Ok(diff(&separate, &grouped, n).map(|failure| format!("grouped against single fast launches: {failure}")))
+}
+
+/// The fast family's single launches of every pair, uploaded afresh (the raw launch's reference).
+fn device_fast_separately(
+    backend: &dyn GpuBackend,
+    experts: &Nvfp4Experts,
+    tiers: &ResolvedTiers,
+    x: &[u16],
+    routing: &Routing,
+) -> Result<Vec<u16>> {
+    let device = DeviceExperts::upload(backend, &experts.view())?;
+    device.call_separately(tiers, x, &routing.ids, &fast_grouped(routing.m, routing.top_k))
+}
+
+/// One grouped launch in `family` over raw buffers: X (activations seeded 5), the routing and Y
+/// at unaligned offsets between guard bytes, against `want`; then the same routing with one id
+/// past E, which must be refused.
+fn raw_launch(
+    backend: &dyn GpuBackend,
+    cases: &mut Cases,
+    experts: &Nvfp4Experts,
+    routing: &Routing,
+    family: Family,
+    want: Result<Vec<u16>>,
+) {
     let view = experts.view();
     let (n, k) = (view.n(), view.k());
-    let case = format!("N={n} K={k} E={EXPERTS} raw launch, {}", routing.name);
+    let case = format!("N={n} K={k} E={EXPERTS} raw launch ({}), {}", family.name(), routing.name);
     let x = activations(routing.m, k, 5);
     let device = match DeviceExperts::upload(backend, &view) {
         Ok(device) => device,
         Err(error) => return cases.record(format!("{case}: upload"), Err(error)),
     };
     let outcome = (|| -> Result<Option<String>> {
-        let want = expected(experts, &x, routing)?;
+        let want = want?;
         let x_bytes: Vec<u8> = bytemuck::cast_slice(&x).to_vec();
         let mut ids: Vec<u8> = routing.ids.iter().flat_map(|id| id.to_le_bytes()).collect();
         let y_len = 2 * want.len();
@@ -136,6 +205,7 @@ fn raw_launch(backend: &dyn GpuBackend, cases: &mut Cases, experts: &Nvfp4Expert
                 buffers[2].range(y_at, y_len),
                 routing.m,
                 routing.top_k,
+                family,
             );
             backend.launch_grouped(&args)?;
             backend.synchronize()?;

@@ -86,6 +86,7 @@ impl CpuBackend {
     /// expert's range arranged at its first launch and kept (like a single launch's weights).
     pub(super) fn launch_grouped_from_memory(&self, args: &GroupedArgs) -> Result<()> {
         args.validate()?;
+        args.kernel(false)?;
         let (n, k, experts) = (args.n, args.k, args.experts);
         let mut arrangements = self.arrangements();
         let y = self.memory.with_grouped_inputs(args, |inputs| -> Result<Vec<u16>> {

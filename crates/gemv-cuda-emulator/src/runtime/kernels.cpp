@@ -17,6 +17,7 @@ namespace {
 #define GEMV_EMU_ENTRY(name, ...) {#name, &name, emu_launch_bound_##name, nullptr},
 #define GEMV_EMU_GROUPED_ENTRY(name, ...) {#name, nullptr, emu_launch_bound_##name, &name},
 const EmuKernel kKernels[] = {GEMV_KERNELS(GEMV_EMU_ENTRY) GEMV_GROUPED_KERNELS(GEMV_EMU_GROUPED_ENTRY) GEMV_FAST_KERNELS(GEMV_EMU_ENTRY)
+                                  GEMV_FAST_GROUPED_KERNELS(GEMV_EMU_GROUPED_ENTRY)
                                   GEMV_TEST_KERNELS(GEMV_EMU_ENTRY) GEMV_ASM_TEST_KERNELS(GEMV_EMU_ENTRY)
                                       GEMV_ASYNC_TEST_KERNELS(GEMV_EMU_ENTRY) GEMV_PROBE_TEST_KERNELS(GEMV_EMU_ENTRY)};
 

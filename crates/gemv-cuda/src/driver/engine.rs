@@ -66,8 +66,9 @@ pub struct CudaKernels {
     /// One function per registry kernel, in [`KERNELS`] order; `None` for a family the device
     /// cannot run (the fast family below sm_80).
     functions: Vec<Option<CudaFunction>>,
-    /// One function per grouped kernel, in [`GROUPED_KERNELS`] order (the exact family's module).
-    grouped: Vec<CudaFunction>,
+    /// One function per grouped kernel, in [`GROUPED_KERNELS`] order; None where the device did
+    /// not load its module.
+    grouped: Vec<Option<CudaFunction>>,
     /// The tier table over those functions, resolved once under the kill switches.
     tiers: ResolvedTiers,
     /// SMs of the context's device: a persistent kernel's grid.
@@ -116,31 +117,21 @@ impl CudaKernels {
                 modules.push((name, module));
             }
         }
-        let functions = KERNELS
-            .iter()
-            .map(|spec| match modules.iter().find(|(name, _)| *name == spec.module) {
-                Some((_, module)) => module
-                    .load_function(spec.name)
-                    .map(Some)
-                    .map_err(driver_error(format!("looking up kernel {}", spec.name))),
-                None => Ok(None),
-            })
-            .collect::<Result<Vec<_>>>()?;
+        // Entry `name` of module `module`, None where the device did not load the module.
+        let function = |module: &str, name: &str| match modules.iter().find(|(loaded, _)| *loaded == module) {
+            Some((_, loaded)) => {
+                loaded.load_function(name).map(Some).map_err(driver_error(format!("looking up kernel {name}")))
+            }
+            None => Ok(None),
+        };
+        let functions = KERNELS.iter().map(|spec| function(spec.module, spec.name)).collect::<Result<Vec<_>>>()?;
         let present = |module: &str, name: &str| match gemv_core::kernel_in_module(module, name) {
             Some(index) if functions[index].is_some() => KernelHandle::for_name(name),
             _ => KernelHandle::NONE,
         };
         let tiers = ResolvedTiers::resolve_with(NAME, present, switches);
-        let exact = modules.iter().find(|(name, _)| *name == gemv_core::MODULE_NAME);
-        let grouped = match exact {
-            Some((_, module)) => GROUPED_KERNELS
-                .iter()
-                .map(|spec| {
-                    module.load_function(spec.name).map_err(driver_error(format!("looking up kernel {}", spec.name)))
-                })
-                .collect::<Result<Vec<_>>>()?,
-            None => Vec::new(),
-        };
+        let grouped =
+            GROUPED_KERNELS.iter().map(|spec| function(spec.module, spec.name)).collect::<Result<Vec<_>>>()?;
         Ok(Self { functions, grouped, tiers, multiprocessors: super::multiprocessors(context)? })
     }
 
@@ -194,7 +185,8 @@ impl CudaKernels {
     /// Enqueues a routed mixture-of-experts layer on `stream` in one launch: `y[t][s] =
     /// W[routing[t][s]] x[t]` for the call's M tokens and top-k slots, x `[M][K]`, routing
     /// `[M][top_k]` expert ids (read by the kernel: no host round trip), y `[M][top_k][N]`, each
-    /// output its expert's exact contract (the exact family; `FamilyChoice::Fast` is refused).
+    /// output its expert's single launch's in the family the call's policy picks: the exact
+    /// contract, or (`FamilyChoice::Fast`, sm_80+) the fast family's bits, batch-invariant.
     /// Validated once before anything is enqueued; then one driver call, nothing allocated,
     /// copied or synchronised, so a graph capture records it. A pair whose id is not below E
     /// reads no weights and gets a NaN row.
@@ -216,12 +208,11 @@ impl CudaKernels {
             2 * y.len(),
         ];
         call.check_operands(experts.experts, experts.n, experts.k, lens)?;
-        gemv_core::select_family(call.m(), call.family(), false, self.tiers.switches())?;
-        let spec = gemv_core::grouped_kernel(call.m());
+        let spec = gemv_core::grouped_kernel(self.tiers.family(call.m(), call.family())?, call.m());
         let function = GROUPED_KERNELS
             .iter()
             .position(|candidate| candidate.name == spec.name)
-            .and_then(|index| self.grouped.get(index))
+            .and_then(|index| self.grouped.get(index)?.as_ref())
             .ok_or(Error::Unsupported { backend: NAME, what: "grouped launches below sm_75" })?;
         let shape = GroupedShape {
             experts: experts.experts,

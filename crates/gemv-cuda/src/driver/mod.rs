@@ -255,10 +255,10 @@ impl GpuBackend for CudaBackend {
 impl CudaBackend {
     fn launch_grouped_locked(&self, buffers: &Buffers<'_>, args: &GroupedArgs) -> Result<()> {
         args.validate()?;
-        if ptx::module_build(gemv_core::MODULE_NAME, self.capability).is_none() {
+        let spec = args.kernel(ptx::module_build(gemv_core::FAST_MODULE_NAME, self.capability).is_some())?;
+        if ptx::module_build(spec.module, self.capability).is_none() {
             return Err(Error::Unsupported { backend: NAME, what: "grouped launches below sm_75" });
         }
-        let spec = gemv_core::grouped_kernel(args.m);
         let operands = GroupedOperands {
             x: self.address(buffers, "x", args.x)?,
             packed: self.address(buffers, "packed", args.packed)?,
@@ -267,7 +267,7 @@ impl CudaBackend {
             routing: self.address(buffers, "routing", args.routing)?,
             y: self.address(buffers, "y", args.y)?,
         };
-        let function = self.function_named(gemv_core::MODULE_NAME, spec.name)?;
+        let function = self.function_named(spec.module, spec.name)?;
         // SAFETY: `validate` proved every range lies inside a live buffer of this backend (held
         // alive by the `buffers` lock for the enqueue) and holds what the launch needs, and Y
         // overlaps no input.

@@ -6,7 +6,7 @@ use super::Binding;
 use super::{NAME, WgpuBackend};
 use crate::shader::grouped_shader_source;
 use gemv_backend::{GroupedArgs, Result};
-use gemv_core::{GROUP_SIZE, GROUPED_OPERANDS, grouped_kernel};
+use gemv_core::{Family, GROUP_SIZE, GROUPED_OPERANDS, grouped_kernel};
 
 /// `GroupedParams` in the template: 12 u32 words, the size of a single launch's.
 const GROUPED_PARAMS_WORDS: usize = 12;
@@ -53,6 +53,7 @@ impl WgpuBackend {
     /// block of every pair.
     pub(super) fn encode_grouped(&self, encoder: &mut wgpu::CommandEncoder, args: &GroupedArgs) -> Result<()> {
         args.validate()?;
+        args.kernel(false)?;
         let (e, n, k) = (args.experts, args.n, args.k);
         let reads = [
             args.x_read(),
@@ -86,7 +87,7 @@ impl WgpuBackend {
         inputs: [Binding; 5],
         y: Binding,
     ) -> Result<()> {
-        let spec = grouped_kernel(dims.m);
+        let spec = grouped_kernel(Family::Exact, dims.m);
         let GroupedDims { m, top_k, experts, n, k, per_expert } = *dims;
         let pairs = (m * top_k) as u64;
         let (width, height) = self.dispatch_grid(pairs * (n as u64).div_ceil(spec.rows as u64))?;

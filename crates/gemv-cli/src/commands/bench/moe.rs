@@ -11,10 +11,9 @@
 use super::BenchOptions;
 use crate::commands::progress::progress;
 use gemv_backend::{BenchTimers, DeviceExperts, GemvArgs, GpuBackend, GroupedArgs, KernelHandle, ResolvedTiers};
-use gemv_conformance::{Lcg, activations, matrix};
+use gemv_conformance::{Lcg, activations, fast_bound_failure, matrix};
 use gemv_core::{
-    FamilyChoice, GemvCall, GroupedCall, MOE_LAYERS, MoeLayer, Nvfp4Experts, Nvfp4Matrix, grouped_contract,
-    host_threads,
+    Family, GemvCall, GroupedCall, MOE_LAYERS, MoeLayer, Nvfp4Experts, Nvfp4Matrix, grouped_contract, host_threads,
 };
 use std::io::Write;
 use std::time::Duration;
@@ -124,8 +123,18 @@ fn distinct(ids: &[u32]) -> usize {
     sorted.len()
 }
 
-/// Both arms against the host contract at a small shape (E = 8, N = 40, K = 1040), every M.
-pub fn prove(backend: &dyn GpuBackend, tiers: &ResolvedTiers, ms: &[usize]) -> Result<bool, String> {
+/// An arm's label: `grouped` or `separate`, with ` fast` for the fast family.
+pub fn arm_label(arm: &str, family: Family) -> String {
+    match family {
+        Family::Exact => arm.to_string(),
+        Family::Fast => format!("{arm} fast"),
+    }
+}
+
+/// Both arms of `family` at a small shape (E = 8, N = 40, K = 1040), every M: the exact family
+/// against the host contract bit for bit; the fast family's pair-by-pair launches within its
+/// f64 bound and its grouped launch equal to them bit for bit.
+pub fn prove(backend: &dyn GpuBackend, tiers: &ResolvedTiers, ms: &[usize], family: Family) -> Result<bool, String> {
     let (experts, top_k, n, k) = (8, 2, 40, 1040);
     let shape = MoeShape { label: String::new(), experts, top_k, n, k };
     let matrices: Vec<Nvfp4Matrix> = (0..experts).map(|e| matrix(n, k, 500 + e as u64)).collect();
@@ -135,20 +144,38 @@ pub fn prove(backend: &dyn GpuBackend, tiers: &ResolvedTiers, ms: &[usize]) -> R
     for &m in ms {
         let ids = routings(&shape, m, 1, m as u64).remove(0);
         let x = activations(m, k, 9 + m as u64);
-        let call = GroupedCall::new(m, top_k).with_family(FamilyChoice::Exact);
-        let routing = call.routing(&ids, experts).map_err(|e| e.to_string())?;
-        let mut want = vec![0u16; m * top_k * n];
-        grouped_contract(&stack.view(), &x, &routing, &mut want, host_threads()).map_err(|e| e.to_string())?;
+        let call = GroupedCall::new(m, top_k).with_family(family.into());
         let separate = layer.call_separately(tiers, &x, &ids, &call).map_err(|e| format!("gate M = {m}: {e}"))?;
-        if separate != want {
-            return Err(format!("gate failed: separate launches at M = {m} are not bit-exact with the host contract"));
-        }
-        match layer.call(&x, &ids, &call) {
+        let want = match family {
+            Family::Exact => {
+                let routing = call.routing(&ids, experts).map_err(|e| e.to_string())?;
+                let mut want = vec![0u16; m * top_k * n];
+                grouped_contract(&stack.view(), &x, &routing, &mut want, host_threads()).map_err(|e| e.to_string())?;
+                if separate != want {
+                    return Err(format!(
+                        "gate failed: separate launches at M = {m} are not bit-exact with the host contract"
+                    ));
+                }
+                want
+            }
+            Family::Fast => {
+                for (pair, &id) in ids.iter().enumerate() {
+                    let token = &x[pair / top_k * k..][..k];
+                    let output = &separate[pair * n..][..n];
+                    if let Some(failure) = fast_bound_failure(&matrices[id as usize], token, 1, output) {
+                        return Err(format!("gate failed: fast separate launches at M = {m}, pair {pair}: {failure}"));
+                    }
+                }
+                separate
+            }
+        };
+        match layer.call(tiers, &x, &ids, &call) {
             Err(gemv_backend::Error::Unsupported { .. }) => grouped = false,
             Err(e) => return Err(format!("gate M = {m}: {e}")),
             Ok(found) if found != want => {
                 return Err(format!(
-                    "gate failed: the grouped launch at M = {m} is not bit-exact with the host contract"
+                    "gate failed: the {} grouped launch at M = {m} is not bit-exact with its reference",
+                    family.name()
                 ));
             }
             Ok(_) => {}
@@ -170,6 +197,7 @@ pub fn measure(
     shape: &MoeShape,
     options: &BenchOptions,
     grouped: bool,
+    family: Family,
     peers: &mut [Box<dyn MoePeer>],
 ) -> Result<Vec<MoeMeasurement>, String> {
     let (n, k) = (shape.n, shape.k);
@@ -187,7 +215,7 @@ pub fn measure(
     let gpu: &dyn GpuBackend = backend;
     let layer = DeviceExperts::upload(gpu, &stack.view()).map_err(|e| format!("uploading the experts: {e}"))?;
     drop(stack);
-    let kernel = tiers.plan_call(&GemvCall::new(1)).map_err(|e| e.to_string())?[0].kernel;
+    let kernel = tiers.plan_call(&GemvCall::new(1).with_family(family.into())).map_err(|e| e.to_string())?[0].kernel;
     let copy_rate = backend
         .time_device_copy(shape.experts.min(64) * expert_bytes, options.launches)
         .map_err(|e| e.to_string())?
@@ -206,7 +234,7 @@ pub fn measure(
             let flat: Vec<u8> = sets.iter().flatten().flat_map(|id| id.to_le_bytes()).collect();
             gpu.upload(ids.whole(), &flat).map_err(|e| e.to_string())?;
             let grouped_launches: Vec<GroupedArgs> = (0..sets.len())
-                .map(|r| layer.args(x.whole(), ids.range(4 * pairs * r, 4 * pairs), y.whole(), m, shape.top_k))
+                .map(|r| layer.args(x.whole(), ids.range(4 * pairs * r, 4 * pairs), y.whole(), m, shape.top_k, family))
                 .collect();
             let separate_launches: Vec<(KernelHandle, GemvArgs)> = sets
                 .iter()
@@ -249,8 +277,8 @@ pub fn measure(
             }
             let x_y_bytes = (2 * m * k + 2 * pairs * n) as f64;
             let mut arms: Vec<(String, f64)> = vec![
-                ("grouped".into(), touched * expert_bytes as f64 + x_y_bytes),
-                ("separate".into(), touched * expert_bytes as f64 + x_y_bytes),
+                (arm_label("grouped", family), touched * expert_bytes as f64 + x_y_bytes),
+                (arm_label("separate", family), touched * expert_bytes as f64 + x_y_bytes),
             ];
             // A peer's bytes: its experts' weights, X and Y as f32 (what ggml reads and writes).
             arms.extend(
@@ -286,7 +314,8 @@ pub fn measure(
 }
 
 /// The table: one row per layer, arm and M; every other arm's row gives its time over the
-/// grouped launch's (`grouped x`: how many times as fast the grouped launch is).
+/// grouped launch's of its family (a peer's: the first family's), `grouped x`: how many times as
+/// fast the grouped launch is.
 pub fn print(out: &mut dyn Write, rows: &[MoeMeasurement]) -> std::io::Result<()> {
     let width = rows.iter().map(|row| row.arm.len()).max().unwrap_or(0).max(9);
     writeln!(
@@ -295,9 +324,18 @@ pub fn print(out: &mut dyn Write, rows: &[MoeMeasurement]) -> std::io::Result<()
         "layer", "arm", "M", "experts", "time (us)", "GB/s", "% copy", "grouped x"
     )?;
     for row in rows {
-        let grouped = rows.iter().find(|r| r.label == row.label && r.m == row.m && r.arm == "grouped");
+        let reference = match row.arm.strip_prefix("separate") {
+            Some(family) => format!("grouped{family}"),
+            None => String::new(),
+        };
+        let grouped = rows.iter().find(|r| {
+            r.label == row.label
+                && r.m == row.m
+                && r.arm.starts_with("grouped")
+                && (reference.is_empty() || r.arm == reference)
+        });
         let ratio = match grouped {
-            Some(grouped) if row.arm != "grouped" => format!("{:.2}x", row.micros / grouped.micros),
+            Some(grouped) if !row.arm.starts_with("grouped") => format!("{:.2}x", row.micros / grouped.micros),
             _ => String::new(),
         };
         writeln!(
@@ -340,7 +378,7 @@ mod tests {
         }
         let backend = gemv_mock::MockBackend::new();
         let tiers = ResolvedTiers::resolve(&backend, gemv_core::KillSwitches::default());
-        assert_eq!(prove(&backend, &tiers, &[1, 4]), Ok(true));
+        assert_eq!(prove(&backend, &tiers, &[1, 4], Family::Exact), Ok(true));
     }
 
     /// Each timing a peer was asked for: M and the routings.
@@ -386,7 +424,7 @@ mod tests {
         };
         let seen = Timings::default();
         let mut peers: Vec<Box<dyn MoePeer>> = vec![Box::new(Recording { seen: seen.clone() })];
-        let rows = measure(&backend, &tiers, &shape, &options, true, &mut peers).expect("measure");
+        let rows = measure(&backend, &tiers, &shape, &options, true, Family::Exact, &mut peers).expect("measure");
         // Every M: one untimed run on its first routing, then every round on the routings of
         // that M: three, each token's two distinct ids.
         let seen = seen.borrow();

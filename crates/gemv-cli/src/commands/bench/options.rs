@@ -23,7 +23,8 @@ pub struct BenchOptions {
     pub tiers: Vec<TierChoice>,
     /// The kernel family the plan runs in: auto (the policy: exact today), exact, or fast
     /// (tensor cores, CUDA sm_80+; its own bounded, batch-invariant contract). Repeatable, to
-    /// compare the families side by side; `GEMV_EXACT_ONLY` forces exact.
+    /// compare the families side by side; `GEMV_EXACT_ONLY` forces exact. With --moe: the
+    /// families whose grouped and pair-by-pair launches are timed (default exact).
     #[arg(long = "family", value_name = "FAMILY", value_parser = parse_family)]
     pub families: Vec<FamilyChoice>,
     /// Nominal peak bandwidth in GB/s for the % column (default: what the device reports).
@@ -49,7 +50,8 @@ pub struct BenchOptions {
     /// deepseek-v3-down, qwen3-moe-up, qwen3-moe-down) or E,TOPK,N,K. The grouped launch (where
     /// the backend has one) and the same work in one launch per (token, slot) pair, a fresh
     /// random routing per launch; bytes are the distinct experts touched. On the CPU with ggml
-    /// built in (`cargo xtask ggml-bench`), ggml_mul_mat_id on the same routings. Repeatable.
+    /// built in (`cargo xtask ggml-bench`), ggml_mul_mat_id on the same routings, beside the
+    /// first --family's arms. Repeatable.
     #[arg(long = "moe", value_name = "LAYER", value_parser = super::moe::parse_moe)]
     pub moe: Vec<super::moe::MoeShape>,
     /// Skip the peer rows: on CUDA the bench also times cuBLAS's BF16 GEMM on the same shape

@@ -1,0 +1,82 @@
+// Where a launch's tokens read X and write Y, and which (token, slot) pairs a block of a grouped
+// launch (a routed mixture-of-experts layer) computes: shared by both families' kernels.
+//
+// Pair p = t * top_k + s is slot s of token t: X row t, Y row p, expert routing[p]. Block b of a
+// grouped grid computes one row block of pair b / row_blocks's expert for every pair routed to
+// it: the block of the expert's first pair does the work, the blocks of its later pairs return at
+// once, so each touched expert's weights are streamed once per launch however many pairs chose
+// it. A pair whose id is past the experts reads no weights; its Y row is NaN.
+#pragma once
+
+#include "gemv_portable.cuh"
+
+namespace gemv_routing {
+
+// The most pairs (M x top_k) one grouped launch may carry: the shared-memory lists' length
+// (gemv_cuda checks it before launching).
+constexpr int kMaxGroupedPairs = 1024;
+using PairList = GemvShared<int, kMaxGroupedPairs>;
+
+// A single launch's token t: rows of its own X and Y, `t * stride` elements in.
+struct StridedRows {
+    int x_stride;
+    int y_stride;
+    __device__ __forceinline__ const gemv_u16* x_row(const gemv_u16* x, int t) const {
+        return x + (gemv_u64)t * (gemv_u64)x_stride;
+    }
+    __device__ __forceinline__ gemv_u16* y_row(gemv_u16* y, int t) const {
+        return y + (gemv_u64)t * (gemv_u64)y_stride;
+    }
+};
+
+// Token t of a grouped block's chunk is the block's pair first + t: X row tokens[first + t] (K
+// apart), Y row pairs[first + t] (N apart).
+struct GatheredRows {
+    const PairList* tokens;
+    const PairList* pairs;
+    int first;
+    int x_stride;
+    int y_stride;
+    __device__ __forceinline__ const gemv_u16* x_row(const gemv_u16* x, int t) const {
+        return x + (gemv_u64)(*tokens)[first + t] * (gemv_u64)x_stride;
+    }
+    __device__ __forceinline__ gemv_u16* y_row(gemv_u16* y, int t) const {
+        return y + (gemv_u64)(*pairs)[first + t] * (gemv_u64)y_stride;
+    }
+};
+
+// Which pairs block `pair`'s row block [first_row, first_row + rows) of N computes, for a block of
+// THREADS threads: returns how many, listed ascending in `tokens` (their X rows) and `pair_rows`
+// (their Y rows), with their expert in `expert`; or 0 where the block has nothing to do: its id is
+// past the experts (its rows of Y row `pair` are written NaN here) or an earlier pair has the same
+// expert. Every thread gets the same answer (a uniform exit: the only barriers are in here).
+template <int THREADS>
+__device__ __forceinline__ int route_block(const gemv_u32* routing, int experts, int pairs, int top_k, int pair,
+                                           gemv_u16* y, int n, int first_row, int rows, PairList& tokens,
+                                           PairList& pair_rows, int tid, gemv_u32& expert) {
+    expert = __ldg(routing + pair);
+    if (expert >= (gemv_u32)experts) {
+        for (int r = tid; r < rows; r += THREADS) {
+            if (first_row + r < n) store_global(y + (gemv_u64)pair * (gemv_u64)n + (first_row + r), (gemv_u16)0x7FC0u);
+        }
+        return 0;
+    }
+    // Only the expert's first pair computes.
+    bool earlier = false;
+    for (int q = tid; q < pair; q += THREADS) earlier = earlier || __ldg(routing + q) == expert;
+    if (__syncthreads_or(earlier)) return 0;
+    // The expert's pairs from this one on, ascending: pair q's place is the count of earlier ones.
+    int count = 0;
+    for (int q = pair; q < pairs; ++q) count += __ldg(routing + q) == expert ? 1 : 0;
+    for (int q = pair + tid; q < pairs; q += THREADS) {
+        if (__ldg(routing + q) != expert) continue;
+        int place = 0;
+        for (int r = pair; r < q; ++r) place += __ldg(routing + r) == expert ? 1 : 0;
+        tokens[place] = q / top_k;
+        pair_rows[place] = q;
+    }
+    __syncthreads();
+    return count;
+}
+
+}  // namespace gemv_routing
