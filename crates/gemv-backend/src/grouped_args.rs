@@ -78,7 +78,7 @@ impl GroupedArgs {
         if self.family == Family::Fast && !fast_available {
             return Err(CoreError::FamilyUnavailable { family: Family::Fast.name() }.into());
         }
-        Ok(gemv_core::grouped_kernel(self.family, self.m))
+        Ok(gemv_core::grouped_kernel(self.family, self.m, self.top_k, self.experts))
     }
 
     /// The bytes of X a launch reads: `2 m K` from X's start.

@@ -67,15 +67,21 @@ pub const GROUPED_KERNELS: [GroupedKernelSpec; 6] = [
 /// in shared memory).
 pub const MAX_GROUPED_PAIRS: usize = 1024;
 
-/// The grouped kernel of `family` for a launch of `m` tokens: the family's narrowest whose width
-/// covers `m` (an expert computes at most M pairs where no token repeats an id), else its widest,
-/// whose experts with more pairs run them in several chunks. A family's kernels give the same bits.
-pub fn grouped_kernel(family: Family, m: usize) -> &'static GroupedKernelSpec {
+/// The grouped kernel of `family` for `m` tokens routed to `top_k` of `experts` each: the
+/// family's narrowest whose width covers the pairs a touched expert has on average under a
+/// uniform routing ([`crate::expected_pairs_per_expert`], rounded up), else its widest. An expert
+/// with more pairs than the width runs them in several chunks, so every routing is served and a
+/// family's kernels give the same bits; the width decides only speed. It follows the pairs, not
+/// M: sixteen tokens on 8 of 256 experts give a touched expert 1.25 pairs, which a 2-wide kernel
+/// streams in one chunk at its two blocks per SM, where an 8-wide one would keep one block per SM
+/// of lanes mostly idle (docs/model.md compares every width).
+pub fn grouped_kernel(family: Family, m: usize, top_k: usize, experts: usize) -> &'static GroupedKernelSpec {
+    let pairs = crate::expected_pairs_per_expert(experts, top_k, m);
     let mut chosen = &GROUPED_KERNELS[0];
-    // The family's kernels, narrowest first: the first that covers `m`, else the last.
+    // The family's kernels, narrowest first: the first that covers `pairs`, else the last.
     for spec in GROUPED_KERNELS.iter().filter(|spec| spec.family == family) {
         chosen = spec;
-        if spec.max_m >= m {
+        if spec.max_m as f64 >= pairs - 1e-9 {
             break;
         }
     }
@@ -92,16 +98,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_narrowest_covering_kernel_serves_a_launch_and_the_widest_serves_the_rest() {
-        let exact = |m| grouped_kernel(Family::Exact, m).max_m;
+    fn the_narrowest_kernel_covering_an_experts_pairs_serves_a_launch_and_the_widest_the_rest() {
+        // Every token on every expert (top-k = E): M pairs each.
+        let exact = |m| grouped_kernel(Family::Exact, m, 4, 4).max_m;
         assert_eq!([1, 2, 3, 8, 16].map(exact), [1, 2, 4, 8, 8]);
-        let fast = |m| grouped_kernel(Family::Fast, m).max_m;
+        let fast = |m| grouped_kernel(Family::Fast, m, 4, 4).max_m;
         assert_eq!([1, 8, 9, 16, 40].map(fast), [8, 8, 16, 16, 16]);
+        // Routed layers: DeepSeek-V3 (8 of 256) gives at most 1.25 pairs an expert up to M = 16,
+        // eight experts of top 2 four pairs at M = 16.
+        let deepseek = |m| grouped_kernel(Family::Exact, m, 8, 256).max_m;
+        assert_eq!([1, 2, 4, 8, 16].map(deepseek), [1, 2, 2, 2, 2]);
+        assert_eq!(grouped_kernel(Family::Exact, 16, 2, 8).max_m, 8);
+        assert_eq!(grouped_kernel(Family::Exact, 3, 2, 8).max_m, 2);
+        assert_eq!(grouped_kernel(Family::Fast, 16, 8, 256).max_m, 8);
         for family in [Family::Exact, Family::Fast] {
             let widths: Vec<usize> =
                 GROUPED_KERNELS.iter().filter(|spec| spec.family == family).map(|spec| spec.max_m).collect();
             assert!(widths.windows(2).all(|pair| pair[0] < pair[1]), "{family:?}: {widths:?}");
-            assert!((1..=64).all(|m| grouped_kernel(family, m).family == family));
+            assert!((1..=64).all(|m| grouped_kernel(family, m, 2, 8).family == family));
         }
         for spec in GROUPED_KERNELS {
             assert!(crate::kernel_spec(spec.name).is_none(), "{} is also a single kernel", spec.name);

@@ -51,7 +51,7 @@ pub use grouped_kernels::{GROUPED_KERNELS, GroupedKernelSpec, MAX_GROUPED_PAIRS,
 pub use kill_switch::{EXACT_ONLY, KillSwitches, NO_BATCH8_RT, NO_EXACT_M_TIERS};
 pub use launch::{LaunchShape, Operand, strided_span};
 pub use matrix::{Nvfp4Matrix, Nvfp4View};
-pub use moe_layers::{MOE_LAYERS, MoeLayer};
+pub use moe_layers::{MOE_LAYERS, MoeLayer, expected_pairs_per_expert, expected_touched_experts};
 pub use plan::{Launch, TierMask, dispatch_plan, fast_dispatch_plan};
 pub use quantize::{global_scale_for_amax, quantize_bf16, quantize_f32, quantize_f32_with_amax, quantize_rows};
 pub use reference::{ReferenceOutput, f64_reference, fast_reference, fast_rounding_depth, rounding_depth};

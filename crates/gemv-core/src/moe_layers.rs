@@ -17,12 +17,24 @@ pub struct MoeLayer {
 }
 
 impl MoeLayer {
-    /// The distinct experts `m` tokens touch on average when each routes to `top_k` distinct
-    /// experts chosen uniformly: `E (1 - (1 - top_k / E)^m)`.
+    /// The distinct experts `m` tokens touch on average ([`expected_touched_experts`]).
     pub fn expected_touched(&self, m: usize) -> f64 {
-        let (experts, top_k) = (self.experts as f64, self.top_k as f64);
-        experts * (1.0 - (1.0 - top_k / experts).powi(m as i32))
+        expected_touched_experts(self.experts, self.top_k, m)
     }
+}
+
+/// The distinct experts of `experts` that `m` tokens touch on average when each routes to
+/// `top_k` distinct experts chosen uniformly: `E (1 - (1 - top_k / E)^m)`.
+pub fn expected_touched_experts(experts: usize, top_k: usize, m: usize) -> f64 {
+    let (experts, top_k) = (experts as f64, top_k as f64);
+    experts * (1.0 - (1.0 - top_k / experts).powi(m.min(i32::MAX as usize) as i32))
+}
+
+/// The (token, slot) pairs a touched expert has on average under that routing: `m top_k` over
+/// [`expected_touched_experts`] (1 at M = 1; 1.25 for DeepSeek-V3's 8 of 256 at M = 16).
+pub fn expected_pairs_per_expert(experts: usize, top_k: usize, m: usize) -> f64 {
+    let touched = expected_touched_experts(experts, top_k, m);
+    if touched > 0.0 { (m * top_k) as f64 / touched } else { 0.0 }
 }
 
 /// DeepSeek-V3's routed experts (256, top 8; gate and up fused 4096 x 7168, down 7168 x 2048) and
@@ -46,5 +58,17 @@ mod tests {
         assert!((layer.expected_touched(2) - 15.5).abs() < 1e-9);
         assert!(layer.expected_touched(16) < 128.0 && layer.expected_touched(1000) > 127.9);
         assert!(MOE_LAYERS.iter().all(|l| l.top_k <= l.experts && crate::validate_weight_shape(l.n, l.k).is_ok()));
+    }
+
+    #[test]
+    fn a_touched_expert_has_one_pair_at_one_token_and_more_as_tokens_share_it() {
+        assert!((expected_pairs_per_expert(256, 8, 1) - 1.0).abs() < 1e-12);
+        let deepseek = expected_pairs_per_expert(256, 8, 16);
+        assert!(deepseek > 1.2 && deepseek < 1.3, "{deepseek}");
+        // Eight experts, top 2: sixteen tokens nearly touch all, four pairs each.
+        let small = expected_pairs_per_expert(8, 2, 16);
+        assert!(small > 4.0 && small < 4.1, "{small}");
+        // Every expert chosen by every token: M pairs each.
+        assert!((expected_pairs_per_expert(4, 4, 6) - 6.0).abs() < 1e-9);
     }
 }

@@ -1,8 +1,10 @@
-//! A grouped launch streams each touched expert's weights once, however many (token, slot) pairs
-//! chose it: only the block row of an expert's first pair computes, for all of its pairs. Outputs
-//! cannot show this (a block of a later pair that computed its own pairs again would write the
-//! same bits), so the emulator's load counts do: eight tokens on one expert read what one expert
-//! holds, eight tokens on eight experts eight times that.
+//! A grouped launch streams each touched expert's weights once per chunk of its pairs (the
+//! kernel's width), however many (token, slot) pairs chose it: only the block row of an expert's
+//! first pair computes, for all of its pairs. Outputs cannot show this (a block of a later pair
+//! that computed its own pairs again would write the same bits), so the emulator's load counts
+//! do: every token on every expert, with the kernel as wide as an expert's pairs, reads each
+//! expert once; eight tokens on one expert under a kernel narrower than that read it once per
+//! chunk; eight tokens on eight experts read each once.
 //!
 //! Both families' grouped kernels. Planted: the exact kernel's early return for an expert's later
 //! pairs removed; the eight-on-one case then read the expert's weights once per pair (8 x 32,768
@@ -10,7 +12,7 @@
 
 use gemv_backend::{DeviceExperts, ResolvedTiers};
 use gemv_conformance::{activations, matrix};
-use gemv_core::{FamilyChoice, GroupedCall, KillSwitches, Nvfp4Experts};
+use gemv_core::{Family, FamilyChoice, GroupedCall, KillSwitches, Nvfp4Experts, grouped_kernel};
 use gemv_cuda_emulator::CudaEmulator;
 
 /// Rows a whole number of every grouped kernel's row blocks, K whole passes: each weight byte is
@@ -18,25 +20,35 @@ use gemv_cuda_emulator::CudaEmulator;
 const N: usize = 64;
 const K: usize = 1024;
 const EXPERTS: usize = 8;
+/// One expert's packed bytes.
+const EXPERT_BYTES: u64 = (N * K / 2) as u64;
 
-/// Packed-weight bytes one grouped launch of `ids` (M = 8, top-k = 1) in `family` loads.
-fn packed_bytes(stack: &Nvfp4Experts, ids: &[u32], family: FamilyChoice) -> u64 {
+/// Packed-weight bytes one grouped launch of `ids` (M = 8 tokens, `ids.len() / 8` slots each) in
+/// `family` loads.
+fn packed_bytes(stack: &Nvfp4Experts, ids: &[u32], family: Family) -> u64 {
     let emulator = CudaEmulator::new();
     let tiers = ResolvedTiers::resolve(&emulator, KillSwitches::default());
     let layer = DeviceExperts::upload(&emulator, &stack.view()).expect("upload");
-    let call = GroupedCall::new(ids.len(), 1).with_family(family);
-    layer.call(&tiers, &activations(ids.len(), K, 3), ids, &call).expect("grouped launch");
+    let call = GroupedCall::new(8, ids.len() / 8).with_family(FamilyChoice::from(family));
+    layer.call(&tiers, &activations(8, K, 3), ids, &call).expect("grouped launch");
     emulator.global_accesses().packed_loads.bytes()
 }
 
 #[test]
-fn each_touched_expert_is_streamed_once_per_launch() {
+fn each_touched_expert_is_streamed_once_per_chunk_of_its_pairs() {
     let matrices: Vec<_> = (0..EXPERTS).map(|e| matrix(N, K, 40 + e as u64)).collect();
     let stack = Nvfp4Experts::stack(&matrices).expect("one shape");
-    for family in [FamilyChoice::Exact, FamilyChoice::Fast] {
+    for family in [Family::Exact, Family::Fast] {
+        // Top 8 of 8: every expert has eight pairs, and the kernel is eight wide.
+        assert_eq!(grouped_kernel(family, 8, EXPERTS, EXPERTS).max_m, 8);
+        let every: Vec<u32> = (0..8 * EXPERTS as u32).map(|i| i % EXPERTS as u32).collect();
+        assert_eq!(packed_bytes(&stack, &every, family), EXPERTS as u64 * EXPERT_BYTES, "{family:?}: each once");
+        // Top 1: the kernel covers the pairs a touched expert has on average (1.5 at M = 8), so
+        // eight pairs on one expert run in chunks of its width, each chunk reading the expert.
+        let width = grouped_kernel(family, 8, 1, EXPERTS).max_m;
         let one_expert = packed_bytes(&stack, &[3; 8], family);
+        assert_eq!(one_expert, 8usize.div_ceil(width) as u64 * EXPERT_BYTES, "{family:?}: eight pairs on one expert");
         let eight_experts = packed_bytes(&stack, &[0, 1, 2, 3, 4, 5, 6, 7], family);
-        assert_eq!(one_expert, (N * K / 2) as u64, "{family:?}: eight pairs on one expert read it once");
-        assert_eq!(eight_experts, 8 * one_expert, "{family:?}: eight experts are each read once");
+        assert_eq!(eight_experts, EXPERTS as u64 * EXPERT_BYTES, "{family:?}: eight experts are each read once");
     }
 }

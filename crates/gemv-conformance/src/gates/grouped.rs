@@ -43,7 +43,14 @@ fn routings() -> Vec<Routing> {
         Routing { name: "every token on expert 2 (repeated ids)", m: 3, top_k: 2, ids: vec![2; 6] },
         Routing { name: "all pairs distinct", m: 2, top_k: 2, ids: vec![4, 0, 3, 1] },
         Routing { name: "top-k 1", m: 4, top_k: 1, ids: vec![1, 3, 1, 0] },
+        Routing { name: "one token, top 3", m: 1, top_k: 3, ids: vec![4, 1, 3] },
         Routing { name: "top-k = E", m: 2, top_k: EXPERTS, ids: (0..2 * every).map(|i| (i * 3 + 1) % every).collect() },
+        Routing {
+            name: "top-k = E, M 9 (nine pairs an expert)",
+            m: 9,
+            top_k: EXPERTS,
+            ids: (0..9 * every).map(|i| (i * 2 + i / every) % every).collect(),
+        },
         Routing { name: "18 pairs on expert 4 (several chunks in every kernel)", m: 9, top_k: 2, ids: vec![4; 18] },
         Routing { name: "random, M 7", m: 7, top_k: 3, ids: random(7, 3, 17) },
         Routing { name: "random, M 16", m: 16, top_k: 2, ids: random(16, 2, 29) },
@@ -248,4 +255,21 @@ fn raw_launch(
         result
     })();
     cases.record(case, outcome);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Gate 12's routings reach every grouped kernel of both families (which one serves a launch
+    /// depends on M, top-k and E alone).
+    #[test]
+    fn the_routings_reach_every_grouped_kernel() {
+        for spec in gemv_core::GROUPED_KERNELS {
+            let reached = routings()
+                .iter()
+                .any(|r| gemv_core::grouped_kernel(spec.family, r.m, r.top_k, EXPERTS).name == spec.name);
+            assert!(reached, "no routing of gate 12 runs {}", spec.name);
+        }
+    }
 }

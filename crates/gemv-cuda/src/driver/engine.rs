@@ -208,7 +208,8 @@ impl CudaKernels {
             2 * y.len(),
         ];
         call.check_operands(experts.experts, experts.n, experts.k, lens)?;
-        let spec = gemv_core::grouped_kernel(self.tiers.family(call.m(), call.family())?, call.m());
+        let family = self.tiers.family(call.m(), call.family())?;
+        let spec = gemv_core::grouped_kernel(family, call.m(), call.top_k(), experts.experts);
         let function = GROUPED_KERNELS
             .iter()
             .position(|candidate| candidate.name == spec.name)

@@ -87,7 +87,7 @@ impl WgpuBackend {
         inputs: [Binding; 5],
         y: Binding,
     ) -> Result<()> {
-        let spec = grouped_kernel(Family::Exact, dims.m);
+        let spec = grouped_kernel(Family::Exact, dims.m, dims.top_k, dims.experts);
         let GroupedDims { m, top_k, experts, n, k, per_expert } = *dims;
         let pairs = (m * top_k) as u64;
         let (width, height) = self.dispatch_grid(pairs * (n as u64).div_ceil(spec.rows as u64))?;
