@@ -66,9 +66,11 @@ step variants bench.log 100 "$here/gemv" bench --backend cuda --shape qkv --shap
 # 2b. Routed mixture-of-experts layers (docs/kernels.md's grouped launches): the grouped launch
 #     against one launch per (token, slot) pair, a fresh random routing per launch, at M = 1..16
 #     on the Qwen3-30B-A3B layers and DeepSeek-V3's fused gate/up (4.2 GB of experts), in both
-#     families (the fast family's grouped kernel against its own pair-by-pair launches).
-step moe moe.log 120 "$here/gemv" bench --backend cuda --moe qwen3-moe-up --moe qwen3-moe-down --moe deepseek-v3-up \
-  --m 1,2,4,8,16 --rounds 3 --launches 10 --family exact --family fast
+#     families (the fast family's grouped kernel against its own pair-by-pair launches), and every
+#     grouped kernel forced (the sweep that tests gemv_core::grouped_kernel's choice and
+#     docs/model.md's grouped predictions).
+step moe moe.log 150 "$here/gemv" bench --backend cuda --moe qwen3-moe-up --moe qwen3-moe-down --moe deepseek-v3-up \
+  --m 1,2,4,8,16 --rounds 3 --launches 10 --family exact --family fast @GROUPED_KERNELS@
 
 # The machine's nvcc builds the two probe programs (nan_probe.cu, memory_probes.cu) for its GPU.
 nvcc=$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -n 1)

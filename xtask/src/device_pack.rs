@@ -167,7 +167,9 @@ pub fn run() -> Result<(), String> {
 fn run_script() -> String {
     let tiers: Vec<String> =
         crate::sass::pipeline_comparison().iter().map(|spec| format!("--tier {}", spec.name)).collect();
-    RUN_SH.replace("@PIPELINE_VARIANTS@", &tiers.join(" "))
+    let grouped: Vec<String> =
+        gemv_core::GROUPED_KERNELS.iter().map(|spec| format!("--grouped-kernel {}", spec.name)).collect();
+    RUN_SH.replace("@PIPELINE_VARIANTS@", &tiers.join(" ")).replace("@GROUPED_KERNELS@", &grouped.join(" "))
 }
 
 fn read(path: &std::path::Path) -> Result<String, String> {
@@ -211,6 +213,17 @@ fn copy_sanitizer(to: &std::path::Path) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_moe_step_forces_every_grouped_kernel_in_both_families() {
+        let script = run_script();
+        assert!(!script.contains("@GROUPED_KERNELS@"), "an unfilled placeholder in run.sh");
+        let step = script.lines().skip_while(|line| !line.starts_with("step moe")).take(2).collect::<String>();
+        assert!(step.contains("--family exact --family fast"), "{step}");
+        for spec in gemv_core::GROUPED_KERNELS {
+            assert!(step.contains(&format!("--grouped-kernel {}", spec.name)), "{} missing from: {step}", spec.name);
+        }
+    }
 
     #[test]
     fn the_variants_step_names_every_ring_kernel_and_its_classic_baseline() {

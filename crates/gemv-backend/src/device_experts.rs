@@ -4,7 +4,7 @@
 
 use crate::device_matrix::BackendRef;
 use crate::{BufferRange, DeviceBuffer, GemvArgs, GroupedArgs, ResolvedTiers, Result};
-use gemv_core::{CoreError, Family, GemvCall, GroupedCall, Nvfp4ExpertsView};
+use gemv_core::{CoreError, Family, GemvCall, GroupedCall, GroupedKernelSpec, Nvfp4ExpertsView};
 
 /// E NVFP4 matrices of one shape resident on a backend, stacked (`[E][N][K/2]`, `[E][N][K/16]`)
 /// with their global scales (one shared or one each) in device memory. Frees its buffers on drop.
@@ -93,6 +93,7 @@ impl<B: BackendRef> DeviceExperts<B> {
             n: self.n,
             k: self.k,
             family,
+            forced_kernel: None,
         }
     }
 
@@ -124,6 +125,30 @@ impl<B: BackendRef> DeviceExperts<B> {
     /// first, so an id past the experts is [`CoreError::ExpertOutOfRange`] on every backend.
     pub fn call(&self, tiers: &ResolvedTiers, x: &[u16], ids: &[u32], call: &GroupedCall) -> Result<Vec<u16>> {
         let family = tiers.family(call.m(), call.family())?;
+        self.launch_grouped(x, ids, call, |args| GroupedArgs { family, ..args })
+    }
+
+    /// [`Self::call`] on the grouped kernel `kernel` (a benchmark's or a test's choice), in its
+    /// family, whatever the selector would pick; the call's family policy does not apply.
+    pub fn call_on(
+        &self,
+        kernel: &'static GroupedKernelSpec,
+        x: &[u16],
+        ids: &[u32],
+        call: &GroupedCall,
+    ) -> Result<Vec<u16>> {
+        self.launch_grouped(x, ids, call, |args| args.with_kernel(kernel))
+    }
+
+    /// Uploads X and the validated routing, and runs one grouped launch of the arguments `shape`
+    /// makes of the plain ones.
+    fn launch_grouped(
+        &self,
+        x: &[u16],
+        ids: &[u32],
+        call: &GroupedCall,
+        shape: impl FnOnce(GroupedArgs) -> GroupedArgs,
+    ) -> Result<Vec<u16>> {
         let routing = call.routing(ids, self.experts)?;
         self.run(x, call, |x_buf, y_buf| {
             let backend = self.backend.backend();
@@ -131,14 +156,9 @@ impl<B: BackendRef> DeviceExperts<B> {
             let launched = (|| {
                 let bytes: Vec<u8> = routing.ids().iter().flat_map(|id| id.to_le_bytes()).collect();
                 backend.upload(routing_buf.whole(), &bytes)?;
-                backend.launch_grouped(&self.args(
-                    x_buf.whole(),
-                    routing_buf.whole(),
-                    y_buf.whole(),
-                    call.m(),
-                    call.top_k(),
-                    family,
-                ))
+                let args =
+                    self.args(x_buf.whole(), routing_buf.whole(), y_buf.whole(), call.m(), call.top_k(), Family::Exact);
+                backend.launch_grouped(&shape(args))
             })();
             let synchronized = launched.and_then(|()| backend.synchronize());
             let _ = backend.free(routing_buf);

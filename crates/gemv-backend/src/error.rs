@@ -63,6 +63,16 @@ pub enum Error {
         /// Why, in one line.
         reason: String,
     },
+    /// A grouped launch forced onto a kernel of another family than its own.
+    #[error("grouped kernel {kernel} is of the {kernel_family} family; the launch is in the {family} family")]
+    KernelFamilyMismatch {
+        /// The forced kernel.
+        kernel: &'static str,
+        /// Its family.
+        kernel_family: &'static str,
+        /// The launch's family.
+        family: &'static str,
+    },
     /// An operation this backend does not offer (yet).
     #[error("backend {backend} has no {what}")]
     Unsupported {

@@ -34,6 +34,9 @@ pub struct GroupedArgs {
     /// The family that computes the layer, as the caller's policy decided it
     /// ([`ResolvedTiers::family`](crate::ResolvedTiers::family)).
     pub family: Family,
+    /// A grouped kernel a benchmark or a test chose ([`Self::with_kernel`]); None: the one
+    /// [`gemv_core::grouped_kernel`] picks. Every kernel of a family gives the same bits.
+    pub forced_kernel: Option<&'static GroupedKernelSpec>,
 }
 
 impl GroupedArgs {
@@ -70,15 +73,31 @@ impl GroupedArgs {
         Ok(())
     }
 
+    /// These arguments launched on `kernel` whatever the selector would pick, in its family.
+    pub fn with_kernel(self, kernel: &'static GroupedKernelSpec) -> Self {
+        Self { family: kernel.family, forced_kernel: Some(kernel), ..self }
+    }
+
     /// The grouped kernel that serves these arguments on a backend that has the fast family
-    /// (`fast_available`) or not: [`gemv_core::grouped_kernel`] of their family, or
-    /// [`CoreError::FamilyUnavailable`] for the fast family where the backend lacks it. Every
-    /// backend asks this before launching, including those that run no CUDA kernel.
+    /// (`fast_available`) or not: the forced one, else [`gemv_core::grouped_kernel`] of their
+    /// family; [`CoreError::FamilyUnavailable`] for the fast family where the backend lacks it.
+    /// Every backend asks this before launching, including those that run no CUDA kernel.
     pub fn kernel(&self, fast_available: bool) -> Result<&'static GroupedKernelSpec> {
-        if self.family == Family::Fast && !fast_available {
+        let spec = match self.forced_kernel {
+            Some(spec) => spec,
+            None => gemv_core::grouped_kernel(self.family, self.m, self.top_k, self.experts),
+        };
+        if spec.family != self.family {
+            return Err(Error::KernelFamilyMismatch {
+                kernel: spec.name,
+                kernel_family: spec.family.name(),
+                family: self.family.name(),
+            });
+        }
+        if spec.family == Family::Fast && !fast_available {
             return Err(CoreError::FamilyUnavailable { family: Family::Fast.name() }.into());
         }
-        Ok(gemv_core::grouped_kernel(self.family, self.m, self.top_k, self.experts))
+        Ok(spec)
     }
 
     /// The bytes of X a launch reads: `2 m K` from X's start.
@@ -117,6 +136,7 @@ mod tests {
             n,
             k,
             family: Family::Exact,
+            forced_kernel: None,
         }
     }
 
@@ -147,5 +167,19 @@ mod tests {
         let fast = GroupedArgs { family: Family::Fast, ..args() };
         assert!(matches!(fast.kernel(false), Err(Error::Core(CoreError::FamilyUnavailable { family: "fast" }))));
         assert_eq!(fast.kernel(true).ok().map(|spec| spec.family), Some(Family::Fast));
+    }
+
+    #[test]
+    fn a_forced_kernel_serves_the_launch_in_its_family() {
+        let widest = gemv_core::GROUPED_KERNELS.iter().find(|s| s.name == "w4a16_grouped_batch8_ring2_r2_b1");
+        let widest = widest.expect("registry");
+        assert_eq!(args().kernel(false).ok().map(|spec| spec.max_m), Some(2), "the selector's choice");
+        assert_eq!(args().with_kernel(widest).kernel(false).ok(), Some(widest));
+        let fast = gemv_core::GROUPED_KERNELS.iter().find(|s| s.family == Family::Fast).expect("registry");
+        let forced = args().with_kernel(fast);
+        assert!(matches!(forced.kernel(false), Err(Error::Core(CoreError::FamilyUnavailable { .. }))));
+        assert_eq!(forced.kernel(true).ok(), Some(fast));
+        let mismatched = GroupedArgs { family: Family::Exact, ..forced };
+        assert!(matches!(mismatched.kernel(true), Err(Error::KernelFamilyMismatch { kernel_family: "fast", .. })));
     }
 }

@@ -258,6 +258,12 @@ fn bench_rejects_bad_arguments_with_exit_2() {
         (vec!["bench", "--moe", "4,2,64,1024", "--tier", "plan"], "--tier"),
         // --moe times the families --family names, each only where the device has it.
         (vec!["bench", "--backend", "host", "--moe", "4,2,64,1024", "--family", "fast"], "--family: the fast kernel"),
+        (vec!["bench", "--grouped-kernel", "w4a16_grouped_ring3_r2_b2"], "add --moe LAYER"),
+        (vec!["bench", "--moe", "4,2,64,1024", "--grouped-kernel", "w4a16_gemv"], "not a grouped kernel"),
+        (
+            vec!["bench", "--backend", "host", "--moe", "4,2,64,1024", "--grouped-kernel", "w4a16_fast_grouped_m8"],
+            "is of the fast family; add --family fast",
+        ),
     ] {
         let (code, _, stderr) = gemv(&args);
         assert_eq!(code, 2, "{args:?}: {stderr}");
@@ -329,13 +335,15 @@ fn fast_family_gates_run_on_the_emulator() {
 }
 
 /// `bench --moe` with two families proves and times each family's grouped and pair-by-pair
-/// launches, each compared with its own family's grouped launch.
+/// launches, each compared with its own family's grouped launch, and each forced grouped kernel
+/// beside them.
 #[cfg(feature = "emulator")]
 #[test]
 fn the_moe_bench_times_each_family_it_is_given_on_the_emulator() {
     let args = ["bench", "--backend", "cuda-emu", "--moe", "4,2,32,256", "--m", "1,3", "--rounds", "1"];
     let mut both = args.to_vec();
     both.extend(["--launches", "1", "--family", "exact", "--family", "fast"]);
+    both.extend(["--grouped-kernel", "w4a16_grouped_batch8_ring2_r2_b1", "--grouped-kernel", "w4a16_fast_grouped_m16"]);
     let (code, stdout, stderr) = gemv(&both);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(
@@ -345,14 +353,20 @@ fn the_moe_bench_times_each_family_it_is_given_on_the_emulator() {
     // A row: layer, arm (one or two words), M, ...
     let arm_of = |line: &str| {
         let fields: Vec<&str> = line.split_whitespace().collect();
-        if fields[2] == "fast" { format!("{} fast", fields[1]) } else { fields[1].to_string() }
+        match fields[2] {
+            "fast" => format!("{} fast", fields[1]),
+            name if name.starts_with("w4a16") => format!("{} {name}", fields[1]),
+            _ => fields[1].to_string(),
+        }
     };
-    for arm in ["grouped", "separate", "grouped fast", "separate fast"] {
+    let forced = ["grouped w4a16_grouped_batch8_ring2_r2_b1", "grouped w4a16_fast_grouped_m16"];
+    for arm in ["grouped", "separate", "grouped fast", "separate fast", forced[0], forced[1]] {
         let rows = stdout.lines().filter(|line| line.starts_with("4,2,32x256") && arm_of(line) == arm).count();
         assert_eq!(rows, 2, "{arm:?}: one row each M in\n{stdout}");
     }
-    let separate_fast = stdout.lines().filter(|line| line.contains("separate fast")).collect::<Vec<_>>();
-    assert!(separate_fast.iter().all(|line| line.trim_end().ends_with('x')), "{stdout}");
+    // Every arm but the selector's grouped launches has a ratio to its family's.
+    let compared = stdout.lines().filter(|line| line.contains("separate") || line.contains("grouped w4a16"));
+    assert!(compared.clone().count() == 8 && compared.clone().all(|line| line.trim_end().ends_with('x')), "{stdout}");
 }
 
 /// The CPU bench says which SIMD path ran each M: calibrated by default (one line, each M with

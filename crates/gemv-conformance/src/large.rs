@@ -130,6 +130,7 @@ fn grouped_past_2_gib(
             n: 1,
             k,
             family: gemv_core::Family::Exact,
+            forced_kernel: None,
         };
         match backend.launch_grouped(&args) {
             Err(Error::Unsupported { .. }) => return Ok(None),

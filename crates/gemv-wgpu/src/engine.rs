@@ -106,7 +106,8 @@ impl WgpuBackend {
         let y = self.window("y", y.buffer.clone(), y.offset, (2 * m * top_k * n) as u64)?;
         let per_expert = global_scales.len != 4;
         let dims = GroupedDims { m, top_k, experts: count, n, k, per_expert };
-        self.record_grouped_pass(encoder, &dims, inputs, y)
+        let spec = gemv_core::grouped_kernel(gemv_core::Family::Exact, m, top_k, count);
+        self.record_grouped_pass(encoder, spec, &dims, inputs, y)
     }
 
     /// Records one dispatch of `kernel` (any registry kernel of the exact family, whatever the

@@ -6,7 +6,7 @@ use super::Binding;
 use super::{NAME, WgpuBackend};
 use crate::shader::grouped_shader_source;
 use gemv_backend::{GroupedArgs, Result};
-use gemv_core::{Family, GROUP_SIZE, GROUPED_OPERANDS, grouped_kernel};
+use gemv_core::{GROUP_SIZE, GROUPED_OPERANDS, GroupedKernelSpec};
 
 /// `GroupedParams` in the template: 12 u32 words, the size of a single launch's.
 const GROUPED_PARAMS_WORDS: usize = 12;
@@ -53,7 +53,7 @@ impl WgpuBackend {
     /// block of every pair.
     pub(super) fn encode_grouped(&self, encoder: &mut wgpu::CommandEncoder, args: &GroupedArgs) -> Result<()> {
         args.validate()?;
-        args.kernel(false)?;
+        let spec = args.kernel(false)?;
         let (e, n, k) = (args.experts, args.n, args.k);
         let reads = [
             args.x_read(),
@@ -75,19 +75,20 @@ impl WgpuBackend {
         let Ok(inputs) = <[Binding; 5]>::try_from(inputs) else { unreachable!("five inputs") };
         let dims =
             GroupedDims { m: args.m, top_k: args.top_k, experts: e, n, k, per_expert: args.per_expert_global_scales() };
-        self.record_grouped_pass(encoder, &dims, inputs, y)
+        self.record_grouped_pass(encoder, spec, &dims, inputs, y)
     }
 
-    /// Records one grouped pass over bound windows (X, packed, scales, global scales, routing;
-    /// then Y), validated by the caller: one workgroup per row block of every pair.
+    /// Records one grouped pass of `spec` (an exact grouped kernel) over bound windows (X,
+    /// packed, scales, global scales, routing; then Y), validated by the caller: one workgroup per
+    /// row block of every pair.
     pub(crate) fn record_grouped_pass(
         &self,
         encoder: &mut wgpu::CommandEncoder,
+        spec: &'static GroupedKernelSpec,
         dims: &GroupedDims,
         inputs: [Binding; 5],
         y: Binding,
     ) -> Result<()> {
-        let spec = grouped_kernel(Family::Exact, dims.m, dims.top_k, dims.experts);
         let GroupedDims { m, top_k, experts, n, k, per_expert } = *dims;
         let pairs = (m * top_k) as u64;
         let (width, height) = self.dispatch_grid(pairs * (n as u64).div_ceil(spec.rows as u64))?;

@@ -257,6 +257,12 @@ pub fn run(options: &BenchOptions, out: &mut dyn Write) -> Result<bool, CliError
                 .into(),
         });
     }
+    if options.moe.is_empty() && !options.grouped_kernels.is_empty() {
+        return Err(CliError::BadArgument {
+            argument: "--grouped-kernel",
+            reason: "forces the grouped launch of the --moe runs; add --moe LAYER".into(),
+        });
+    }
     if !options.moe.is_empty() {
         let ignored =
             [("--json", options.json), ("--plot", options.plot.is_some()), ("--tier", !options.tiers.is_empty())];
@@ -344,10 +350,21 @@ fn run_moe(
             families.push(family);
         }
     }
+    if let Some(spec) = options.grouped_kernels.iter().find(|spec| !families.contains(&spec.family)) {
+        return Err(CliError::BadArgument {
+            argument: "--grouped-kernel",
+            reason: format!(
+                "{} is of the {} family; add --family {}",
+                spec.name,
+                spec.family.name(),
+                spec.family.name()
+            ),
+        });
+    }
     eprintln!("bench: proving the grouped and pair-by-pair launches on {} before timing...", info.name);
     let mut grouped = true;
     for &family in &families {
-        match moe::prove(backend, tiers, &options.ms, family) {
+        match moe::prove(backend, tiers, &options.ms, family, &options.grouped_kernels) {
             Ok(offered) => grouped &= offered,
             Err(failure) => {
                 writeln!(out, "{failure}\nno numbers printed: a correctness gate failed").map_err(stdout_error)?;
@@ -443,6 +460,7 @@ mod tests {
             launches: 1,
             cold_mb: 0,
             moe: vec![],
+            grouped_kernels: vec![],
             no_peer: false,
         }
     }

@@ -13,7 +13,8 @@ use crate::commands::progress::progress;
 use gemv_backend::{BenchTimers, DeviceExperts, GemvArgs, GpuBackend, GroupedArgs, KernelHandle, ResolvedTiers};
 use gemv_conformance::{Lcg, activations, fast_bound_failure, matrix};
 use gemv_core::{
-    Family, GemvCall, GroupedCall, MOE_LAYERS, MoeLayer, Nvfp4Experts, Nvfp4Matrix, grouped_contract, host_threads,
+    Family, GemvCall, GroupedCall, GroupedKernelSpec, MOE_LAYERS, MoeLayer, Nvfp4Experts, Nvfp4Matrix,
+    grouped_contract, host_threads,
 };
 use std::io::Write;
 use std::time::Duration;
@@ -123,6 +124,15 @@ fn distinct(ids: &[u32]) -> usize {
     sorted.len()
 }
 
+/// --grouped-kernel's kernels of `family`, where the backend has a grouped launch.
+fn forced_kernels(
+    options: &BenchOptions,
+    family: Family,
+    grouped: bool,
+) -> impl Iterator<Item = &'static GroupedKernelSpec> + '_ {
+    options.grouped_kernels.iter().copied().filter(move |spec| grouped && spec.family == family)
+}
+
 /// An arm's label: `grouped` or `separate`, with ` fast` for the fast family.
 pub fn arm_label(arm: &str, family: Family) -> String {
     match family {
@@ -134,7 +144,15 @@ pub fn arm_label(arm: &str, family: Family) -> String {
 /// Both arms of `family` at a small shape (E = 8, N = 40, K = 1040), every M: the exact family
 /// against the host contract bit for bit; the fast family's pair-by-pair launches within its
 /// f64 bound and its grouped launch equal to them bit for bit.
-pub fn prove(backend: &dyn GpuBackend, tiers: &ResolvedTiers, ms: &[usize], family: Family) -> Result<bool, String> {
+/// `forced`: the grouped kernels of `family` that are timed besides the selector's, each proved
+/// the same way.
+pub fn prove(
+    backend: &dyn GpuBackend,
+    tiers: &ResolvedTiers,
+    ms: &[usize],
+    family: Family,
+    forced: &[&'static GroupedKernelSpec],
+) -> Result<bool, String> {
     let (experts, top_k, n, k) = (8, 2, 40, 1040);
     let shape = MoeShape { label: String::new(), experts, top_k, n, k };
     let matrices: Vec<Nvfp4Matrix> = (0..experts).map(|e| matrix(n, k, 500 + e as u64)).collect();
@@ -179,6 +197,13 @@ pub fn prove(backend: &dyn GpuBackend, tiers: &ResolvedTiers, ms: &[usize], fami
                 ));
             }
             Ok(_) => {}
+        }
+        for &kernel in forced.iter().filter(|spec| grouped && spec.family == family) {
+            let found =
+                layer.call_on(kernel, &x, &ids, &call).map_err(|e| format!("gate M = {m}, {}: {e}", kernel.name))?;
+            if found != want {
+                return Err(format!("gate failed: {} at M = {m} is not bit-exact with its reference", kernel.name));
+            }
         }
     }
     Ok(grouped)
@@ -236,12 +261,16 @@ pub fn measure(
             let grouped_launches: Vec<GroupedArgs> = (0..sets.len())
                 .map(|r| layer.args(x.whole(), ids.range(4 * pairs * r, 4 * pairs), y.whole(), m, shape.top_k, family))
                 .collect();
+            // The grouped launch forced onto each of --grouped-kernel's kernels of this family.
+            let forced: Vec<(&GroupedKernelSpec, Vec<GroupedArgs>)> = forced_kernels(options, family, grouped)
+                .map(|spec| (spec, grouped_launches.iter().map(|args| args.with_kernel(spec)).collect()))
+                .collect();
             let separate_launches: Vec<(KernelHandle, GemvArgs)> = sets
                 .iter()
                 .flat_map(|set| set.iter().enumerate().map(move |(pair, &e)| (pair, e)))
                 .map(|(pair, e)| (kernel, layer.pair_args(e as usize, x, pair / shape.top_k, y, pair)))
                 .collect();
-            let mut samples = vec![Vec::new(); 2 + peers.len()];
+            let mut samples = vec![Vec::new(); 2 + forced.len() + peers.len()];
             let with_peers = !peers.is_empty();
             let settle = || {
                 if with_peers {
@@ -254,6 +283,9 @@ pub fn measure(
                 backend.time_grouped(&grouped_launches[..1], 1).map_err(|e| e.to_string())?;
             }
             backend.time_launches(&separate_launches[..pairs], 1).map_err(|e| e.to_string())?;
+            for (_, launches) in &forced {
+                backend.time_grouped(&launches[..1], 1).map_err(|e| e.to_string())?;
+            }
             for peer in peers.iter_mut() {
                 peer.time(m, &sets[..1])?;
                 peer.rest();
@@ -267,7 +299,12 @@ pub fn measure(
                 settle();
                 let t = backend.time_launches(&separate_launches, 1).map_err(|e| e.to_string())?;
                 samples[1].push(t.as_secs_f64() / sets.len() as f64);
-                for (peer, times) in peers.iter_mut().zip(&mut samples[2..]) {
+                for ((_, launches), times) in forced.iter().zip(&mut samples[2..]) {
+                    settle();
+                    let t = backend.time_grouped(launches, 1).map_err(|e| e.to_string())?;
+                    times.push(t.as_secs_f64() / sets.len() as f64);
+                }
+                for (peer, times) in peers.iter_mut().zip(&mut samples[2 + forced.len()..]) {
                     settle();
                     let t = peer.time(m, &sets);
                     peer.rest();
@@ -280,6 +317,11 @@ pub fn measure(
                 (arm_label("grouped", family), touched * expert_bytes as f64 + x_y_bytes),
                 (arm_label("separate", family), touched * expert_bytes as f64 + x_y_bytes),
             ];
+            arms.extend(
+                forced
+                    .iter()
+                    .map(|(spec, _)| (format!("grouped {}", spec.name), touched * expert_bytes as f64 + x_y_bytes)),
+            );
             // A peer's bytes: its experts' weights, X and Y as f32 (what ggml reads and writes).
             arms.extend(
                 peers
@@ -324,19 +366,26 @@ pub fn print(out: &mut dyn Write, rows: &[MoeMeasurement]) -> std::io::Result<()
         "layer", "arm", "M", "experts", "time (us)", "GB/s", "% copy", "grouped x"
     )?;
     for row in rows {
-        let reference = match row.arm.strip_prefix("separate") {
-            Some(family) => format!("grouped{family}"),
-            None => String::new(),
+        // The grouped arm a row is compared with: its family's (a forced kernel's: its
+        // kernel's family's); a peer's: the first grouped arm; the selector's own: none.
+        let forced = row.arm.strip_prefix("grouped ").and_then(gemv_core::grouped_kernel_spec);
+        let reference = match (row.arm.strip_prefix("separate"), forced) {
+            (Some(family), _) => Some(format!("grouped{family}")),
+            (None, Some(spec)) => Some(arm_label("grouped", spec.family)),
+            (None, None) if row.arm.starts_with("grouped") => None,
+            (None, None) => Some(String::new()),
         };
-        let grouped = rows.iter().find(|r| {
-            r.label == row.label
-                && r.m == row.m
-                && r.arm.starts_with("grouped")
-                && (reference.is_empty() || r.arm == reference)
+        let grouped = reference.and_then(|reference| {
+            rows.iter().find(|r| {
+                r.label == row.label
+                    && r.m == row.m
+                    && r.arm.starts_with("grouped")
+                    && (reference.is_empty() || r.arm == reference)
+            })
         });
         let ratio = match grouped {
-            Some(grouped) if !row.arm.starts_with("grouped") => format!("{:.2}x", row.micros / grouped.micros),
-            _ => String::new(),
+            Some(grouped) => format!("{:.2}x", row.micros / grouped.micros),
+            None => String::new(),
         };
         writeln!(
             out,
@@ -378,7 +427,7 @@ mod tests {
         }
         let backend = gemv_mock::MockBackend::new();
         let tiers = ResolvedTiers::resolve(&backend, gemv_core::KillSwitches::default());
-        assert_eq!(prove(&backend, &tiers, &[1, 4], Family::Exact), Ok(true));
+        assert_eq!(prove(&backend, &tiers, &[1, 4], Family::Exact, &[]), Ok(true));
     }
 
     /// Each timing a peer was asked for: M and the routings.
@@ -420,6 +469,7 @@ mod tests {
             launches: 3,
             cold_mb: 0,
             moe: vec![shape.clone()],
+            grouped_kernels: vec![],
             no_peer: false,
         };
         let seen = Timings::default();

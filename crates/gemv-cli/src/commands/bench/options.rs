@@ -54,6 +54,12 @@ pub struct BenchOptions {
     /// first --family's arms. Repeatable.
     #[arg(long = "moe", value_name = "LAYER", value_parser = super::moe::parse_moe)]
     pub moe: Vec<super::moe::MoeShape>,
+    /// With --moe: also time the grouped launch forced onto this grouped kernel (a name of
+    /// `gemv_core::GROUPED_KERNELS`, e.g. w4a16_grouped_batch8_ring2_r2_b1; its family must be
+    /// among --family's), whatever the selector picks, as the arm `grouped NAME`; repeatable. A
+    /// sweep of the kernels the selector chooses between.
+    #[arg(long = "grouped-kernel", value_name = "NAME", value_parser = parse_grouped_kernel)]
+    pub grouped_kernels: Vec<&'static gemv_core::GroupedKernelSpec>,
     /// Skip the peer rows: on CUDA the bench also times cuBLAS's BF16 GEMM on the same shape
     /// and M (where libcublas loads; a note says so where it does not) and prints the NVFP4
     /// speed-up over it (ideal 3.56x: 2 bytes per weight against 0.5625); on the CPU, ggml's
@@ -177,6 +183,14 @@ pub fn parse_peak_gbps(text: &str) -> Result<f64, String> {
         Ok(_) => Err(format!("{text:?}: the peak must be a finite number of GB/s above 0")),
         Err(_) => Err(format!("{text:?} is not a number")),
     }
+}
+
+/// A grouped kernel's name, for `--grouped-kernel`.
+pub fn parse_grouped_kernel(text: &str) -> Result<&'static gemv_core::GroupedKernelSpec, String> {
+    gemv_core::grouped_kernel_spec(text).ok_or_else(|| {
+        let names: Vec<&str> = gemv_core::GROUPED_KERNELS.iter().map(|spec| spec.name).collect();
+        format!("{text:?} is not a grouped kernel; one of {}", names.join(", "))
+    })
 }
 
 /// `auto`, `exact` or `fast`, for `--family`.

@@ -344,6 +344,7 @@ mod tests {
             launches: 2,
             cold_mb: 0,
             moe: vec![],
+            grouped_kernels: vec![],
             no_peer: !peer,
         };
         let tiers = gemv_backend::ResolvedTiers::resolve(backend, KillSwitches::default());
