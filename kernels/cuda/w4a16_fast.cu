@@ -23,6 +23,8 @@
 // - The next chunk is loaded while one computes, and the one after it is prefetched into L2.
 // - The block adds its 8 warps' partial tiles through shared memory in warp order 0..7, then
 //   scales and rounds each output once.
+// - A grouped launch (a routed mixture-of-experts layer, gemv_routing.cuh) runs the same tile
+//   (fast_tile) over an expert's pairs, 8 or 16 at a time, each pair's token one column.
 //
 // Layout (ModelOpt NVFP4): packed[n][K/2], even k in the low nibble; scales[n][K/16] E4M3.
 #include "gemv_portable.cuh"

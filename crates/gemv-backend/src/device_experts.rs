@@ -125,7 +125,7 @@ impl<B: BackendRef> DeviceExperts<B> {
     /// first, so an id past the experts is [`CoreError::ExpertOutOfRange`] on every backend.
     pub fn call(&self, tiers: &ResolvedTiers, x: &[u16], ids: &[u32], call: &GroupedCall) -> Result<Vec<u16>> {
         let family = tiers.family(call.m(), call.family())?;
-        self.launch_grouped(x, ids, call, |args| GroupedArgs { family, ..args })
+        self.launch_grouped(x, ids, call, family, None)
     }
 
     /// [`Self::call`] on the grouped kernel `kernel` (a benchmark's or a test's choice), in its
@@ -137,17 +137,18 @@ impl<B: BackendRef> DeviceExperts<B> {
         ids: &[u32],
         call: &GroupedCall,
     ) -> Result<Vec<u16>> {
-        self.launch_grouped(x, ids, call, |args| args.with_kernel(kernel))
+        self.launch_grouped(x, ids, call, kernel.family, Some(kernel))
     }
 
-    /// Uploads X and the validated routing, and runs one grouped launch of the arguments `shape`
-    /// makes of the plain ones.
+    /// Uploads X and the validated routing, and runs one grouped launch in `family`, on `forced`
+    /// where given.
     fn launch_grouped(
         &self,
         x: &[u16],
         ids: &[u32],
         call: &GroupedCall,
-        shape: impl FnOnce(GroupedArgs) -> GroupedArgs,
+        family: Family,
+        forced: Option<&'static GroupedKernelSpec>,
     ) -> Result<Vec<u16>> {
         let routing = call.routing(ids, self.experts)?;
         self.run(x, call, |x_buf, y_buf| {
@@ -156,9 +157,8 @@ impl<B: BackendRef> DeviceExperts<B> {
             let launched = (|| {
                 let bytes: Vec<u8> = routing.ids().iter().flat_map(|id| id.to_le_bytes()).collect();
                 backend.upload(routing_buf.whole(), &bytes)?;
-                let args =
-                    self.args(x_buf.whole(), routing_buf.whole(), y_buf.whole(), call.m(), call.top_k(), Family::Exact);
-                backend.launch_grouped(&shape(args))
+                let args = self.args(x_buf.whole(), routing_buf.whole(), y_buf.whole(), call.m(), call.top_k(), family);
+                backend.launch_grouped(&GroupedArgs { forced_kernel: forced, ..args })
             })();
             let synchronized = launched.and_then(|()| backend.synchronize());
             let _ = backend.free(routing_buf);
