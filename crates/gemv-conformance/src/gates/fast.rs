@@ -66,6 +66,23 @@ pub fn fast_bound_failure(w: &Nvfp4Matrix, x: &[u16], m: usize, found: &[u16]) -
     ))
 }
 
+/// The first (token, slot) output of `found` (`[m][top_k][N]`, X `[m][K]`, expert `ids[p]` of
+/// `experts` for pair p) outside the fast family's bound of its expert, as a message.
+pub fn pairs_bound_failure(
+    experts: &[Nvfp4Matrix],
+    x: &[u16],
+    ids: &[u32],
+    top_k: usize,
+    found: &[u16],
+) -> Option<String> {
+    ids.iter().enumerate().find_map(|(pair, &id)| {
+        let w = &experts[id as usize];
+        let (n, k) = (w.n(), w.k());
+        let failure = fast_bound_failure(w, &x[pair / top_k * k..][..k], 1, &found[pair * n..][..n])?;
+        Some(format!("pair {pair} (expert {id}): {failure}"))
+    })
+}
+
 /// Gate 10: the f64 bound on the odd shapes at full and partial width, on every E4M3 scale code
 /// with activations from subnormal to huge, and on every class of global scale.
 pub(super) fn fast_bound(backend: &dyn GpuBackend, cases: &mut Cases) {

@@ -12,7 +12,7 @@
 //! outputs depend neither on M nor on the other tokens or their routing, and each pair's output is
 //! within the family's f64 bound of its expert; the raw launch runs in it too.
 
-use super::fast::fast_bound_failure;
+use super::fast::pairs_bound_failure;
 use super::{Cases, diff, exact_grouped, resolve};
 use crate::data::{Lcg, activations, matrix};
 use gemv_backend::{BackendRef, DeviceExperts, Error, GpuBackend, ResolvedTiers, Result};
@@ -121,7 +121,7 @@ pub(super) fn grouped_experts(backend: &dyn GpuBackend, cases: &mut Cases) {
             raw_launch(backend, cases, &experts, &routing, Family::Exact, want);
             if fast {
                 let x = activations(routing.m, k, 5);
-                let want = device_fast_separately(backend, &experts, &tiers, &x, &routing);
+                let want = device.call_separately(&tiers, &x, &routing.ids, &fast_grouped(routing.m, routing.top_k));
                 raw_launch(backend, cases, &experts, &routing, Family::Fast, want);
             }
         }
@@ -141,30 +141,14 @@ fn fast_routing<B: BackendRef>(
     x: &[u16],
     routing: &Routing,
 ) -> Result<Option<String>> {
-    let (n, k) = (device.n(), device.k());
+    let n = device.n();
     let call = fast_grouped(routing.m, routing.top_k);
     let separate = device.call_separately(tiers, x, &routing.ids, &call)?;
-    for (pair, &id) in routing.ids.iter().enumerate() {
-        let token = &x[pair / routing.top_k * k..][..k];
-        let output = &separate[pair * n..][..n];
-        if let Some(failure) = fast_bound_failure(&matrices[id as usize], token, 1, output) {
-            return Ok(Some(format!("pair {pair} (expert {id}), single launch: {failure}")));
-        }
+    if let Some(failure) = pairs_bound_failure(matrices, x, &routing.ids, routing.top_k, &separate) {
+        return Ok(Some(format!("single launches: {failure}")));
     }
     let grouped = device.call(tiers, x, &routing.ids, &call)?;
     Ok(diff(&separate, &grouped, n).map(|failure| format!("grouped against single fast launches: {failure}")))
-}
-
-/// The fast family's single launches of every pair, uploaded afresh (the raw launch's reference).
-fn device_fast_separately(
-    backend: &dyn GpuBackend,
-    experts: &Nvfp4Experts,
-    tiers: &ResolvedTiers,
-    x: &[u16],
-    routing: &Routing,
-) -> Result<Vec<u16>> {
-    let device = DeviceExperts::upload(backend, &experts.view())?;
-    device.call_separately(tiers, x, &routing.ids, &fast_grouped(routing.m, routing.top_k))
 }
 
 /// One grouped launch in `family` over raw buffers: X (activations seeded 5), the routing and Y

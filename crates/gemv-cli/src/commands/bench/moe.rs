@@ -11,7 +11,7 @@
 use super::BenchOptions;
 use crate::commands::progress::progress;
 use gemv_backend::{BenchTimers, DeviceExperts, GemvArgs, GpuBackend, GroupedArgs, KernelHandle, ResolvedTiers};
-use gemv_conformance::{Lcg, activations, fast_bound_failure, matrix};
+use gemv_conformance::{Lcg, activations, matrix, pairs_bound_failure};
 use gemv_core::{
     Family, GemvCall, GroupedCall, GroupedKernelSpec, MOE_LAYERS, MoeLayer, Nvfp4Experts, Nvfp4Matrix,
     grouped_contract, host_threads,
@@ -177,12 +177,8 @@ pub fn prove(
                 want
             }
             Family::Fast => {
-                for (pair, &id) in ids.iter().enumerate() {
-                    let token = &x[pair / top_k * k..][..k];
-                    let output = &separate[pair * n..][..n];
-                    if let Some(failure) = fast_bound_failure(&matrices[id as usize], token, 1, output) {
-                        return Err(format!("gate failed: fast separate launches at M = {m}, pair {pair}: {failure}"));
-                    }
+                if let Some(failure) = pairs_bound_failure(&matrices, &x, &ids, top_k, &separate) {
+                    return Err(format!("gate failed: fast separate launches at M = {m}, {failure}"));
                 }
                 separate
             }
