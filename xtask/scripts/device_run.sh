@@ -65,11 +65,13 @@ step variants bench.log 100 "$here/gemv" bench --backend cuda --shape qkv --shap
 
 # 2b. Routed mixture-of-experts layers (docs/kernels.md's grouped launches): the grouped launch
 #     against one launch per (token, slot) pair, a fresh random routing per launch, at M = 1..16
-#     on the Qwen3-30B-A3B layers and DeepSeek-V3's fused gate/up (4.2 GB of experts), in both
+#     on the Qwen3-30B-A3B layers, DeepSeek-V3's fused gate/up (4.2 GB of experts) and
+#     Mixtral-8x7B's down layer (8 experts, top 2: four pairs an expert at M = 16), in both
 #     families (the fast family's grouped kernel against its own pair-by-pair launches), and every
 #     grouped kernel forced (the sweep that tests gemv_core::grouped_kernel's choice and
 #     docs/model.md's grouped predictions).
-step moe moe.log 150 "$here/gemv" bench --backend cuda --moe qwen3-moe-up --moe qwen3-moe-down --moe deepseek-v3-up \
+step moe moe.log 180 "$here/gemv" bench --backend cuda --moe qwen3-moe-up --moe qwen3-moe-down --moe deepseek-v3-up \
+  --moe mixtral-8x7b-down \
   --m 1,2,4,8,16 --rounds 3 --launches 10 --family exact --family fast @GROUPED_KERNELS@
 
 # The machine's nvcc builds the two probe programs (nan_probe.cu, memory_probes.cu) for its GPU.

@@ -214,11 +214,24 @@ fn copy_sanitizer(to: &std::path::Path) -> Result<u64, String> {
 mod tests {
     use super::*;
 
+    /// The command of the step whose line starts with `start`, its continued lines joined.
+    fn step_text(script: &str, start: &str) -> String {
+        let mut step = String::new();
+        for line in script.lines().skip_while(|line| !line.starts_with(start)) {
+            step.push_str(line.trim_end_matches('\\'));
+            step.push(' ');
+            if !line.ends_with('\\') {
+                break;
+            }
+        }
+        step
+    }
+
     #[test]
     fn the_moe_step_forces_every_grouped_kernel_in_both_families() {
         let script = run_script();
         assert!(!script.contains("@GROUPED_KERNELS@"), "an unfilled placeholder in run.sh");
-        let step = script.lines().skip_while(|line| !line.starts_with("step moe")).take(2).collect::<String>();
+        let step = step_text(&script, "step moe");
         assert!(step.contains("--family exact --family fast"), "{step}");
         for spec in gemv_core::GROUPED_KERNELS {
             assert!(step.contains(&format!("--grouped-kernel {}", spec.name)), "{} missing from: {step}", spec.name);
@@ -229,7 +242,7 @@ mod tests {
     fn the_variants_step_names_every_ring_kernel_and_its_classic_baseline() {
         let script = run_script();
         assert!(!script.contains("@PIPELINE_VARIANTS@"), "an unfilled placeholder in run.sh");
-        let step = script.lines().skip_while(|line| !line.starts_with("step variants")).take(2).collect::<String>();
+        let step = step_text(&script, "step variants");
         for spec in gemv_core::KERNELS.iter().filter(|spec| spec.ring_depth > 0) {
             assert!(step.contains(&format!("--tier {} ", spec.name)), "{} missing from: {step}", spec.name);
             let classic = gemv_core::TIERS.iter().find(|tier| tier.width == spec.max_m).map(|tier| tier.kernel);

@@ -67,25 +67,52 @@ pub const GROUPED_KERNELS: [GroupedKernelSpec; 6] = [
 /// in shared memory).
 pub const MAX_GROUPED_PAIRS: usize = 1024;
 
-/// The grouped kernel of `family` for `m` tokens routed to `top_k` of `experts` each: the
-/// family's narrowest whose width covers the pairs a touched expert has on average under a
-/// uniform routing ([`crate::expected_pairs_per_expert`], rounded up), else its widest. An expert
-/// with more pairs than the width runs them in several chunks, so every routing is served and a
-/// family's kernels give the same bits; the width decides only speed. It follows the pairs, not
-/// M: sixteen tokens on 8 of 256 experts give a touched expert 1.25 pairs, which a 2-wide kernel
-/// streams in one chunk at its two blocks per SM, where an 8-wide one would keep one block per SM
-/// of lanes mostly idle (docs/model.md compares every width).
+impl GroupedKernelSpec {
+    /// Weight rows an SM of the exact family keeps in flight, each one pass of 1,024 weights:
+    /// the rows a warp streams x the passes its ring holds ahead (depth - 1) x the warps of the
+    /// resident blocks. The grouped kernels are latency-bound, so a chunk of an expert's pairs
+    /// streams in a time inversely proportional to it. 0 in the fast family (no ring).
+    pub const fn rows_in_flight_per_sm(&self) -> usize {
+        self.rows * self.ring_depth.saturating_sub(1) * self.cuda_min_blocks * WARPS_PER_BLOCK
+    }
+}
+
+/// Warps in a 256-thread block.
+const WARPS_PER_BLOCK: usize = 8;
+
+/// The grouped kernel of `family` for `m` tokens routed to `top_k` of `experts` each, given the
+/// pairs a touched expert has on average under a uniform routing
+/// ([`crate::expected_pairs_per_expert`], `p`). An expert with more pairs than a kernel's width
+/// runs them in several chunks, so every kernel serves every routing and a family's kernels give
+/// the same bits; the choice decides only speed:
+/// - exact family: the kernel that streams an expert's ceil(p / width) chunks soonest, chunks
+///   over [`GroupedKernelSpec::rows_in_flight_per_sm`] (the narrowest on a tie). Its 4- and
+///   8-wide kernels keep one block of depth-2 ring warps per SM, a quarter of what the 1- and
+///   2-wide keep, so two chunks of the 2-wide kernel beat one of them (docs/model.md: 2.3-4x on
+///   Mixtral's layers at M = 8 and 16, modelled); they serve only where the model is shown
+///   wrong (`GroupedArgs::with_kernel`, the bench's `--grouped-kernel`);
+/// - fast family: the narrowest whose width covers `p`, else the widest.
 pub fn grouped_kernel(family: Family, m: usize, top_k: usize, experts: usize) -> &'static GroupedKernelSpec {
     let pairs = crate::expected_pairs_per_expert(experts, top_k, m);
-    let mut chosen = &GROUPED_KERNELS[0];
-    // The family's kernels, narrowest first: the first that covers `pairs`, else the last.
-    for spec in GROUPED_KERNELS.iter().filter(|spec| spec.family == family) {
-        chosen = spec;
-        if spec.max_m as f64 >= pairs - 1e-9 {
-            break;
+    choose(&GROUPED_KERNELS, family, pairs).unwrap_or(&GROUPED_KERNELS[0])
+}
+
+/// [`grouped_kernel`]'s rule over `kernels` (each family's narrowest first) for `pairs` pairs an
+/// expert; `None` where `family` has none.
+fn choose(kernels: &[GroupedKernelSpec], family: Family, pairs: f64) -> Option<&GroupedKernelSpec> {
+    let chunks = |spec: &GroupedKernelSpec| (pairs / spec.max_m as f64 - 1e-9).ceil().max(1.0);
+    let better = |spec: &GroupedKernelSpec, chosen: &GroupedKernelSpec| match family {
+        Family::Exact => {
+            chunks(spec) * (chosen.rows_in_flight_per_sm() as f64)
+                < chunks(chosen) * (spec.rows_in_flight_per_sm() as f64) - 1e-9
         }
-    }
-    chosen
+        // Move on while the narrower one falls short of the pairs.
+        Family::Fast => (chosen.max_m as f64) < pairs - 1e-9,
+    };
+    kernels
+        .iter()
+        .filter(|spec| spec.family == family)
+        .reduce(|chosen, spec| if better(spec, chosen) { spec } else { chosen })
 }
 
 /// Looks a grouped kernel up by name.
@@ -98,19 +125,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_narrowest_kernel_covering_an_experts_pairs_serves_a_launch_and_the_widest_the_rest() {
-        // Every token on every expert (top-k = E): M pairs each.
+    fn the_exact_kernel_streaming_an_experts_chunks_soonest_serves_and_the_fast_family_the_narrowest_covering() {
+        // Every token on every expert (top-k = E): M pairs each. The 4- and 8-wide exact kernels
+        // keep a quarter of the rows in flight, so the 2-wide one's chunks are never slower.
         let exact = |m| grouped_kernel(Family::Exact, m, 4, 4).max_m;
-        assert_eq!([1, 2, 3, 8, 16].map(exact), [1, 2, 4, 8, 8]);
+        assert_eq!([1, 2, 3, 8, 16].map(exact), [1, 2, 2, 2, 2]);
         let fast = |m| grouped_kernel(Family::Fast, m, 4, 4).max_m;
         assert_eq!([1, 8, 9, 16, 40].map(fast), [8, 8, 16, 16, 16]);
         // Routed layers: DeepSeek-V3 (8 of 256) gives at most 1.25 pairs an expert up to M = 16,
-        // eight experts of top 2 four pairs at M = 16.
+        // Mixtral (2 of 8) four at M = 16.
         let deepseek = |m| grouped_kernel(Family::Exact, m, 8, 256).max_m;
         assert_eq!([1, 2, 4, 8, 16].map(deepseek), [1, 2, 2, 2, 2]);
-        assert_eq!(grouped_kernel(Family::Exact, 16, 2, 8).max_m, 8);
-        assert_eq!(grouped_kernel(Family::Exact, 3, 2, 8).max_m, 2);
+        assert_eq!(grouped_kernel(Family::Exact, 16, 2, 8).max_m, 2);
+        assert_eq!(grouped_kernel(Family::Fast, 16, 2, 8).max_m, 8);
         assert_eq!(grouped_kernel(Family::Fast, 16, 8, 256).max_m, 8);
+        // A 4-wide kernel keeping as many rows in flight as the 2-wide one would serve four pairs
+        // in one chunk where the 2-wide needs two; at two pairs it would not.
+        let [one, two, ..] = GROUPED_KERNELS;
+        let four = GroupedKernelSpec { name: "four", max_m: 4, ..two };
+        let table = [one, two, four];
+        assert_eq!(choose(&table, Family::Exact, 4.0).map(|s| s.max_m), Some(4));
+        assert_eq!(choose(&table, Family::Exact, 2.0).map(|s| s.max_m), Some(2));
+        assert_eq!(choose(&table, Family::Exact, 1.0).map(|s| s.max_m), Some(1));
+        assert_eq!(choose(&table, Family::Fast, 1.0), None);
+        assert_eq!(GROUPED_KERNELS[3].rows_in_flight_per_sm() * 4, GROUPED_KERNELS[1].rows_in_flight_per_sm());
         for family in [Family::Exact, Family::Fast] {
             let widths: Vec<usize> =
                 GROUPED_KERNELS.iter().filter(|spec| spec.family == family).map(|spec| spec.max_m).collect();

@@ -37,13 +37,16 @@ pub fn expected_pairs_per_expert(experts: usize, top_k: usize, m: usize) -> f64 
     if touched > 0.0 { (m * top_k) as f64 / touched } else { 0.0 }
 }
 
-/// DeepSeek-V3's routed experts (256, top 8; gate and up fused 4096 x 7168, down 7168 x 2048) and
-/// Qwen3-30B-A3B's (128, top 8; 1536 x 2048 and 2048 x 768).
-pub const MOE_LAYERS: [MoeLayer; 4] = [
+/// DeepSeek-V3's routed experts (256, top 8; gate and up fused 4096 x 7168, down 7168 x 2048),
+/// Qwen3-30B-A3B's (128, top 8; 1536 x 2048 and 2048 x 768) and Mixtral-8x7B's (8, top 2;
+/// 28672 x 4096 and 4096 x 14336), whose few experts each get several tokens once M passes 4.
+pub const MOE_LAYERS: [MoeLayer; 6] = [
     MoeLayer { name: "deepseek-v3-up", experts: 256, top_k: 8, n: 4096, k: 7168 },
     MoeLayer { name: "deepseek-v3-down", experts: 256, top_k: 8, n: 7168, k: 2048 },
     MoeLayer { name: "qwen3-moe-up", experts: 128, top_k: 8, n: 1536, k: 2048 },
     MoeLayer { name: "qwen3-moe-down", experts: 128, top_k: 8, n: 2048, k: 768 },
+    MoeLayer { name: "mixtral-8x7b-up", experts: 8, top_k: 2, n: 28672, k: 4096 },
+    MoeLayer { name: "mixtral-8x7b-down", experts: 8, top_k: 2, n: 4096, k: 14336 },
 ];
 
 #[cfg(test)]

@@ -2,9 +2,9 @@
 //! kernel's width), however many (token, slot) pairs chose it: only the block row of an expert's
 //! first pair computes, for all of its pairs. Outputs cannot show this (a block of a later pair
 //! that computed its own pairs again would write the same bits), so the emulator's load counts
-//! do: every token on every expert, with the kernel as wide as an expert's pairs, reads each
-//! expert once; eight tokens on one expert under a kernel narrower than that read it once per
-//! chunk; eight tokens on eight experts read each once.
+//! do: every token on every expert, on the family's kernel as wide as an expert's pairs, reads
+//! each expert once; eight tokens on one expert under the selector's kernel, narrower than that,
+//! read it once per chunk; eight tokens on eight experts read each once.
 //!
 //! Both families' grouped kernels. Planted: the exact kernel's early return for an expert's later
 //! pairs removed; the eight-on-one case then read the expert's weights once per pair (8 x 32,768
@@ -12,7 +12,9 @@
 
 use gemv_backend::{DeviceExperts, ResolvedTiers};
 use gemv_conformance::{activations, matrix};
-use gemv_core::{Family, FamilyChoice, GroupedCall, KillSwitches, Nvfp4Experts, grouped_kernel};
+use gemv_core::{
+    Family, FamilyChoice, GROUPED_KERNELS, GroupedCall, GroupedKernelSpec, KillSwitches, Nvfp4Experts, grouped_kernel,
+};
 use gemv_cuda_emulator::CudaEmulator;
 
 /// Rows a whole number of every grouped kernel's row blocks, K whole passes: each weight byte is
@@ -24,13 +26,18 @@ const EXPERTS: usize = 8;
 const EXPERT_BYTES: u64 = (N * K / 2) as u64;
 
 /// Packed-weight bytes one grouped launch of `ids` (M = 8 tokens, `ids.len() / 8` slots each) in
-/// `family` loads.
-fn packed_bytes(stack: &Nvfp4Experts, ids: &[u32], family: Family) -> u64 {
+/// `family` loads, on `kernel` where given, else on the selector's.
+fn packed_bytes(stack: &Nvfp4Experts, ids: &[u32], family: Family, kernel: Option<&'static GroupedKernelSpec>) -> u64 {
     let emulator = CudaEmulator::new();
     let tiers = ResolvedTiers::resolve(&emulator, KillSwitches::default());
     let layer = DeviceExperts::upload(&emulator, &stack.view()).expect("upload");
     let call = GroupedCall::new(8, ids.len() / 8).with_family(FamilyChoice::from(family));
-    layer.call(&tiers, &activations(8, K, 3), ids, &call).expect("grouped launch");
+    let x = activations(8, K, 3);
+    match kernel {
+        Some(kernel) => layer.call_on(kernel, &x, ids, &call),
+        None => layer.call(&tiers, &x, ids, &call),
+    }
+    .expect("grouped launch");
     emulator.global_accesses().packed_loads.bytes()
 }
 
@@ -39,16 +46,18 @@ fn each_touched_expert_is_streamed_once_per_chunk_of_its_pairs() {
     let matrices: Vec<_> = (0..EXPERTS).map(|e| matrix(N, K, 40 + e as u64)).collect();
     let stack = Nvfp4Experts::stack(&matrices).expect("one shape");
     for family in [Family::Exact, Family::Fast] {
-        // Top 8 of 8: every expert has eight pairs, and the kernel is eight wide.
-        assert_eq!(grouped_kernel(family, 8, EXPERTS, EXPERTS).max_m, 8);
+        // Top 8 of 8: every expert has eight pairs, and the family's 8-wide kernel one chunk.
+        let eight_wide = GROUPED_KERNELS.iter().find(|spec| spec.family == family && spec.max_m == 8);
+        assert!(eight_wide.is_some(), "{family:?} has an 8-wide grouped kernel");
         let every: Vec<u32> = (0..8 * EXPERTS as u32).map(|i| i % EXPERTS as u32).collect();
-        assert_eq!(packed_bytes(&stack, &every, family), EXPERTS as u64 * EXPERT_BYTES, "{family:?}: each once");
-        // Top 1: the kernel covers the pairs a touched expert has on average (1.5 at M = 8), so
-        // eight pairs on one expert run in chunks of its width, each chunk reading the expert.
+        let each_once = EXPERTS as u64 * EXPERT_BYTES;
+        assert_eq!(packed_bytes(&stack, &every, family, eight_wide), each_once, "{family:?}: each once");
+        // Top 1 (1.5 pairs a touched expert at M = 8): eight pairs on one expert run in chunks of
+        // the selector's width (2 in the exact family, 8 in the fast), each reading the expert.
         let width = grouped_kernel(family, 8, 1, EXPERTS).max_m;
-        let one_expert = packed_bytes(&stack, &[3; 8], family);
+        let one_expert = packed_bytes(&stack, &[3; 8], family, None);
         assert_eq!(one_expert, 8usize.div_ceil(width) as u64 * EXPERT_BYTES, "{family:?}: eight pairs on one expert");
-        let eight_experts = packed_bytes(&stack, &[0, 1, 2, 3, 4, 5, 6, 7], family);
+        let eight_experts = packed_bytes(&stack, &[0, 1, 2, 3, 4, 5, 6, 7], family, None);
         assert_eq!(eight_experts, EXPERTS as u64 * EXPERT_BYTES, "{family:?}: eight experts are each read once");
     }
 }

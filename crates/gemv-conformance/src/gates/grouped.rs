@@ -18,19 +18,39 @@ use crate::data::{Lcg, activations, matrix};
 use gemv_backend::{BackendRef, DeviceExperts, Error, GpuBackend, ResolvedTiers, Result};
 use gemv_core::codec::BF16_NAN;
 use gemv_core::{
-    CoreError, ExpertRouting, Family, FamilyChoice, GroupedCall, Nvfp4Experts, Nvfp4Matrix, grouped_contract,
-    host_threads,
+    CoreError, ExpertRouting, Family, FamilyChoice, GroupedCall, GroupedKernelSpec, Nvfp4Experts, Nvfp4Matrix,
+    grouped_contract, grouped_kernel, grouped_kernel_spec, host_threads,
 };
 
 const EXPERTS: usize = 5;
 const GUARD_BYTE: u8 = 0xA5;
 
-/// A named routing: M, top-k, ids `[M][top_k]`.
+/// A named routing: M, top-k, ids `[M][top_k]`, and the exact grouped kernel it runs on where
+/// not the selector's (the widths `gemv_core::grouped_kernel` never picks).
 struct Routing {
     name: &'static str,
     m: usize,
     top_k: usize,
     ids: Vec<u32>,
+    exact_kernel: Option<&'static str>,
+}
+
+impl Routing {
+    fn new(name: &'static str, m: usize, top_k: usize, ids: Vec<u32>) -> Self {
+        Self { name, m, top_k, ids, exact_kernel: None }
+    }
+
+    /// The exact family's grouped launch of this routing forced onto `kernel`.
+    fn on(self, kernel: &'static str) -> Self {
+        Self { exact_kernel: Some(kernel), ..self }
+    }
+
+    /// The exact grouped kernel this routing runs on.
+    fn exact_spec(&self) -> &'static GroupedKernelSpec {
+        self.exact_kernel
+            .and_then(grouped_kernel_spec)
+            .unwrap_or_else(|| grouped_kernel(Family::Exact, self.m, self.top_k, EXPERTS))
+    }
 }
 
 fn routings() -> Vec<Routing> {
@@ -40,20 +60,22 @@ fn routings() -> Vec<Routing> {
     };
     let every = EXPERTS as u32;
     vec![
-        Routing { name: "every token on expert 2 (repeated ids)", m: 3, top_k: 2, ids: vec![2; 6] },
-        Routing { name: "all pairs distinct", m: 2, top_k: 2, ids: vec![4, 0, 3, 1] },
-        Routing { name: "top-k 1", m: 4, top_k: 1, ids: vec![1, 3, 1, 0] },
-        Routing { name: "one token, top 3", m: 1, top_k: 3, ids: vec![4, 1, 3] },
-        Routing { name: "top-k = E", m: 2, top_k: EXPERTS, ids: (0..2 * every).map(|i| (i * 3 + 1) % every).collect() },
-        Routing {
-            name: "top-k = E, M 9 (nine pairs an expert)",
-            m: 9,
-            top_k: EXPERTS,
-            ids: (0..9 * every).map(|i| (i * 2 + i / every) % every).collect(),
-        },
-        Routing { name: "18 pairs on expert 4 (several chunks in every kernel)", m: 9, top_k: 2, ids: vec![4; 18] },
-        Routing { name: "random, M 7", m: 7, top_k: 3, ids: random(7, 3, 17) },
-        Routing { name: "random, M 16", m: 16, top_k: 2, ids: random(16, 2, 29) },
+        Routing::new("every token on expert 2 (repeated ids)", 3, 2, vec![2; 6]),
+        Routing::new("all pairs distinct", 2, 2, vec![4, 0, 3, 1]),
+        Routing::new("top-k 1", 4, 1, vec![1, 3, 1, 0]),
+        Routing::new("one token, top 3", 1, 3, vec![4, 1, 3]),
+        Routing::new("top-k = E", 2, EXPERTS, (0..2 * every).map(|i| (i * 3 + 1) % every).collect()),
+        Routing::new(
+            "top-k = E, M 9 (nine pairs an expert)",
+            9,
+            EXPERTS,
+            (0..9 * every).map(|i| (i * 2 + i / every) % every).collect(),
+        )
+        .on("w4a16_grouped_batch8_ring2_r2_b1"),
+        Routing::new("18 pairs on expert 4 (several chunks in every kernel)", 9, 2, vec![4; 18])
+            .on("w4a16_grouped_batch4_ring2_r2_b1"),
+        Routing::new("random, M 7", 7, 3, random(7, 3, 17)),
+        Routing::new("random, M 16", 16, 2, random(16, 2, 29)),
     ]
 }
 
@@ -107,9 +129,16 @@ pub(super) fn grouped_experts(backend: &dyn GpuBackend, cases: &mut Cases) {
             };
             let separate = device.call_separately(&tiers, &x, &routing.ids, &call);
             cases.record(format!("{case}: separate launches"), separate.map(|y| diff(&want, &y, n)));
-            match device.call(&tiers, &x, &routing.ids, &call) {
+            let grouped = match routing.exact_kernel {
+                Some(_) => device.call_on(routing.exact_spec(), &x, &routing.ids, &call),
+                None => device.call(&tiers, &x, &routing.ids, &call),
+            };
+            match grouped {
                 Err(Error::Unsupported { .. }) => offered = false,
-                grouped => cases.record(format!("{case}: grouped launch"), grouped.map(|y| diff(&want, &y, n))),
+                grouped => {
+                    let on = routing.exact_spec().name;
+                    cases.record(format!("{case}: grouped launch ({on})"), grouped.map(|y| diff(&want, &y, n)))
+                }
             }
             if fast {
                 let outcome = fast_routing(&device, &tiers, &matrices, &x, &routing);
@@ -245,14 +274,15 @@ fn raw_launch(
 mod tests {
     use super::*;
 
-    /// Gate 12's routings reach every grouped kernel of both families (which one serves a launch
-    /// depends on M, top-k and E alone).
+    /// Gate 12's routings reach every grouped kernel of both families (the selector's choice
+    /// depends on M, top-k and E alone; the exact widths it never picks are forced).
     #[test]
     fn the_routings_reach_every_grouped_kernel() {
         for spec in gemv_core::GROUPED_KERNELS {
-            let reached = routings()
-                .iter()
-                .any(|r| gemv_core::grouped_kernel(spec.family, r.m, r.top_k, EXPERTS).name == spec.name);
+            let reached = routings().iter().any(|r| match spec.family {
+                Family::Exact => r.exact_spec().name == spec.name,
+                Family::Fast => grouped_kernel(Family::Fast, r.m, r.top_k, EXPERTS).name == spec.name,
+            });
             assert!(reached, "no routing of gate 12 runs {}", spec.name);
         }
     }

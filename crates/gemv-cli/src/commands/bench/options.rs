@@ -47,7 +47,8 @@ pub struct BenchOptions {
     #[arg(long, default_value = "256", value_parser = parse_cold_mb)]
     pub cold_mb: usize,
     /// Time a routed mixture-of-experts layer instead of --shape: a preset (deepseek-v3-up,
-    /// deepseek-v3-down, qwen3-moe-up, qwen3-moe-down) or E,TOPK,N,K. The grouped launch (where
+    /// deepseek-v3-down, qwen3-moe-up, qwen3-moe-down, mixtral-8x7b-up, mixtral-8x7b-down) or
+    /// E,TOPK,N,K. The grouped launch (where
     /// the backend has one) and the same work in one launch per (token, slot) pair, a fresh
     /// random routing per launch; bytes are the distinct experts touched. On the CPU with ggml
     /// built in (`cargo xtask ggml-bench`), ggml_mul_mat_id on the same routings, beside the
