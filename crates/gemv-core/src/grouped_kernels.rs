@@ -88,9 +88,9 @@ const WARPS_PER_BLOCK: usize = 8;
 /// - exact family: the kernel that streams an expert's ceil(p / width) chunks soonest, chunks
 ///   over [`GroupedKernelSpec::rows_in_flight_per_sm`] (the narrowest on a tie). Its 4- and
 ///   8-wide kernels keep one block of depth-2 ring warps per SM, a quarter of what the 1- and
-///   2-wide keep, so two chunks of the 2-wide kernel beat one of them (docs/model.md: 2.3-4x on
-///   Mixtral's layers at M = 8 and 16, modelled); they serve only where the model is shown
-///   wrong (`GroupedArgs::with_kernel`, the bench's `--grouped-kernel`);
+///   2-wide keep, so two chunks of the 2-wide kernel beat one of them (docs/model.md compares
+///   every width); they serve where a caller forces them (`GroupedArgs::with_kernel`, the
+///   bench's `--grouped-kernel`);
 /// - fast family: the narrowest whose width covers `p`, else the widest.
 pub fn grouped_kernel(family: Family, m: usize, top_k: usize, experts: usize) -> &'static GroupedKernelSpec {
     let pairs = crate::expected_pairs_per_expert(experts, top_k, m);
