@@ -110,6 +110,8 @@ mod emulator {
                 [
                     "kernels.cpp",
                     "kernels_sm89.cpp",
+                    "kernels_fast.cpp",
+                    "kernels_tests.cpp",
                     "fibers.cpp",
                     "launch.cpp",
                     "warp.cpp",

@@ -20,6 +20,25 @@ pub fn host_compiler() -> Result<(), String> {
     apt_install(&["g++"])
 }
 
+/// ccache for the kernel mutation pass: a mutant changes one kernel source, so the emulator's
+/// other compilation units (its runtime, the other family, the test kernels) come from the
+/// cache. Debian's package when it is missing and apt-get exists; whether it is there now.
+pub fn compiler_cache() -> bool {
+    if has("ccache", &["--version"]) {
+        return true;
+    }
+    if !has("apt-get", &["--version"]) {
+        return false;
+    }
+    match apt_install(&["ccache"]) {
+        Ok(()) => has("ccache", &["--version"]),
+        Err(error) => {
+            eprintln!("xtask: ccache not installed ({error}); every mutant recompiles every unit");
+            false
+        }
+    }
+}
+
 /// `apt-get install -y` (with sudo when not root), after one `apt-get update`.
 pub fn apt_install(packages: &[&str]) -> Result<(), String> {
     let root = std::process::Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0"));

@@ -235,13 +235,21 @@ pub(super) fn second_chance(tree: &Path, dir: &Path, timeout: Duration) -> Resul
 }
 
 /// cargo for the kernel pass's builds: without Rust debug info, which about halves the CPU time of
-/// a mutant's rebuild (kernels recompiled, gemv relinked), most of the time a killed mutant costs. Its target directories are the
-/// pass's own, so nothing else is rebuilt.
+/// a mutant's rebuild (kernels recompiled, gemv relinked), most of the time a killed mutant costs,
+/// and with the emulator's C++ through ccache where the pass found it (`KERNEL_CCACHE`), so only
+/// the units a mutant changed are compiled. Its target directories are the pass's own, so nothing
+/// else is rebuilt.
 pub(super) fn kernel_cargo() -> Command {
     let mut cargo = Command::new("cargo");
     cargo.env("CARGO_PROFILE_DEV_DEBUG", "0");
+    if KERNEL_CCACHE.get().copied().unwrap_or(false) {
+        cargo.env("CXX", "ccache g++").env("CCACHE_DIR", root().join("target/kernel-mutants/ccache"));
+    }
     cargo
 }
+
+/// Whether the kernel pass compiles the emulator through ccache (set once, before its first build).
+pub(super) static KERNEL_CCACHE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 
 /// `cargo test` of gemv-cuda-emulator's `tests` in `tree`, kernels from `dir`, into `target`.
 pub(super) fn emulator_tests(tree: &Path, dir: &Path, target: &str, tests: &[&str]) -> Command {

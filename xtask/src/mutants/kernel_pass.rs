@@ -100,6 +100,7 @@ pub(super) fn run(selection: Selection) -> Result<(), String> {
         }
         return Ok(());
     }
+    let _ = super::judge::KERNEL_CCACHE.set(crate::provision::compiler_cache());
     // The unmutated sources must pass, or every mutant would look killed.
     let _ = std::fs::remove_dir_all(&scratch);
     copy_dir(&source_dir, &scratch)?;

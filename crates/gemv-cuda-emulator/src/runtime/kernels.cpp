@@ -1,38 +1,45 @@
-// Compiles the production kernels and the emulator's test kernels for the host, and lists them.
+// Compiles the exact family's kernels (module w4a16_gemv) for the host and finds any kernel by
+// name among every unit's list. The fast family, the sm_89 build and the emulator's test kernels
+// are units of their own, so that a change to one source recompiles only its unit (a cache such
+// as ccache then reuses the others).
 #include "emulator.h"
 
 #include <cstring>
 
 // Angle brackets: the build's copies, their inline PTX rewritten into executor calls, come first
 // on the include path; a quoted include would find this folder's own test sources first.
-#include <w4a16_fast.cu>
 #include <w4a16_gemv.cu>
-#include <test_kernels.cu>
-#include <test_asm_kernels.cu>
-#include <test_async_kernels.cu>
-#include <test_probe_kernels.cu>
 
 namespace {
 
 #define GEMV_EMU_ENTRY(name, ...) {#name, &name, emu_launch_bound_##name, nullptr},
 #define GEMV_EMU_GROUPED_ENTRY(name, ...) {#name, nullptr, emu_launch_bound_##name, &name},
-const EmuKernel kKernels[] = {GEMV_KERNELS(GEMV_EMU_ENTRY) GEMV_GROUPED_KERNELS(GEMV_EMU_GROUPED_ENTRY) GEMV_FAST_KERNELS(GEMV_EMU_ENTRY)
-                                  GEMV_FAST_GROUPED_KERNELS(GEMV_EMU_GROUPED_ENTRY)
-                                  GEMV_TEST_KERNELS(GEMV_EMU_ENTRY) GEMV_ASM_TEST_KERNELS(GEMV_EMU_ENTRY)
-                                      GEMV_ASYNC_TEST_KERNELS(GEMV_EMU_ENTRY) GEMV_PROBE_TEST_KERNELS(GEMV_EMU_ENTRY)};
+const EmuKernel kKernels[] = {GEMV_KERNELS(GEMV_EMU_ENTRY) GEMV_GROUPED_KERNELS(GEMV_EMU_GROUPED_ENTRY)};
 
 }  // namespace
 
 // kernels_sm89.cpp: the exact family's sm_89 build, its entries named with the suffix _sm89.
 extern const EmuKernel kSm89Kernels[];
 extern const size_t kSm89KernelCount;
+// kernels_fast.cpp: the fast family (module w4a16_fast).
+extern const EmuKernel kFastKernels[];
+extern const size_t kFastKernelCount;
+// kernels_tests.cpp: the emulator's own test kernels.
+extern const EmuKernel kTestKernels[];
+extern const size_t kTestKernelCount;
 
 extern "C" const EmuKernel* gemv_emu_find(const char* name) {
-    for (const EmuKernel& kernel : kKernels) {
-        if (std::strcmp(kernel.name, name) == 0) return &kernel;
-    }
-    for (size_t i = 0; i < kSm89KernelCount; ++i) {
-        if (std::strcmp(kSm89Kernels[i].name, name) == 0) return &kSm89Kernels[i];
+    const struct {
+        const EmuKernel* kernels;
+        size_t count;
+    } lists[] = {{kKernels, sizeof(kKernels) / sizeof(kKernels[0])},
+                 {kSm89Kernels, kSm89KernelCount},
+                 {kFastKernels, kFastKernelCount},
+                 {kTestKernels, kTestKernelCount}};
+    for (const auto& list : lists) {
+        for (size_t i = 0; i < list.count; ++i) {
+            if (std::strcmp(list.kernels[i].name, name) == 0) return &list.kernels[i];
+        }
     }
     return nullptr;
 }

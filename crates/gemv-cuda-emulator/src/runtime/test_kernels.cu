@@ -76,18 +76,6 @@ GEMV_KERNEL(emu_test_mma_divergent, 1024, 1)(EMU_ARGS) {
     emu_test::out(y, m, n, (unsigned)d[0]);
 }
 
-// The fast family's m16 kernel with a planted wrong fragment index (rows g + 8 and k 2t + 8
-// swapped in A): the fast gates must fail it.
-GEMV_KERNEL(emu_test_fast_wrong_fragment, gemv_fast::kThreadsPerBlock, 1)(EMU_ARGS) {
-    gemv_fast::fast_entry<2, gemv_fast::kWrongFragment>(x, packed, scales, y, global_scale, m, n, k, x_stride, y_stride);
-}
-
-// The m16 kernel whose warp partials are added in reverse order when M > 8: a token's bits then
-// depend on M, which gate 11's batch invariance must catch.
-GEMV_KERNEL(emu_test_fast_order_depends_on_m, gemv_fast::kThreadsPerBlock, 1)(EMU_ARGS) {
-    gemv_fast::fast_entry<2, gemv_fast::kOrderDependsOnM>(x, packed, scales, y, global_scale, m, n, k, x_stride, y_stride);
-}
-
 // ---- Global memory --------------------------------------------------------------------------
 
 // Lane 0 of every warp writes one element past the end of y (m * n elements).
@@ -462,8 +450,6 @@ GEMV_KERNEL(emu_test_stream_load_writable, 1024, 1)(EMU_ARGS) {
     X(emu_test_bf16x2_mul, 1, 1)               \
     X(emu_test_mma, 1, 1)                      \
     X(emu_test_mma_divergent, 1, 1)            \
-    X(emu_test_fast_wrong_fragment, 1, 1)      \
-    X(emu_test_fast_order_depends_on_m, 1, 1)  \
     X(emu_test_half_to_float, 1, 1)            \
     X(emu_test_f32_arithmetic, 1, 1)           \
     X(emu_test_prmt, 1, 1)                     \
