@@ -20,8 +20,8 @@ use crate::data::{Lcg, activations, matrix};
 use gemv_backend::{BackendRef, DeviceExperts, Error, GpuBackend, ResolvedTiers, Result};
 use gemv_core::codec::BF16_NAN;
 use gemv_core::{
-    CoreError, ExpertRouting, Family, FamilyChoice, GroupedCall, GroupedKernelSpec, Nvfp4Experts, Nvfp4Matrix,
-    grouped_contract, grouped_kernel, grouped_kernel_spec, host_threads,
+    CoreError, ExpertRouting, Family, FamilyChoice, GroupedCall, GroupedKernelSpec, Nvfp4Experts, Nvfp4ExpertsView,
+    Nvfp4Matrix, grouped_contract, grouped_kernel, grouped_kernel_spec, host_threads,
 };
 
 const EXPERTS: usize = 5;
@@ -95,11 +95,10 @@ fn stack(n: usize, k: usize, own_scales: bool) -> (Nvfp4Experts, Vec<Nvfp4Matrix
     (Nvfp4Experts::stack(&matrices).expect("one shape"), matrices)
 }
 
-fn expected(experts: &Nvfp4Experts, x: &[u16], routing: &Routing) -> Result<Vec<u16>> {
-    let view = experts.view();
+fn expected(view: &Nvfp4ExpertsView<'_>, x: &[u16], routing: &Routing) -> Result<Vec<u16>> {
     let checked = ExpertRouting::new(&routing.ids, routing.m, routing.top_k, view.experts())?;
     let mut y = vec![0u16; routing.m * routing.top_k * view.n()];
-    grouped_contract(&view, x, &checked, &mut y, host_threads())?;
+    grouped_contract(view, x, &checked, &mut y, host_threads())?;
     Ok(y)
 }
 
@@ -113,7 +112,22 @@ pub(super) fn grouped_experts(backend: &dyn GpuBackend, cases: &mut Cases) {
     for (n, k, own_scales) in [(33, 1552, true), (16, 800, false)] {
         let (experts, matrices) = stack(n, k, own_scales);
         let scales = if own_scales { "a global scale each" } else { "one global scale" };
-        let device = match DeviceExperts::upload(backend, &experts.view()) {
+        // A shared global scale as one f32 for every expert: the launch's scalar form.
+        let stacked = experts.view();
+        let view = match own_scales {
+            true => Ok(stacked),
+            false => {
+                Nvfp4ExpertsView::new(stacked.packed(), stacked.scales(), &stacked.global_scales()[..1], EXPERTS, n, k)
+            }
+        };
+        let view = match view {
+            Ok(view) => view,
+            Err(error) => {
+                cases.record(format!("N={n} K={k} E={EXPERTS} one global scale"), Err(error.into()));
+                continue;
+            }
+        };
+        let device = match DeviceExperts::upload(backend, &view) {
             Ok(device) => device,
             Err(error) => {
                 cases.record(format!("N={n} K={k} E={EXPERTS} upload"), Err(error));
@@ -124,7 +138,7 @@ pub(super) fn grouped_experts(backend: &dyn GpuBackend, cases: &mut Cases) {
             let call = exact_grouped(routing.m, routing.top_k);
             let x = activations(routing.m, k, 7 + routing.m as u64);
             let case = format!("N={n} K={k} E={EXPERTS} {scales}, {}", routing.name);
-            let want = match expected(&experts, &x, &routing) {
+            let want = match expected(&view, &x, &routing) {
                 Ok(want) => want,
                 Err(error) => {
                     cases.record(format!("{case}: host"), Err(error));
@@ -150,12 +164,12 @@ pub(super) fn grouped_experts(backend: &dyn GpuBackend, cases: &mut Cases) {
             }
         }
         if let Some(routing) = routings().pop().filter(|_| offered) {
-            let want = expected(&experts, &activations(routing.m, k, 5), &routing);
-            raw_launch(backend, cases, &experts, &routing, Family::Exact, want);
+            let want = expected(&view, &activations(routing.m, k, 5), &routing);
+            raw_launch(backend, cases, &view, &routing, Family::Exact, want);
             if fast {
                 let x = activations(routing.m, k, 5);
                 let want = device.call_separately(&tiers, &x, &routing.ids, &fast_grouped(routing.m, routing.top_k));
-                raw_launch(backend, cases, &experts, &routing, Family::Fast, want);
+                raw_launch(backend, cases, &view, &routing, Family::Fast, want);
             }
         }
     }
@@ -190,16 +204,15 @@ fn fast_routing<B: BackendRef>(
 fn raw_launch(
     backend: &dyn GpuBackend,
     cases: &mut Cases,
-    experts: &Nvfp4Experts,
+    view: &Nvfp4ExpertsView<'_>,
     routing: &Routing,
     family: Family,
     want: Result<Vec<u16>>,
 ) {
-    let view = experts.view();
     let (n, k) = (view.n(), view.k());
     let case = format!("N={n} K={k} E={EXPERTS} raw launch ({}), {}", family.name(), routing.name);
     let x = activations(routing.m, k, 5);
-    let device = match DeviceExperts::upload(backend, &view) {
+    let device = match DeviceExperts::upload(backend, view) {
         Ok(device) => device,
         Err(error) => return cases.record(format!("{case}: upload"), Err(error)),
     };
