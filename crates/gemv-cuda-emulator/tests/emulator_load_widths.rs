@@ -156,3 +156,48 @@ fn a_kernel_loading_x_two_bytes_at_a_time_is_counted_and_named() {
         ]
     );
 }
+
+/// The grouped kernels too, on experts, X and Y that are all aligned (K = 1024): every grouped
+/// kernel of both families, each build of the exact family, loads weights 16 bytes, scale pairs 2
+/// and X 16 at a time, and gives the host contract's bits (the exact family) or its own M = 1
+/// launches' (the fast). Planted: mutant #42 of `w4a16_gemv_grouped.cuh` (its 16-byte alignment
+/// test's `&` as `|`, always "unaligned") read the weights 8 bytes at a time with the same bits,
+/// which only this test rejects.
+#[test]
+fn every_grouped_kernel_loads_aligned_experts_at_the_widest_width() {
+    use gemv_backend::{DeviceExperts, ResolvedTiers};
+    use gemv_core::{ExpertRouting, FamilyChoice, GROUPED_KERNELS, GroupedCall, KillSwitches, Nvfp4Experts};
+    let (experts, k, m, top_k) = (3, 1024, 2, 2);
+    let matrices: Vec<_> = (0..experts).map(|e| conformance::matrix(N, k, 60 + e as u64)).collect();
+    let stack = Nvfp4Experts::stack(&matrices).expect("one shape");
+    let x = conformance::activations(m, k, 23);
+    let ids = [0u32, 1, 1, 2];
+    let routing = ExpertRouting::new(&ids, m, top_k, experts).expect("routing");
+    let mut want = vec![0u16; m * top_k * N];
+    gemv_core::grouped_contract(&stack.view(), &x, &routing, &mut want, 1).expect("host contract");
+    let layout = &LAYOUTS[0];
+    let mut wrong = Vec::new();
+    for capability in CAPABILITIES {
+        for spec in GROUPED_KERNELS.iter().filter(|spec| capability == (9, 0) || spec.family == Family::Exact) {
+            let context = format!("{} on sm_{}{}", spec.name, capability.0, capability.1);
+            let call = GroupedCall::new(m, top_k).with_family(FamilyChoice::from(spec.family));
+            let expected = match spec.family {
+                Family::Exact => want.clone(),
+                Family::Fast => {
+                    // The family's own M = 1 launches, on an emulator of their own.
+                    let emulator = CudaEmulator::new().with_capability(capability);
+                    let tiers = ResolvedTiers::resolve(&emulator, KillSwitches::default());
+                    let layer = DeviceExperts::upload(&emulator, &stack.view()).expect("upload");
+                    layer.call_separately(&tiers, &x, &ids, &call).expect("fast single launches")
+                }
+            };
+            let emulator = CudaEmulator::new().with_capability(capability);
+            let layer = DeviceExperts::upload(&emulator, &stack.view()).expect("upload");
+            let found = layer.call_on(spec, &x, &ids, &call).unwrap_or_else(|e| panic!("{context}: {e}"));
+            assert_eq!(found, expected, "{context}: the grouped launch's bits");
+            let counted = emulator.global_accesses();
+            wrong.extend(width_problems(&counted, layout).into_iter().map(|problem| format!("{context}: {problem}")));
+        }
+    }
+    assert!(wrong.is_empty(), "{} wrong:\n{}", wrong.len(), wrong.join("\n"));
+}

@@ -220,6 +220,7 @@ fn summary_table(tallies: &[(String, Tally)]) -> String {
         ("KilledByEmulatorTests", "by the emulator's tests"),
         ("KilledBySanitizer", "by the sanitizer build"),
         ("TimedOut", "timed out"),
+        ("Unjudged", "survived, the sanitizer's run timed out"),
         ("Unviable", "unviable"),
         ("IdenticalPtx", "identical PTX"),
         ("SamePtxAs", "same PTX as a missed one"),
