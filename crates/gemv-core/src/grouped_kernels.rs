@@ -77,8 +77,9 @@ impl GroupedKernelSpec {
     }
 }
 
-/// Warps in a 256-thread block.
-const WARPS_PER_BLOCK: usize = 8;
+/// Warps in a block of every CUDA kernel (256 threads): the launchers' block size and the
+/// kernels' row geometry both follow from it.
+pub const WARPS_PER_BLOCK: usize = 8;
 
 /// The grouped kernel of `family` for `m` tokens routed to `top_k` of `experts` each, given the
 /// pairs a touched expert has on average under a uniform routing

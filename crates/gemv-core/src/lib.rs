@@ -47,7 +47,9 @@ pub use error::{CoreError, Result};
 pub use experts::{Nvfp4Experts, Nvfp4ExpertsView, expert_global_scale};
 pub use family::{FAST_FAMILY_BY_DEFAULT, FAST_FAMILY_FROM_M, Family, FamilyChoice, select_family, select_family_with};
 pub use grouped::{GROUPED_ALIGNMENTS, GROUPED_OPERANDS, GroupedCall, grouped_contract};
-pub use grouped_kernels::{GROUPED_KERNELS, GroupedKernelSpec, MAX_GROUPED_PAIRS, grouped_kernel, grouped_kernel_spec};
+pub use grouped_kernels::{
+    GROUPED_KERNELS, GroupedKernelSpec, MAX_GROUPED_PAIRS, WARPS_PER_BLOCK, grouped_kernel, grouped_kernel_spec,
+};
 pub use kill_switch::{EXACT_ONLY, KillSwitches, NO_BATCH8_RT, NO_EXACT_M_TIERS};
 pub use launch::{LaunchShape, Operand, strided_span};
 pub use matrix::{Nvfp4Matrix, Nvfp4View};

@@ -5,9 +5,9 @@
 
 use gemv_core::KernelSpec;
 
-/// Threads per block (`gemv::kThreadsPerBlock` in the kernel source).
-pub const THREADS_PER_BLOCK: u32 = 256;
-const WARPS_PER_BLOCK: u32 = THREADS_PER_BLOCK / 32;
+/// Threads per block (`gemv::kThreadsPerBlock` in the kernel source): gemv-core's warps per block.
+pub const THREADS_PER_BLOCK: u32 = WARPS_PER_BLOCK * 32;
+const WARPS_PER_BLOCK: u32 = gemv_core::WARPS_PER_BLOCK as u32;
 /// The most blocks a one-dimensional CUDA grid may have (`gridDim.x <= 2^31 - 1`).
 pub const MAX_GRID_BLOCKS: u64 = (1 << 31) - 1;
 

@@ -13,7 +13,7 @@
 mod grouped;
 
 use crate::util::root;
-use gemv_core::{Family, KERNELS, KernelSpec, TIERS, kernel_spec};
+use gemv_core::{Family, KERNELS, KernelSpec, TIERS, WARPS_PER_BLOCK, kernel_spec};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -23,8 +23,6 @@ const RUN: &str = "docs/measurements/h200-2026-12-04";
 const LOGS: [&str; 2] = ["bench.log", "families.log"];
 const DEVICE: &str = "H200 (sm_90, 132 SMs)";
 const SMS: usize = 132;
-/// Warps per block of the exact family.
-const WARPS_PER_BLOCK: usize = 8;
 /// The benchmark shapes as the logs name them, (N, K).
 const SHAPES: [(&str, usize, usize); 3] = [("qkv/o", 5120, 5120), ("ffn-up", 17408, 5120), ("ffn-down", 5120, 17408)];
 /// Bytes per weight: half a byte of code and a sixteenth of a scale byte.
