@@ -19,6 +19,8 @@ using PairList = GemvShared<int, kMaxGroupedPairs>;
 
 // A single launch's token t: rows of its own X and Y, `t * stride` elements in.
 struct StridedRows {
+    // Staging steps of X the ring pipeline issues at once (stage_segment): all of a segment's.
+    enum : int { kStagingStepsAtOnce = 1 << 30 };
     int x_stride;
     int y_stride;
     __device__ __forceinline__ const gemv_u16* x_row(const gemv_u16* x, int t) const {
@@ -32,6 +34,9 @@ struct StridedRows {
 // Token t of a grouped block's chunk is the block's pair first + t: X row tokens[first + t] (K
 // apart), Y row pairs[first + t] (N apart).
 struct GatheredRows {
+    // Each staging step looks its token's X row up in shared memory and holds the 64-bit address:
+    // two steps at once keep the grouped ring kernels at two blocks per SM within 128 registers.
+    enum : int { kStagingStepsAtOnce = 2 };
     const PairList* tokens;
     const PairList* pairs;
     int first;

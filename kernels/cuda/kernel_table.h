@@ -36,7 +36,7 @@
 #define GEMV_GROUPED_KERNELS(X) \
     X(w4a16_grouped_ring3_r2_b2, 1, 2, 2, 3) \
     X(w4a16_grouped_batch2_ring3_r2_b2, 2, 2, 2, 3) \
-    X(w4a16_grouped_batch4_ring2_r2_b1, 4, 2, 1, 2) \
+    X(w4a16_grouped_batch4_ring4_r1_b2, 4, 1, 2, 4) \
     X(w4a16_grouped_batch8_ring2_r2_b1, 8, 2, 1, 2)
 
 // The fast family's grouped kernels: name, 8-token mma tiles, rows per warp, blocks per SM the

@@ -24,9 +24,11 @@ __device__ __forceinline__ void stage_segment(GemvShared<float, SEG * MAX_M * kT
                                               const Rows& token_rows, bool x_aligned, int k, int k0, int m, int tid) {
     constexpr int kSlots = SEG * MAX_M;
     constexpr int kSlotsPerStep = kThreadsPerBlock / kChunks;
+    constexpr int kSteps = (kSlots + kSlotsPerStep - 1) / kSlotsPerStep;
+    constexpr int kAtOnce = kSteps < Rows::kStagingStepsAtOnce ? kSteps : Rows::kStagingStepsAtOnce;
     const int k_chunk = k0 + 8 * (tid % kChunks);
-#pragma unroll
-    for (int step = 0; step < (kSlots + kSlotsPerStep - 1) / kSlotsPerStep; ++step) {
+#pragma unroll kAtOnce
+    for (int step = 0; step < kSteps; ++step) {
         const int slot = tid / kChunks + kSlotsPerStep * step;
         if (slot >= kSlots) break;
         const int pass = slot / MAX_M;

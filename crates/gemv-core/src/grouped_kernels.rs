@@ -23,16 +23,19 @@ pub struct GroupedKernelSpec {
     pub cuda_min_blocks: usize,
     /// Passes of weights in the exact family's ring (at least 2); 0 for the fast family.
     pub ring_depth: usize,
+    /// Whether [`grouped_kernel`] may choose it. The exact family's 4- and 8-wide kernels serve
+    /// only where a caller forces them (`GroupedArgs::with_kernel`, the bench's
+    /// `--grouped-kernel`): the time model fitted to the measurements predicts them slower than
+    /// the 2-wide kernel's chunks on every preset layer (docs/model.md, modelled), so they stay as
+    /// the device sweep's arms until a measurement says otherwise.
+    pub selectable: bool,
 }
 
-const fn grouped(
-    name: &'static str,
-    max_m: usize,
-    rows: usize,
-    cuda_min_blocks: usize,
-    ring_depth: usize,
-) -> GroupedKernelSpec {
-    GroupedKernelSpec { name, module: MODULE_NAME, family: Family::Exact, max_m, rows, cuda_min_blocks, ring_depth }
+/// An exact grouped kernel: `(max_m, rows, cuda_min_blocks, ring_depth)` as the fields mean.
+const fn grouped(name: &'static str, geometry: (usize, usize, usize, usize), selectable: bool) -> GroupedKernelSpec {
+    let (max_m, rows, cuda_min_blocks, ring_depth) = geometry;
+    let family = Family::Exact;
+    GroupedKernelSpec { name, module: MODULE_NAME, family, max_m, rows, cuda_min_blocks, ring_depth, selectable }
 }
 
 /// A fast grouped kernel: `tiles` 8-token mma tiles, the block's 16 rows over its 8 warps (2 a
@@ -46,6 +49,7 @@ const fn fast_grouped(name: &'static str, tiles: usize, cuda_min_blocks: usize) 
         rows: 2,
         cuda_min_blocks,
         ring_depth: 0,
+        selectable: true,
     }
 }
 
@@ -53,10 +57,14 @@ const fn fast_grouped(name: &'static str, tiles: usize, cuda_min_blocks: usize) 
 /// (`GEMV_GROUPED_KERNELS` and `GEMV_FAST_GROUPED_KERNELS` in kernels/cuda/kernel_table.h) are
 /// generated from it by `cargo xtask kernels`.
 pub const GROUPED_KERNELS: [GroupedKernelSpec; 6] = [
-    grouped("w4a16_grouped_ring3_r2_b2", 1, 2, 2, 3),
-    grouped("w4a16_grouped_batch2_ring3_r2_b2", 2, 2, 2, 3),
-    grouped("w4a16_grouped_batch4_ring2_r2_b1", 4, 2, 1, 2),
-    grouped("w4a16_grouped_batch8_ring2_r2_b1", 8, 2, 1, 2),
+    grouped("w4a16_grouped_ring3_r2_b2", (1, 2, 2, 3), true),
+    grouped("w4a16_grouped_batch2_ring3_r2_b2", (2, 2, 2, 3), true),
+    // One row a warp at two blocks per SM: a four-pass ring (48 rows in flight) fits in 128
+    // registers, where two rows at depth 3 spill.
+    grouped("w4a16_grouped_batch4_ring4_r1_b2", (4, 1, 2, 4), false),
+    // No 8-wide ring at two blocks per SM fits in 128 registers (12 to 136 bytes spilled at depth
+    // 3, one row, sm_80 to sm_121): one block per SM.
+    grouped("w4a16_grouped_batch8_ring2_r2_b1", (8, 2, 1, 2), false),
     fast_grouped("w4a16_fast_grouped_m8", 1, 2),
     // Two tiles beside the grouped bookkeeping need more than 128 registers (4 to 72 bytes
     // spilled at 2 blocks per SM, sm_80 to sm_121): one block per SM.
@@ -87,11 +95,9 @@ pub const WARPS_PER_BLOCK: usize = 8;
 /// runs them in several chunks, so every kernel serves every routing and a family's kernels give
 /// the same bits; the choice decides only speed:
 /// - exact family: the kernel that streams an expert's ceil(p / width) chunks soonest, chunks
-///   over [`GroupedKernelSpec::rows_in_flight_per_sm`] (the narrowest on a tie). Its 4- and
-///   8-wide kernels keep one block of depth-2 ring warps per SM, a quarter of what the 1- and
-///   2-wide keep, so two chunks of the 2-wide kernel beat one of them (docs/model.md compares
-///   every width); they serve where a caller forces them (`GroupedArgs::with_kernel`, the
-///   bench's `--grouped-kernel`);
+///   over [`GroupedKernelSpec::rows_in_flight_per_sm`] (the narrowest on a tie), among its
+///   [`GroupedKernelSpec::selectable`] kernels (the 1- and 2-wide, 64 rows in flight each; the
+///   4-wide keeps 48 and the 8-wide 16, and both are predicted slower, docs/model.md);
 /// - fast family: the narrowest whose width covers `p`, else the widest.
 pub fn grouped_kernel(family: Family, m: usize, top_k: usize, experts: usize) -> &'static GroupedKernelSpec {
     let pairs = crate::expected_pairs_per_expert(experts, top_k, m);
@@ -112,7 +118,7 @@ fn choose(kernels: &[GroupedKernelSpec], family: Family, pairs: f64) -> Option<&
     };
     kernels
         .iter()
-        .filter(|spec| spec.family == family)
+        .filter(|spec| spec.family == family && spec.selectable)
         .reduce(|chosen, spec| if better(spec, chosen) { spec } else { chosen })
 }
 
@@ -128,7 +134,7 @@ mod tests {
     #[test]
     fn the_exact_kernel_streaming_an_experts_chunks_soonest_serves_and_the_fast_family_the_narrowest_covering() {
         // Every token on every expert (top-k = E): M pairs each. The 4- and 8-wide exact kernels
-        // keep a quarter of the rows in flight, so the 2-wide one's chunks are never slower.
+        // are not selectable, so the 2-wide one serves from two pairs on.
         let exact = |m| grouped_kernel(Family::Exact, m, 4, 4).max_m;
         assert_eq!([1, 2, 3, 8, 16].map(exact), [1, 2, 2, 2, 2]);
         let fast = |m| grouped_kernel(Family::Fast, m, 4, 4).max_m;
@@ -137,7 +143,8 @@ mod tests {
         // Mixtral (2 of 8) four at M = 16.
         let deepseek = |m| grouped_kernel(Family::Exact, m, 8, 256).max_m;
         assert_eq!([1, 2, 4, 8, 16].map(deepseek), [1, 2, 2, 2, 2]);
-        assert_eq!(grouped_kernel(Family::Exact, 16, 2, 8).max_m, 2);
+        let mixtral = |m| grouped_kernel(Family::Exact, m, 2, 8).max_m;
+        assert_eq!([1, 2, 4, 8, 16].map(mixtral), [1, 2, 2, 2, 2]);
         assert_eq!(grouped_kernel(Family::Fast, 16, 2, 8).max_m, 8);
         assert_eq!(grouped_kernel(Family::Fast, 16, 8, 256).max_m, 8);
         // A 4-wide kernel keeping as many rows in flight as the 2-wide one would serve four pairs
@@ -146,10 +153,16 @@ mod tests {
         let four = GroupedKernelSpec { name: "four", max_m: 4, ..two };
         let table = [one, two, four];
         assert_eq!(choose(&table, Family::Exact, 4.0).map(|s| s.max_m), Some(4));
+        let unselectable = [one, two, GroupedKernelSpec { selectable: false, ..four }];
+        assert_eq!(choose(&unselectable, Family::Exact, 4.0).map(|s| s.max_m), Some(2));
+        // The registry's 4-wide kernel, were it selectable, would serve three and four pairs.
+        let registry_four = GroupedKernelSpec { selectable: true, ..GROUPED_KERNELS[2] };
+        assert_eq!(choose(&[one, two, registry_four], Family::Exact, 3.0).map(|s| s.max_m), Some(4));
         assert_eq!(choose(&table, Family::Exact, 2.0).map(|s| s.max_m), Some(2));
         assert_eq!(choose(&table, Family::Exact, 1.0).map(|s| s.max_m), Some(1));
         assert_eq!(choose(&table, Family::Fast, 1.0), None);
-        assert_eq!(GROUPED_KERNELS[3].rows_in_flight_per_sm() * 4, GROUPED_KERNELS[1].rows_in_flight_per_sm());
+        let in_flight = GROUPED_KERNELS.map(|spec| spec.rows_in_flight_per_sm());
+        assert_eq!(in_flight, [64, 64, 48, 16, 0, 0]);
         for family in [Family::Exact, Family::Fast] {
             let widths: Vec<usize> =
                 GROUPED_KERNELS.iter().filter(|spec| spec.family == family).map(|spec| spec.max_m).collect();

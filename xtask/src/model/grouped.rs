@@ -75,8 +75,8 @@ pub(super) fn render(out: &mut String, model: &[Fitted]) {
         out,
         "A routed layer's grouped launch (`gemv bench --moe`'s layers, each token's top-k distinct experts chosen \
          uniformly: E (1 - (1 - top_k / E)^M) experts touched on average) as the touched experts' rows streamed by \
-         the grouped kernel `gemv_core::grouped_kernel` picks (the one whose chunks of the pairs a touched expert \
-         has on average stream soonest, by the rows its SMs keep in flight): its working blocks (one per expert and row block; the other pairs' \
+         the grouped kernel `gemv_core::grouped_kernel` picks (of its selectable kernels, the one whose chunks of \
+         the pairs a touched expert has on average stream soonest, by the rows its SMs keep in flight): its working blocks (one per expert and row block; the other pairs' \
          blocks return at once) spread over the {SMS} SMs, `cuda_min_blocks` at a time, each warp streaming its \
          rows of K once per chunk of pairs, at the warp rate of the classic kernel of the same width scaled by the \
          bytes a ring warp keeps in flight, with that kernel's ramp, and no faster than the copy \
@@ -124,11 +124,14 @@ fn render_sweep(out: &mut String, model: &[Fitted]) {
     let _ = writeln!(
         out,
         "Each exact grouped kernel's predicted time (us) on each layer and M, by the model above; `*` marks \
-         `grouped_kernel`'s choice. The choice follows the pairs a touched expert has, not M: the 4- and 8-wide \
-         kernels keep one block of depth-2 ring warps per SM, a quarter of the rows the 1- and 2-wide keep in \
-         flight, so even where a touched expert has four pairs (Mixtral's 2 of 8 at M = 16) two chunks of the \
-         2-wide kernel are predicted sooner done than one of a wider kernel; with top 8 of 128 or 256 experts \
-         a touched expert has at most 1.6 pairs up to M = 16, one chunk of the 2-wide kernel.\n"
+         `grouped_kernel`'s choice. The choice follows the pairs a touched expert has, not M. The 4-wide kernel \
+         keeps 48 rows in flight per SM (one row a warp, a four-pass ring, two blocks) to the 1- and 2-wide \
+         kernels' 64, and its warps run at the rate of the classic 4-wide kernel, which is slower per weight \
+         than the 2-wide one, so even where a touched expert has 2.2 or four pairs (Mixtral's 2 of 8 at M = 8 \
+         and 16) the 2-wide kernel's chunks are predicted sooner done; the 8-wide keeps 16 (one block of \
+         depth-2 warps). Both are therefore not selectable (`GroupedKernelSpec::selectable`): they are the \
+         device sweep's arms. With top 8 of 128 or 256 experts a touched expert has at most 1.6 pairs up to \
+         M = 16, one chunk of the 2-wide kernel.\n"
     );
     let specs: Vec<&GroupedKernelSpec> = GROUPED_KERNELS.iter().filter(|spec| spec.family == Family::Exact).collect();
     let names: Vec<&str> = specs.iter().map(|spec| spec.name).collect();

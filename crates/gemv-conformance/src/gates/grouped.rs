@@ -3,9 +3,9 @@
 //! one single-matrix launch per pair everywhere (offsets into the stacked weights, Y's rows).
 //! Routings cover every token on one expert with repeated ids, all pairs distinct, top-k = 1 and
 //! = E, and random ones up to M = 16; one global scale shared and one per expert. Each runs on
-//! the exact grouped kernel the selector picks, but for two forced onto the 4- and 8-wide ones,
-//! which it never picks. A raw launch
-//! checks what only the device routing can get wrong: an expert id past E is a typed error (a
+//! the exact grouped kernel the selector picks, but for three forced onto the 4- and 8-wide ones
+//! (which it never picks) and the 1-wide one (several pairs an expert, one at a time). A raw
+//! launch checks what only the device routing can get wrong: an expert id past E is a typed error (a
 //! backend that reads the routing itself) or that pair's Y row NaN and nothing else changed (a
 //! kernel that reads it), and nothing outside Y is written (guards, inputs at unaligned offsets).
 //!
@@ -75,8 +75,9 @@ fn routings() -> Vec<Routing> {
         )
         .on("w4a16_grouped_batch8_ring2_r2_b1"),
         Routing::new("18 pairs on expert 4 (several chunks in every kernel)", 9, 2, vec![4; 18])
-            .on("w4a16_grouped_batch4_ring2_r2_b1"),
-        Routing::new("random, M 7", 7, 3, random(7, 3, 17)),
+            .on("w4a16_grouped_batch4_ring4_r1_b2"),
+        Routing::new("random, M 7 (an expert's pairs one at a time)", 7, 3, random(7, 3, 17))
+            .on("w4a16_grouped_ring3_r2_b2"),
         Routing::new("random, M 16", 16, 2, random(16, 2, 29)),
     ]
 }
