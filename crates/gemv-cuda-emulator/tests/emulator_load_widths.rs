@@ -38,9 +38,10 @@ struct Layout {
 /// K = 1024 is whole passes and chunks of both families, with packed rows of 512 bytes (a
 /// multiple of 16) and 64 scale codes (even); K = 1040 has rows of 520 bytes and 65 codes, so
 /// only 8-byte loads of packed and 1-byte loads of scales stay aligned on every row.
-const LAYOUTS: [Layout; 7] = [
+const LAYOUTS: [Layout; 8] = [
     Layout { name: "all aligned", k: 1024, offsets: [0, 0, 0], x: 16, packed: 16, scales: 2 },
     Layout { name: "rows of 520 bytes and 65 codes", k: 1040, offsets: [0, 0, 0], x: 16, packed: 8, scales: 1 },
+    Layout { name: "packed 16 bytes off", k: 1024, offsets: [0, 16, 0], x: 16, packed: 16, scales: 2 },
     Layout { name: "packed 8 bytes off", k: 1024, offsets: [0, 8, 0], x: 16, packed: 8, scales: 2 },
     Layout { name: "packed 4 bytes off", k: 1024, offsets: [0, 4, 0], x: 16, packed: 1, scales: 2 },
     Layout { name: "packed 1 byte off", k: 1024, offsets: [0, 1, 0], x: 16, packed: 1, scales: 2 },
@@ -157,29 +158,41 @@ fn a_kernel_loading_x_two_bytes_at_a_time_is_counted_and_named() {
     );
 }
 
-/// The grouped kernels too, on experts, X and Y that are all aligned (K = 1024): every grouped
-/// kernel of both families, each build of the exact family, loads weights 16 bytes, scale pairs 2
-/// and X 16 at a time, and gives the host contract's bits (the exact family) or its own M = 1
-/// launches' (the fast). Planted: mutant #42 of `w4a16_gemv_grouped.cuh` (its 16-byte alignment
-/// test's `&` as `|`, always "unaligned") read the weights 8 bytes at a time with the same bits,
-/// which only this test rejects.
+/// The grouped kernels too, on every layout above (X, the packed weights and the scales of the
+/// whole stack of experts at the layout's offsets; with K = 1024 an expert is 10,240 bytes of
+/// weights, so each one's rows lie as the first's): every grouped kernel of both families, each
+/// build of the exact family, loads each argument at the widest width its alignment allows and
+/// gives the host contract's bits (the exact family) or its own M = 1 launches' (the fast).
+/// Planted: mutants of `w4a16_gemv_grouped.cuh`'s alignment tests that load narrower with the
+/// same bits: #42 (the 16-byte test's `&` as `|`, always "unaligned"), which only this test
+/// rejects, and #43 (`& 15` as `& 16`: 16 bytes off reads 8 at a time, the "packed 16 bytes
+/// off" layout).
 #[test]
-fn every_grouped_kernel_loads_aligned_experts_at_the_widest_width() {
+fn every_grouped_kernel_loads_its_arguments_at_the_widest_width_their_alignment_allows() {
+    let mut wrong = Vec::new();
+    for layout in &LAYOUTS {
+        wrong.extend(grouped_width_problems(layout));
+    }
+    assert!(wrong.is_empty(), "{} wrong:\n{}", wrong.len(), wrong.join("\n"));
+}
+
+/// Every grouped kernel's width problems on one layout, each named.
+fn grouped_width_problems(layout: &Layout) -> Vec<String> {
     use gemv_backend::{DeviceExperts, ResolvedTiers};
     use gemv_core::{ExpertRouting, FamilyChoice, GROUPED_KERNELS, GroupedCall, KillSwitches, Nvfp4Experts};
-    let (experts, k, m, top_k) = (3, 1024, 2, 2);
+    let (experts, k, m, top_k) = (3, layout.k, 2, 2);
     let matrices: Vec<_> = (0..experts).map(|e| conformance::matrix(N, k, 60 + e as u64)).collect();
     let stack = Nvfp4Experts::stack(&matrices).expect("one shape");
+    let view = stack.view();
     let x = conformance::activations(m, k, 23);
     let ids = [0u32, 1, 1, 2];
     let routing = ExpertRouting::new(&ids, m, top_k, experts).expect("routing");
     let mut want = vec![0u16; m * top_k * N];
-    gemv_core::grouped_contract(&stack.view(), &x, &routing, &mut want, 1).expect("host contract");
-    let layout = &LAYOUTS[0];
+    gemv_core::grouped_contract(&view, &x, &routing, &mut want, 1).expect("host contract");
     let mut wrong = Vec::new();
     for capability in CAPABILITIES {
         for spec in GROUPED_KERNELS.iter().filter(|spec| capability == (9, 0) || spec.family == Family::Exact) {
-            let context = format!("{} on sm_{}{}", spec.name, capability.0, capability.1);
+            let context = format!("{} on sm_{}{}, {}", spec.name, capability.0, capability.1, layout.name);
             let call = GroupedCall::new(m, top_k).with_family(FamilyChoice::from(spec.family));
             let expected = match spec.family {
                 Family::Exact => want.clone(),
@@ -187,17 +200,46 @@ fn every_grouped_kernel_loads_aligned_experts_at_the_widest_width() {
                     // The family's own M = 1 launches, on an emulator of their own.
                     let emulator = CudaEmulator::new().with_capability(capability);
                     let tiers = ResolvedTiers::resolve(&emulator, KillSwitches::default());
-                    let layer = DeviceExperts::upload(&emulator, &stack.view()).expect("upload");
+                    let layer = DeviceExperts::upload(&emulator, &view).expect("upload");
                     layer.call_separately(&tiers, &x, &ids, &call).expect("fast single launches")
                 }
             };
             let emulator = CudaEmulator::new().with_capability(capability);
-            let layer = DeviceExperts::upload(&emulator, &stack.view()).expect("upload");
-            let found = layer.call_on(spec, &x, &ids, &call).unwrap_or_else(|e| panic!("{context}: {e}"));
-            assert_eq!(found, expected, "{context}: the grouped launch's bits");
-            let counted = emulator.global_accesses();
-            wrong.extend(width_problems(&counted, layout).into_iter().map(|problem| format!("{context}: {problem}")));
+            let run = || -> gemv_backend::Result<Vec<u16>> {
+                let layer = DeviceExperts::upload(&emulator, &view)?;
+                let ids_bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_le_bytes()).collect();
+                let [x_at, packed_at, scales_at] = layout.offsets;
+                let inputs: [(&[u8], usize); 4] = [
+                    (bytemuck::cast_slice(&x), x_at),
+                    (view.packed(), packed_at),
+                    (view.scales(), scales_at),
+                    (&ids_bytes, 0),
+                ];
+                let mut ranges = Vec::new();
+                for (bytes, at) in inputs {
+                    let buffer = emulator.alloc(at + bytes.len())?;
+                    let range = buffer.range(at, bytes.len());
+                    emulator.upload(range, bytes)?;
+                    ranges.push(range);
+                }
+                let y = emulator.alloc(2 * want.len())?;
+                let mut args = layer.args(ranges[0], ranges[3], y.whole(), m, top_k, spec.family).with_kernel(spec);
+                (args.packed, args.scales) = (ranges[1], ranges[2]);
+                emulator.launch_grouped(&args)?;
+                emulator.synchronize()?;
+                let mut found = vec![0u16; want.len()];
+                emulator.download(y.whole(), bytemuck::cast_slice_mut(&mut found))?;
+                Ok(found)
+            };
+            match run() {
+                Err(error) => wrong.push(format!("{context}: {error}")),
+                Ok(found) if found != expected => wrong.push(format!("{context}: the grouped launch's bits differ")),
+                Ok(_) => {
+                    let counted = emulator.global_accesses();
+                    wrong.extend(width_problems(&counted, layout).into_iter().map(|p| format!("{context}: {p}")));
+                }
+            }
         }
     }
-    assert!(wrong.is_empty(), "{} wrong:\n{}", wrong.len(), wrong.join("\n"));
+    wrong
 }
