@@ -19,7 +19,8 @@ using PairList = GemvShared<int, kMaxGroupedPairs>;
 
 // A single launch's token t: rows of its own X and Y, `t * stride` elements in.
 struct StridedRows {
-    // Staging steps of X the ring pipeline issues at once (stage_segment): all of a segment's.
+    // How many of the ring pipeline's X staging steps (stage_segment) are unrolled together, their
+    // loads in flight at once: all of a segment's.
     enum : int { kStagingStepsAtOnce = 1 << 30 };
     int x_stride;
     int y_stride;
@@ -35,7 +36,8 @@ struct StridedRows {
 // apart), Y row pairs[first + t] (N apart).
 struct GatheredRows {
     // Each staging step looks its token's X row up in shared memory and holds the 64-bit address:
-    // two steps at once keep the grouped ring kernels at two blocks per SM within 128 registers.
+    // two steps unrolled together keep the grouped ring kernels at two blocks per SM within 128
+    // registers.
     enum : int { kStagingStepsAtOnce = 2 };
     const PairList* tokens;
     const PairList* pairs;
