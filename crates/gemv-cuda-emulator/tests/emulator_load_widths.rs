@@ -49,6 +49,22 @@ const LAYOUTS: [Layout; 8] = [
     Layout { name: "x 2 bytes off", k: 1024, offsets: [2, 0, 0], x: 2, packed: 16, scales: 2 },
 ];
 
+/// X, the packed weights and the scales (in that order), each in a buffer of its own at the
+/// layout's offset.
+fn upload_at_offsets(
+    emulator: &CudaEmulator,
+    layout: &Layout,
+    inputs: [&[u8]; 3],
+) -> gemv_backend::Result<[gemv_backend::BufferRange; 3]> {
+    let mut ranges = Vec::with_capacity(3);
+    for (bytes, at) in inputs.into_iter().zip(layout.offsets) {
+        let range = emulator.alloc(at + bytes.len())?.range(at, bytes.len());
+        emulator.upload(range, bytes)?;
+        ranges.push(range);
+    }
+    Ok([ranges[0], ranges[1], ranges[2]])
+}
+
 /// One launch of `kernel` at M = `m` with the arguments at the layout's offsets, on a fresh
 /// emulator; checks the bits against the host contract and returns the accesses counted.
 fn accesses(capability: (i32, i32), spec: &gemv_core::KernelSpec, layout: &Layout) -> GlobalAccesses {
@@ -63,17 +79,10 @@ fn accesses(capability: (i32, i32), spec: &gemv_core::KernelSpec, layout: &Layou
     let kernel = emulator.lookup_kernel(spec.module, spec.name);
     assert!(kernel.is_resolved(), "{context}: the kernel does not resolve");
     let run = || -> gemv_backend::Result<Vec<u16>> {
-        let [x_at, packed_at, scales_at] = layout.offsets;
-        let inputs: [&[u8]; 3] = [bytemuck::cast_slice(&x), view.packed(), view.scales()];
-        let mut ranges = Vec::new();
-        for (bytes, at) in inputs.iter().zip([x_at, packed_at, scales_at]) {
-            let buffer = emulator.alloc(at + bytes.len())?;
-            let range = buffer.range(at, bytes.len());
-            emulator.upload(range, bytes)?;
-            ranges.push(range);
-        }
+        let [x, packed, scales] =
+            upload_at_offsets(&emulator, layout, [bytemuck::cast_slice(&x), view.packed(), view.scales()])?;
         let y = emulator.alloc(2 * m * n)?;
-        let args = GemvArgs::contiguous(ranges[0], ranges[1], ranges[2], y.whole(), view.global_scale(), m, n, k);
+        let args = GemvArgs::contiguous(x, packed, scales, y.whole(), view.global_scale(), m, n, k);
         emulator.launch_gemv(kernel, &args)?;
         emulator.synchronize()?;
         let mut found = vec![0u16; m * n];
@@ -189,42 +198,35 @@ fn grouped_width_problems(layout: &Layout) -> Vec<String> {
     let routing = ExpertRouting::new(&ids, m, top_k, experts).expect("routing");
     let mut want = vec![0u16; m * top_k * N];
     gemv_core::grouped_contract(&view, &x, &routing, &mut want, 1).expect("host contract");
+    // The fast family's reference: its own M = 1 launches, once, on an emulator of their own
+    // (sm_90, the one capability below with the fast family).
+    let fast_want = {
+        let emulator = CudaEmulator::new().with_capability((9, 0));
+        let tiers = ResolvedTiers::resolve(&emulator, KillSwitches::default());
+        let layer = DeviceExperts::upload(&emulator, &view).expect("upload");
+        layer
+            .call_separately(&tiers, &x, &ids, &GroupedCall::new(m, top_k).with_family(FamilyChoice::Fast))
+            .expect("fast single launches")
+    };
     let mut wrong = Vec::new();
     for capability in CAPABILITIES {
         for spec in GROUPED_KERNELS.iter().filter(|spec| capability == (9, 0) || spec.family == Family::Exact) {
             let context = format!("{} on sm_{}{}, {}", spec.name, capability.0, capability.1, layout.name);
-            let call = GroupedCall::new(m, top_k).with_family(FamilyChoice::from(spec.family));
             let expected = match spec.family {
-                Family::Exact => want.clone(),
-                Family::Fast => {
-                    // The family's own M = 1 launches, on an emulator of their own.
-                    let emulator = CudaEmulator::new().with_capability(capability);
-                    let tiers = ResolvedTiers::resolve(&emulator, KillSwitches::default());
-                    let layer = DeviceExperts::upload(&emulator, &view).expect("upload");
-                    layer.call_separately(&tiers, &x, &ids, &call).expect("fast single launches")
-                }
+                Family::Exact => &want,
+                Family::Fast => &fast_want,
             };
             let emulator = CudaEmulator::new().with_capability(capability);
             let run = || -> gemv_backend::Result<Vec<u16>> {
                 let layer = DeviceExperts::upload(&emulator, &view)?;
+                let [x, packed, scales] =
+                    upload_at_offsets(&emulator, layout, [bytemuck::cast_slice(&x), view.packed(), view.scales()])?;
                 let ids_bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_le_bytes()).collect();
-                let [x_at, packed_at, scales_at] = layout.offsets;
-                let inputs: [(&[u8], usize); 4] = [
-                    (bytemuck::cast_slice(&x), x_at),
-                    (view.packed(), packed_at),
-                    (view.scales(), scales_at),
-                    (&ids_bytes, 0),
-                ];
-                let mut ranges = Vec::new();
-                for (bytes, at) in inputs {
-                    let buffer = emulator.alloc(at + bytes.len())?;
-                    let range = buffer.range(at, bytes.len());
-                    emulator.upload(range, bytes)?;
-                    ranges.push(range);
-                }
+                let routing = emulator.alloc(ids_bytes.len())?;
+                emulator.upload(routing.whole(), &ids_bytes)?;
                 let y = emulator.alloc(2 * want.len())?;
-                let mut args = layer.args(ranges[0], ranges[3], y.whole(), m, top_k, spec.family).with_kernel(spec);
-                (args.packed, args.scales) = (ranges[1], ranges[2]);
+                let mut args = layer.args(x, routing.whole(), y.whole(), m, top_k, spec.family).with_kernel(spec);
+                (args.packed, args.scales) = (packed, scales);
                 emulator.launch_grouped(&args)?;
                 emulator.synchronize()?;
                 let mut found = vec![0u16; want.len()];
@@ -233,7 +235,7 @@ fn grouped_width_problems(layout: &Layout) -> Vec<String> {
             };
             match run() {
                 Err(error) => wrong.push(format!("{context}: {error}")),
-                Ok(found) if found != expected => wrong.push(format!("{context}: the grouped launch's bits differ")),
+                Ok(found) if found != *expected => wrong.push(format!("{context}: the grouped launch's bits differ")),
                 Ok(_) => {
                     let counted = emulator.global_accesses();
                     wrong.extend(width_problems(&counted, layout).into_iter().map(|p| format!("{context}: {p}")));
