@@ -84,9 +84,10 @@ commands:
   mutants [--all]   cargo-mutants (installed on first use) over the selector, dispatch plan,
                     codecs and validation of gemv-core and gemv-backend (--all: every file),
                     judged by their tests and gemv-mock's; results in target/mutants-<crate>/
-  mutants --kernels [--source STEM] [--list] [--from I] [--limit N] [--only I,J]
-                    operator and constant mutants of kernels/cuda/*.cu (--source: one
-                    file's, numbered within it; --list: print them, judge none), each judged by the
+  mutants --kernels [--source STEM] [--list] [--unjudged] [--from I] [--limit N] [--only I,J]
+                    operator, constant and inline-PTX mutants of kernels/cuda/ (--source: one
+                    file's, numbered within it; --list: print them, judge none; --unjudged: only
+                    those with no verdict in docs/mutants/ as the sources stand), each judged by the
                     emulator gates once per build of its source and the emulator's tests; one
                     whose PTX is byte-identical to the committed PTX is equivalent (IdenticalPtx),
                     one whose PTX equals a mutant's the pass missed shares its verdict

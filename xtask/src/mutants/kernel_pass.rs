@@ -32,6 +32,8 @@ pub(super) struct Selection {
     pub(super) source: Option<String>,
     /// Print the mutants, judge none.
     pub(super) list: bool,
+    /// Only the mutants with no verdict in docs/mutants/ as the sources stand (`--unjudged`).
+    pub(super) unjudged: bool,
 }
 
 impl Selection {
@@ -80,15 +82,28 @@ pub(super) fn run(selection: Selection) -> Result<(), String> {
     let mut mutants = Vec::new();
     // Each mutant's source stem and number within it: how docs/mutants/ records it.
     let mut numbered: Vec<(String, usize)> = Vec::new();
+    // The indices `--unjudged` leaves in (every one without it).
+    let mut pending = std::collections::BTreeSet::new();
     for file in &sources {
         let stem = file.file_stem().unwrap_or_default().to_string_lossy().into_owned();
         let of_file = mutants_of(file)?;
+        let offset = mutants.len();
+        match selection.unjudged {
+            true => pending.extend(verdicts::unjudged(&stem, &of_file)?.into_iter().map(|n| offset + n)),
+            false => pending.extend(offset..offset + of_file.len()),
+        }
         numbered.extend((0..of_file.len()).map(|number| (stem.clone(), number)));
         mutants.extend(of_file);
     }
     eprintln!("xtask: {} kernel mutants in {} source(s)", mutants.len(), sources.len());
+    if selection.unjudged {
+        eprintln!("xtask: {} of them without a verdict as the sources stand", pending.len());
+    }
+    let chosen: Vec<usize> =
+        selection.indices(mutants.len()).into_iter().filter(|index| pending.contains(index)).collect();
     if selection.list {
-        for (index, mutant) in mutants.iter().enumerate() {
+        for index in chosen {
+            let mutant = &mutants[index];
             let relative = mutant.file.strip_prefix(&source_dir).map_err(|e| e.to_string())?;
             println!(
                 "#{index} {}:{} `{}` -> `{}`",
@@ -138,7 +153,7 @@ pub(super) fn run(selection: Selection) -> Result<(), String> {
         command_output(&tree, "date", &["-u", "+%Y-%m-%d"])?,
         command_output(&tree, "git", &["rev-parse", "--short", "HEAD"])?
     );
-    for index in selection.indices(mutants.len()) {
+    for index in chosen {
         let mutant = &mutants[index];
         let relative = mutant.file.strip_prefix(&source_dir).map_err(|e| e.to_string())?;
         let original = std::fs::read_to_string(&mutant.file).map_err(|e| e.to_string())?;
@@ -216,8 +231,14 @@ mod tests {
 
     #[test]
     fn only_keeps_its_order_and_every_selection_stays_in_range() {
-        let selection =
-            |from, limit, only: Option<Vec<usize>>| Selection { from, limit, only, source: None, list: false };
+        let selection = |from, limit, only: Option<Vec<usize>>| Selection {
+            from,
+            limit,
+            only,
+            source: None,
+            list: false,
+            unjudged: false,
+        };
         assert_eq!(selection(0, usize::MAX, Some(vec![7, 2, 99, 5, 7])).indices(10), [7, 2, 5]);
         assert_eq!(selection(3, 1, Some(vec![2, 7, 5])).indices(10), [7]);
         assert_eq!(selection(8, usize::MAX, None).indices(10), [8, 9]);

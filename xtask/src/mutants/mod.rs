@@ -1,4 +1,4 @@
-//! `cargo xtask mutants [--kernels [--source STEM] [--list]] [--limit N] [--from I]`: mutation
+//! `cargo xtask mutants [--kernels [--source STEM] [--list] [--unjudged]] [--limit N] [--from I]`: mutation
 //! testing (slow: not in CI); `cargo xtask mutants --summary [--check]`: its results as a table.
 //!
 //! - Without `--kernels`: cargo-mutants (installed on first use) over gemv-core and gemv-backend:
@@ -22,7 +22,8 @@
 //!   emulator under ASan and UBSan. Report in target/kernel-mutants/report.txt:
 //!   every mutant with its line, change and outcome. `--only 6,41` re-judges chosen mutants, in
 //!   the order given. `--source w4a16_fast` takes one source's mutants (numbered within it);
-//!   `--list` prints the mutants and judges none. The exact family's source is judged by gates
+//!   `--list` prints the mutants and judges none; `--unjudged` keeps to the mutants with no verdict
+//!   in docs/mutants/ as the sources stand (so a pass resumes where the last one stopped). The exact family's source is judged by gates
 //!   1-9, the fast family's by gates 10 and 11 (the gates that run its kernels).
 //!   Everything is built from a checkout of HEAD (target/kernel-mutants/tree), so the working
 //!   tree may change while the pass runs. Each verdict is also recorded in docs/mutants/STEM.tsv
@@ -77,6 +78,7 @@ pub fn run_command(args: &[String]) -> Result<(), String> {
             only,
             source,
             list: args.iter().any(|a| a == "--list"),
+            unjudged: args.iter().any(|a| a == "--unjudged"),
         };
         kernel_pass::run(selection)
     } else {

@@ -150,17 +150,10 @@ struct Tally {
 fn tally(mutants: &[Mutant], verdicts: &BTreeMap<usize, Verdict>, keyed: &BTreeMap<String, Verdict>) -> Tally {
     let mut tally = Tally { mutants: mutants.len(), ..Tally::default() };
     for (number, mutant) in mutants.iter().enumerate() {
-        let verdict = keyed.get(&mutant.key).or_else(|| verdicts.get(&number).filter(|v| v.key.is_empty()));
-        let Some(verdict) = verdict else {
+        let Some(verdict) = verdict_of(number, mutant, verdicts, keyed) else {
             tally.unjudged += 1;
             continue;
         };
-        if !verdict.is_of(mutant) {
-            // A row written before keys, for another change at this number: the source changed
-            // since (the row itself is counted stale by the caller).
-            tally.unjudged += 1;
-            continue;
-        }
         let kind = verdict.verdict.split('(').next().unwrap_or_default().to_string();
         *tally.by_verdict.entry(kind).or_default() += 1;
         if verdict.verdict == "Missed" {
@@ -174,6 +167,31 @@ fn tally(mutants: &[Mutant], verdicts: &BTreeMap<usize, Verdict>, keyed: &BTreeM
         }
     }
     tally
+}
+
+/// The verdict on mutant `number` of a file as the source stands: the row with its key in any
+/// file (`keyed`), else a row written before keys at its number in the file's own rows
+/// (`verdicts`) recording the same line and change (one recording another change there is stale:
+/// the source changed since, and the caller counts the row so).
+fn verdict_of<'a>(
+    number: usize,
+    mutant: &Mutant,
+    verdicts: &'a BTreeMap<usize, Verdict>,
+    keyed: &'a BTreeMap<String, Verdict>,
+) -> Option<&'a Verdict> {
+    keyed.get(&mutant.key).or_else(|| verdicts.get(&number).filter(|v| v.key.is_empty())).filter(|v| v.is_of(mutant))
+}
+
+/// The numbers of `stem`'s mutants (`mutants`, as `mutants_of` lists them) with no verdict as the
+/// source stands, whichever file's rows hold it: what is left for a pass that resumes.
+pub(super) fn unjudged(stem: &str, mutants: &[Mutant]) -> Result<Vec<usize>, String> {
+    let mut all = Vec::new();
+    for path in crate::kernels::mutated_files()? {
+        all.push(read(&path.file_stem().unwrap_or_default().to_string_lossy())?);
+    }
+    let keyed = keyed_rows(&all);
+    let own = read(stem)?;
+    Ok((0..mutants.len()).filter(|&n| verdict_of(n, &mutants[n], &own, &keyed).is_none()).collect())
 }
 
 /// A file's rows whose mutant no longer exists anywhere (the code changed since it was judged):
@@ -390,6 +408,19 @@ mod tests {
         assert_eq!(rows[&1].key, "", "another line: the source changed, no key is guessed");
         let current = mutants.iter().map(|m| m.key.as_str()).collect();
         assert_eq!(stale(&rows, &mutants, &current), 1);
+    }
+
+    #[test]
+    fn a_mutant_is_unjudged_until_a_row_records_it_as_the_source_stands() {
+        let mutants = [mutant(3, "a"), mutant(4, "b"), mutant(5, "c"), mutant(6, "d")];
+        // a: a row written before keys, same line and change; b: one for another line (stale).
+        let rows: BTreeMap<usize, Verdict> =
+            [(0, verdict(0, "", 3, "Killed", "")), (1, verdict(1, "", 7, "Killed", ""))].into();
+        // c's code moved here from another file, whose row keeps its verdict; d has none.
+        let other: BTreeMap<usize, Verdict> = [(9, verdict(9, "c", 50, "Killed", ""))].into();
+        let keyed = keyed_rows([&rows, &other]);
+        let judged: Vec<bool> = (0..4).map(|n| verdict_of(n, &mutants[n], &rows, &keyed).is_some()).collect();
+        assert_eq!(judged, [true, false, true, false]);
     }
 
     #[test]
