@@ -24,10 +24,11 @@ impl MoeLayer {
 }
 
 /// The distinct experts of `experts` that `m` tokens touch on average when each routes to
-/// `top_k` distinct experts chosen uniformly: `E (1 - (1 - top_k / E)^m)`.
+/// `top_k` distinct experts chosen uniformly: `E (1 - (1 - top_k / E)^m)`. A token with more slots
+/// than experts (ids repeat) touches every expert.
 pub fn expected_touched_experts(experts: usize, top_k: usize, m: usize) -> f64 {
-    let (experts, top_k) = (experts as f64, top_k as f64);
-    experts * (1.0 - (1.0 - top_k / experts).powi(m.min(i32::MAX as usize) as i32))
+    let share = (top_k as f64 / experts as f64).min(1.0);
+    experts as f64 * (1.0 - (1.0 - share).powi(m.min(i32::MAX as usize) as i32))
 }
 
 /// The (token, slot) pairs a touched expert has on average under that routing: `m top_k` over
@@ -73,5 +74,11 @@ mod tests {
         assert!(small > 4.0 && small < 4.1, "{small}");
         // Every expert chosen by every token: M pairs each.
         assert!((expected_pairs_per_expert(4, 4, 6) - 6.0).abs() < 1e-9);
+        // More slots than experts (ids repeat): every expert touched, M top_k / E pairs each, at
+        // odd and even M alike.
+        for m in [15, 16] {
+            assert!((expected_touched_experts(5, 17, m) - 5.0).abs() < 1e-9, "M = {m}");
+            assert!((expected_pairs_per_expert(5, 17, m) - (m * 17) as f64 / 5.0).abs() < 1e-9, "M = {m}");
+        }
     }
 }
