@@ -25,7 +25,7 @@ __device__ __forceinline__ void stage_segment(GemvShared<float, SEG * MAX_M * kT
     constexpr int kSlots = SEG * MAX_M;
     constexpr int kSlotsPerStep = kThreadsPerBlock / kChunks;
     constexpr int kSteps = (kSlots + kSlotsPerStep - 1) / kSlotsPerStep;
-    constexpr int kAtOnce = kSteps < Rows::kStagingStepsAtOnce ? kSteps : Rows::kStagingStepsAtOnce;
+    [[maybe_unused]] constexpr int kAtOnce = kSteps < Rows::kStagingStepsAtOnce ? kSteps : Rows::kStagingStepsAtOnce;
     const int k_chunk = k0 + 8 * (tid % kChunks);
 #pragma unroll kAtOnce
     for (int step = 0; step < kSteps; ++step) {
