@@ -72,17 +72,38 @@ __device__ __forceinline__ int route_block(const gemv_u32* routing, int experts,
     bool earlier = false;
     for (int q = tid; q < pair; q += THREADS) earlier = earlier || __ldg(routing + q) == expert;
     if (__syncthreads_or(earlier)) return 0;
-    // The expert's pairs from this one on, ascending: pair q's place is the count of earlier ones.
+    // The expert's pairs from this one on, ascending, THREADS pairs a round, thread tid looking at
+    // pair first + tid: its place is the count of the expert's pairs before it, those of earlier
+    // rounds (count), of the earlier warps (their totals, through shared memory) and of the
+    // earlier lanes of its warp (a scan by shuffles). Every thread runs every round.
+    constexpr int kLanes = 32;
+    constexpr int kWarps = THREADS / kLanes;
+    GEMV_SHARED(int, warp_counts, kWarps);
+    const int lane = tid % kLanes;
+    const int warp = tid / kLanes;
     int count = 0;
-    for (int q = pair; q < pairs; ++q) count += __ldg(routing + q) == expert ? 1 : 0;
-    for (int q = pair + tid; q < pairs; q += THREADS) {
-        if (__ldg(routing + q) != expert) continue;
-        int place = 0;
-        for (int r = pair; r < q; ++r) place += __ldg(routing + r) == expert ? 1 : 0;
-        tokens[place] = q / top_k;
-        pair_rows[place] = q;
+    for (int first = pair; first < pairs; first += THREADS) {
+        const int q = first + tid;
+        const bool match = q < pairs && __ldg(routing + q) == expert;
+        // The warp's matches up to this lane, this one included.
+        int up_to = match ? 1 : 0;
+#pragma unroll
+        for (int d = 1; d < kLanes; d *= 2) {
+            const int below = __shfl_up_sync(0xFFFFFFFFu, up_to, d);
+            if (lane >= d) up_to += below;
+        }
+        if (lane == kLanes - 1) warp_counts[warp] = up_to;
+        __syncthreads();
+        int place = count + up_to - 1;
+        for (int w = 0; w < warp; ++w) place += warp_counts[w];
+        if (match) {
+            tokens[place] = q / top_k;
+            pair_rows[place] = q;
+        }
+        for (int w = 0; w < kWarps; ++w) count += warp_counts[w];
+        // The lists complete before any thread reads them, the totals read before the next round.
+        __syncthreads();
     }
-    __syncthreads();
     return count;
 }
 

@@ -2,7 +2,7 @@
 //! host contract bit for bit, through the grouped launch where the backend offers one and through
 //! one single-matrix launch per pair everywhere (offsets into the stacked weights, Y's rows).
 //! Routings cover every token on one expert with repeated ids, all pairs distinct, top-k = 1 and
-//! = E, and random ones up to M = 16; one global scale shared and one per expert. Each runs on
+//! = E, and random ones up to M = 16, one with more pairs (272) than a block has threads; one global scale shared and one per expert. Each runs on
 //! the exact grouped kernel the selector picks, but for three forced onto the 4- and 8-wide ones
 //! (which it never picks) and the 1-wide one (several pairs an expert, one at a time). A raw
 //! launch checks what only the device routing can get wrong: an expert id past E is a typed error (a
@@ -78,6 +78,12 @@ fn routings() -> Vec<Routing> {
             .on("w4a16_grouped_batch4_ring4_r1_b2"),
         Routing::new("random, M 7 (an expert's pairs one at a time)", 7, 3, random(7, 3, 17))
             .on("w4a16_grouped_ring3_r2_b2"),
+        Routing::new(
+            "random, M 16, 17 slots on 5 experts (272 pairs: an expert's listed over two rounds of a block's threads)",
+            16,
+            17,
+            random(16, 17, 41),
+        ),
         Routing::new("random, M 16", 16, 2, random(16, 2, 29)),
     ]
 }
