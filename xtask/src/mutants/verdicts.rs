@@ -112,23 +112,105 @@ fn render_rows(verdicts: &BTreeMap<usize, Verdict>) -> String {
     text
 }
 
-/// Records a verdict, replacing the mutant's earlier one. The argument written for an earlier
-/// `Missed` of the same change is kept while the verdict stays `Missed`.
+/// Records a verdict at `stem`'s mutant `verdict.mutant`, replacing the mutant's earlier one
+/// wherever it was. The argument written for an earlier `Missed` of the same change is kept while
+/// the verdict stays `Missed`. Every other row is then settled where its mutant now lives
+/// ([`settle`]), so a row whose code moved to another source is never overwritten by the verdict
+/// on the mutant that now has its old number.
 pub(super) fn record(stem: &str, mut verdict: Verdict) -> Result<(), String> {
-    let mut verdicts = read(stem)?;
-    if let Some(earlier) = verdicts.get(&verdict.mutant)
+    let sources = current_sources()?;
+    let files = read_all(&sources)?;
+    let earlier = files.values().flat_map(|rows| rows.values()).find(|row| row.key == verdict.key);
+    if let Some(earlier) = earlier
         && verdict.argument.is_empty()
         && earlier.verdict == verdict.verdict
-        && earlier.key == verdict.key
     {
         verdict.argument = earlier.argument.clone();
     }
-    // A row of the same mutant under an older number (the code moved) gives way to this one.
-    verdicts.retain(|_, row| row.key.is_empty() || row.key != verdict.key);
-    verdicts.insert(verdict.mutant, verdict);
-    let path = path_of(stem);
-    std::fs::create_dir_all(root().join(DIR)).map_err(|e| format!("cannot create {DIR}: {e}"))?;
-    std::fs::write(&path, render_rows(&verdicts)).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    let placed = (stem.to_string(), verdict);
+    write_changed(&files, &settle(&files, &homes(&sources), Some(&placed)))
+}
+
+/// Every kernel source's stem and current mutants.
+fn current_sources() -> Result<Vec<(String, Vec<Mutant>)>, String> {
+    crate::kernels::mutated_files()?
+        .into_iter()
+        .map(|path| Ok((path.file_stem().unwrap_or_default().to_string_lossy().into_owned(), mutants_of(&path)?)))
+        .collect()
+}
+
+/// Every source's rows, by stem (empty where it has no file).
+fn read_all(sources: &[(String, Vec<Mutant>)]) -> Result<BTreeMap<String, BTreeMap<usize, Verdict>>, String> {
+    sources.iter().map(|(stem, _)| Ok((stem.clone(), read(stem)?))).collect()
+}
+
+/// Where each current mutant lives, by key: its source's stem, its number there and its line.
+fn homes(sources: &[(String, Vec<Mutant>)]) -> BTreeMap<String, (String, usize, usize)> {
+    sources
+        .iter()
+        .flat_map(|(stem, mutants)| {
+            mutants.iter().enumerate().map(move |(n, m)| (m.key.clone(), (stem.clone(), n, m.line)))
+        })
+        .collect()
+}
+
+/// The rows of every file (`files`, by stem) rearranged so each row whose mutant exists (its key
+/// is in `homes`) sits in its source's file at its current number and line, the most recently
+/// judged row winning where two record one mutant; `placed` (a stem and a verdict just judged)
+/// goes where it says and wins over any row of its key. A row whose code is gone (or written
+/// before keys) stays at its number in its file unless a live row needs the place.
+fn settle(
+    files: &BTreeMap<String, BTreeMap<usize, Verdict>>,
+    homes: &BTreeMap<String, (String, usize, usize)>,
+    placed: Option<&(String, Verdict)>,
+) -> BTreeMap<String, BTreeMap<usize, Verdict>> {
+    let mut live: BTreeMap<&str, Verdict> = BTreeMap::new();
+    let mut gone: Vec<(&str, &Verdict)> = Vec::new();
+    for (stem, rows) in files {
+        for row in rows.values() {
+            let Some((_, number, line)) = homes.get(&row.key).filter(|_| !row.key.is_empty()) else {
+                gone.push((stem, row));
+                continue;
+            };
+            if live.get(row.key.as_str()).is_some_and(|newer| newer.judged > row.judged) {
+                continue;
+            }
+            live.insert(row.key.as_str(), Verdict { mutant: *number, line: *line, ..row.clone() });
+        }
+    }
+    let mut settled: BTreeMap<String, BTreeMap<usize, Verdict>> = BTreeMap::new();
+    if let Some((stem, verdict)) = placed {
+        live.remove(verdict.key.as_str());
+        settled.entry(stem.clone()).or_default().insert(verdict.mutant, verdict.clone());
+    }
+    for (key, row) in live {
+        let (home, number, _) = &homes[key];
+        settled.entry(home.clone()).or_default().entry(*number).or_insert(row);
+    }
+    for (stem, row) in gone {
+        settled.entry(stem.to_string()).or_default().entry(row.mutant).or_insert_with(|| row.clone());
+    }
+    settled
+}
+
+/// Writes each file whose rows `settled` changed (a file that had no rows and gets none stays
+/// absent).
+fn write_changed(
+    files: &BTreeMap<String, BTreeMap<usize, Verdict>>,
+    settled: &BTreeMap<String, BTreeMap<usize, Verdict>>,
+) -> Result<(), String> {
+    let empty = BTreeMap::new();
+    let stems: std::collections::BTreeSet<&String> = files.keys().chain(settled.keys()).collect();
+    for stem in stems {
+        let (before, after) = (files.get(stem).unwrap_or(&empty), settled.get(stem).unwrap_or(&empty));
+        if before == after || (after.is_empty() && !path_of(stem).exists()) {
+            continue;
+        }
+        let path = path_of(stem);
+        std::fs::create_dir_all(root().join(DIR)).map_err(|e| format!("cannot create {DIR}: {e}"))?;
+        std::fs::write(&path, render_rows(after)).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// One source's counts for the summary table.
@@ -281,20 +363,31 @@ fn with_table(document: &str, table: &str) -> Result<String, String> {
 /// Renders the summary into docs/testing.md, or with `check` fails when it is stale or a missed
 /// mutant has no argument.
 pub(super) fn summary(check: bool) -> Result<(), String> {
-    let mut files = Vec::new();
-    for path in crate::kernels::mutated_files()? {
-        let stem = path.file_stem().unwrap_or_default().to_string_lossy().into_owned();
-        let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
-        let mutants = mutants_of(&path)?;
-        let mut rows = read(&stem)?;
-        if !check && add_keys(&mutants, &mut rows) {
-            let path = path_of(&stem);
-            std::fs::write(&path, render_rows(&rows)).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-            eprintln!("xtask: keyed the earlier rows of {}", path.display());
+    let sources = current_sources()?;
+    let on_disk = read_all(&sources)?;
+    let mut rows_by_stem = on_disk.clone();
+    if !check {
+        // Rows written before keys take their mutant's key; then every row settles where its
+        // mutant now lives.
+        for (stem, mutants) in &sources {
+            if let Some(rows) = rows_by_stem.get_mut(stem) {
+                add_keys(mutants, rows);
+            }
         }
-        files.push((name, mutants, rows));
+        rows_by_stem = settle(&rows_by_stem, &homes(&sources), None);
+        write_changed(&on_disk, &rows_by_stem)?;
     }
-    let keyed = keyed_rows(files.iter().map(|(_, _, rows)| rows));
+    let names: Vec<String> = crate::kernels::mutated_files()?
+        .iter()
+        .map(|path| path.file_name().unwrap_or_default().to_string_lossy().into_owned())
+        .collect();
+    let empty = BTreeMap::new();
+    let files: Vec<(String, &Vec<Mutant>, &BTreeMap<usize, Verdict>)> = names
+        .into_iter()
+        .zip(&sources)
+        .map(|(name, (stem, mutants))| (name, mutants, rows_by_stem.get(stem).unwrap_or(&empty)))
+        .collect();
+    let keyed = keyed_rows(files.iter().map(|(_, _, rows)| *rows));
     let mut tallies = Vec::new();
     let current: std::collections::HashSet<&str> =
         files.iter().flat_map(|(_, mutants, _)| mutants.iter().map(|m| m.key.as_str())).collect();
@@ -421,6 +514,47 @@ mod tests {
         let keyed = keyed_rows([&rows, &other]);
         let judged: Vec<bool> = (0..4).map(|n| verdict_of(n, &mutants[n], &rows, &keyed).is_some()).collect();
         assert_eq!(judged, [true, false, true, false]);
+    }
+
+    #[test]
+    fn rows_settle_where_their_code_now_lives_and_a_new_verdict_displaces_none_that_lives() {
+        // The source `a` now has mutants x (#0) and y (#1); `b` has z (#0), whose code came from
+        // `a`, where its row still sits at #0 with an older one of y's at #1.
+        let homes: BTreeMap<String, (String, usize, usize)> = [
+            ("x".to_string(), ("a".to_string(), 0, 10)),
+            ("y".to_string(), ("a".to_string(), 1, 11)),
+            ("z".to_string(), ("b".to_string(), 0, 20)),
+        ]
+        .into();
+        let mut old_y = verdict(1, "y", 9, "Killed", "");
+        old_y.judged = "2026-12-01 aaaaaaa".into();
+        let files: BTreeMap<String, BTreeMap<usize, Verdict>> = [
+            (
+                "a".to_string(),
+                [
+                    (0, verdict(0, "z", 7, "Missed", "equivalent: never reached")),
+                    (1, old_y),
+                    (5, verdict(5, "gone", 3, "Killed", "")),
+                ]
+                .into(),
+            ),
+            ("b".to_string(), [(1, verdict(1, "y", 30, "Unviable", ""))].into()),
+        ]
+        .into();
+        // The pass judges x, whose number is z's old one.
+        let x = ("a".to_string(), verdict(0, "x", 10, "Killed", ""));
+        let settled = settle(&files, &homes, Some(&x));
+        assert_eq!(settled["a"][&0].key, "x", "the new verdict where it was judged");
+        let z = &settled["b"][&0];
+        assert_eq!(
+            (z.key.as_str(), z.line, z.argument.as_str()),
+            ("z", 20, "equivalent: never reached"),
+            "z moved, kept"
+        );
+        let y = &settled["a"][&1];
+        assert_eq!((y.verdict.as_str(), y.line), ("Unviable", 11), "the later of y's two rows, at y's place");
+        assert_eq!(settled["a"][&5].key, "gone", "a row whose code is gone stays where it was");
+        assert_eq!(settled.values().map(BTreeMap::len).sum::<usize>(), 4, "y once");
     }
 
     #[test]
