@@ -335,8 +335,8 @@ __device__ __forceinline__ void fast_entry(const gemv_u16* x, const gemv_u8* pac
                             x16, scale_table, (int)blockIdx.x * kTileRows);
 }
 
-// A grouped launch's block (gemv_routing.cuh): 16 rows of one expert for every pair routed to it,
-// 8 * TILES pairs at a time. Each pair's token sits in one column of the tile, whose bits depend
+// A grouped launch's block (gemv_routing.cuh): 16 rows of one expert for a chunk of up to
+// 8 * TILES of the pairs routed to it. Each pair's token sits in one column of the tile, whose bits depend
 // on that column's activations alone: every output is the expert's single launch's, bit for bit.
 template <int TILES>
 __device__ __forceinline__ void fast_grouped_entry(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales,
@@ -347,23 +347,19 @@ __device__ __forceinline__ void fast_grouped_entry(const gemv_u16* x, const gemv
     const int row_blocks = (n + kTileRows - 1) / kTileRows;
     const int pair = (int)blockIdx.x / row_blocks;
     const int row0 = ((int)blockIdx.x % row_blocks) * kTileRows;
-    GEMV_SHARED(int, tokens, gemv_routing::kMaxGroupedPairs);
-    GEMV_SHARED(int, pair_rows, gemv_routing::kMaxGroupedPairs);
+    GEMV_SHARED(int, tokens, gemv_routing::kMaxChunk);
+    GEMV_SHARED(int, pair_rows, gemv_routing::kMaxChunk);
     gemv_u32 expert;
-    const int count = gemv_routing::route_block<kThreadsPerBlock>(routing, experts, pairs, top_k, pair, y, n, row0,
-                                                                  kTileRows, tokens, pair_rows, tid, expert);
-    if (count == 0) return;
+    const int m = gemv_routing::route_block<kThreadsPerBlock, kTileTokens * TILES>(
+        routing, experts, pairs, top_k, pair, y, n, row0, kTileRows, tokens, pair_rows, tid, expert);
+    if (m == 0) return;
     GEMV_SHARED(gemv_u32, scale_table, 256);
     fill_scale_table(scale_table, tid);
     const gemv_u64 matrix = (gemv_u64)expert * (gemv_u64)n * (gemv_u64)k;
     const float global_scale = __ldg(global_scales + (per_expert_scales ? expert : 0u));
     const bool x16 = (((gemv_u64)x) & 15u) == 0u && k % 8 == 0;
-    for (int first = 0; first < count; first += kTileTokens * TILES) {
-        if (first > 0) __syncthreads();  // the last chunk's partials are read before they are rewritten
-        const int m = count - first < kTileTokens * TILES ? count - first : kTileTokens * TILES;
-        fast_tile<TILES, kNone>(x, packed + matrix / 2, scales + matrix / 16, y, global_scale, m, n, k,
-                                gemv_routing::GatheredRows{&tokens, &pair_rows, first, k, n}, x16, scale_table, row0);
-    }
+    fast_tile<TILES, kNone>(x, packed + matrix / 2, scales + matrix / 16, y, global_scale, m, n, k,
+                            gemv_routing::GatheredRows{&tokens, &pair_rows, k, n}, x16, scale_table, row0);
 }
 
 }  // namespace gemv_fast

@@ -1,8 +1,8 @@
 // Part of w4a16_gemv.cu (the exact family), included inside its namespace where it stood: the
 // grouped launch of a routed mixture-of-experts layer, on the ring pipeline.
 //
-// Which pairs a block computes is gemv_routing::route_block's: a row block of one expert for every
-// pair routed to it. Its pairs are computed MAX_M at a time by gemv_warp_rows, X and Y rows
+// Which pairs a block computes is gemv_routing::route_block's: a row block of one expert for a
+// chunk of up to MAX_M of the pairs routed to it, computed by gemv_warp_rows, X and Y rows
 // gathered through GatheredRows: the same arithmetic as a single launch, so each output has the
 // contract's bits.
 
@@ -19,12 +19,13 @@ __device__ __forceinline__ void grouped_entry(const gemv_u16* x, const gemv_u8* 
     const int row_blocks = (n + kWarps * ROWS - 1) / (kWarps * ROWS);
     const int pair = (int)blockIdx.x / row_blocks;
     const int block_row = ((int)blockIdx.x % row_blocks) * kWarps * ROWS;
-    GEMV_SHARED(int, tokens, gemv_routing::kMaxGroupedPairs);
-    GEMV_SHARED(int, pair_rows, gemv_routing::kMaxGroupedPairs);
+    GEMV_SHARED(int, tokens, gemv_routing::kMaxChunk);
+    GEMV_SHARED(int, pair_rows, gemv_routing::kMaxChunk);
     gemv_u32 expert;
-    const int count = gemv_routing::route_block<kThreadsPerBlock>(routing, experts, pairs, top_k, pair, y, n, block_row,
-                                                                  kWarps * ROWS, tokens, pair_rows, tid, expert);
-    if (count == 0) return;
+    const int m = gemv_routing::route_block<kThreadsPerBlock, MAX_M>(routing, experts, pairs, top_k, pair, y, n,
+                                                                     block_row, kWarps * ROWS, tokens, pair_rows, tid,
+                                                                     expert);
+    if (m == 0) return;
     const gemv_u64 matrix = (gemv_u64)expert * (gemv_u64)n * (gemv_u64)k;
     const gemv_u8* expert_packed = packed + matrix / 2;
     const gemv_u8* expert_scales = scales + matrix / kGroup;
@@ -34,11 +35,7 @@ __device__ __forceinline__ void grouped_entry(const gemv_u16* x, const gemv_u8* 
     loads.vector8 = (((gemv_u64)expert_packed) & 7u) == 0u;
     loads.scales16 = (((gemv_u64)expert_scales) & 1u) == 0u && (k / kGroup) % 2 == 0;
     const bool x_aligned = (((gemv_u64)x) & 15u) == 0u && k % 8 == 0;
-    const int row0 = block_row + warp * ROWS;
-    for (int first = 0; first < count; first += MAX_M) {
-        const int m = count - first < MAX_M ? count - first : MAX_M;
-        const GatheredRows token_rows{&tokens, &pair_rows, first, k, n};
-        gemv_warp_rows<MAX_M, ROWS, SLICE, DEPTH>(x, expert_packed, expert_scales, y, global_scale, m, n, k, token_rows,
-                                                  x_aligned, loads, tid, lane, row0, true);
-    }
+    const GatheredRows token_rows{&tokens, &pair_rows, k, n};
+    gemv_warp_rows<MAX_M, ROWS, SLICE, DEPTH>(x, expert_packed, expert_scales, y, global_scale, m, n, k, token_rows,
+                                              x_aligned, loads, tid, lane, block_row + warp * ROWS, true);
 }

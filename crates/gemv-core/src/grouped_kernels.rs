@@ -71,8 +71,8 @@ pub const GROUPED_KERNELS: [GroupedKernelSpec; 6] = [
     fast_grouped("w4a16_fast_grouped_m16", 2, 1),
 ];
 
-/// The most (token, slot) pairs one grouped launch may carry (the kernels list an expert's pairs
-/// in shared memory).
+/// The most (token, slot) pairs one grouped launch may carry: every block of a CUDA grouped
+/// kernel ranks its pair by reading the routing before it (at most four loads a thread here).
 pub const MAX_GROUPED_PAIRS: usize = 1024;
 
 impl GroupedKernelSpec {

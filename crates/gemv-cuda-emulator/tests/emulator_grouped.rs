@@ -1,14 +1,14 @@
 //! A grouped launch streams each touched expert's weights once per chunk of its pairs (the
-//! kernel's width), however many (token, slot) pairs chose it: only the block row of an expert's
-//! first pair computes, for all of its pairs. Outputs cannot show this (a block of a later pair
+//! kernel's width), however many (token, slot) pairs chose it: only the block row of a chunk's
+//! first pair computes, for the chunk's pairs. Outputs cannot show this (a block of a later pair
 //! that computed its own pairs again would write the same bits), so the emulator's load counts
 //! do: every token on every expert, on the family's kernel as wide as an expert's pairs, reads
 //! each expert once; eight tokens on one expert under the selector's kernel, narrower than that,
 //! read it once per chunk; eight tokens on eight experts read each once.
 //!
-//! Both families' grouped kernels. Planted: the exact kernel's early return for an expert's later
-//! pairs removed; the eight-on-one case then read the expert's weights once per pair (8 x 32,768
-//! bytes) and this test failed.
+//! Both families' grouped kernels. Planted: the early return of the blocks whose pair does not
+//! start a chunk removed; every token on every expert then read each expert once per pair
+//! (8 x 32,768 bytes an expert) and this test failed.
 
 use gemv_backend::{DeviceExperts, ResolvedTiers};
 use gemv_conformance::{activations, matrix};

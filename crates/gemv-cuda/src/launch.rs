@@ -44,7 +44,8 @@ pub fn grid_size(
 }
 
 /// Blocks of a grouped launch of `pairs` (token, slot) pairs over experts of `n` rows: one row
-/// block (8 warps' rows) of every pair (the blocks of an expert's later pairs return at once), or
+/// block (8 warps' rows) of every pair (only the blocks of the pairs that start a chunk of their
+/// expert's pairs compute; the others return at once), or
 /// [`gemv_backend::Error::LimitExceeded`] past the grid limit or past
 /// [`gemv_core::MAX_GROUPED_PAIRS`] pairs.
 pub fn grouped_grid_size(

@@ -33,12 +33,12 @@ struct Prediction {
 /// The grouped launch of `layer` at `m` tokens on `spec`, from the classic kernel of its width
 /// (`classic`: its ramp, and its warps' rate scaled by the bytes a ring warp keeps in flight).
 fn grouped(layer: &MoeLayer, m: usize, spec: &GroupedKernelSpec, classic: &Fitted) -> Prediction {
-    let touched = layer.expected_touched(m);
+    let chunks = layer.expected_touched(m) * mean_chunks(layer, m, spec.max_m);
     let row_blocks = layer.n.div_ceil(WARPS_PER_BLOCK * spec.rows) as f64;
-    // The working blocks (an expert's first pair's) spread over the SMs, `cuda_min_blocks` at a
-    // time; the other pairs' blocks return at once.
-    let rounds = (touched * row_blocks / SMS as f64).ceil() / spec.cuda_min_blocks as f64;
-    let warp_kb = spec.rows as f64 * layer.k as f64 * BYTES_PER_WEIGHT / 1024.0 * mean_chunks(layer, m, spec.max_m);
+    // The working blocks (each chunk's first pair's, one per chunk and row block) spread over the
+    // SMs, `cuda_min_blocks` at a time; the other pairs' blocks return at once.
+    let rounds = (chunks * row_blocks / SMS as f64).ceil() / spec.cuda_min_blocks as f64;
+    let warp_kb = spec.rows as f64 * layer.k as f64 * BYTES_PER_WEIGHT / 1024.0;
     let speedup = (spec.rows * (spec.ring_depth - 1)) as f64 / classic.kernel.rows as f64;
     let latency = classic.slope / speedup * rounds.ceil() * warp_kb;
     let copy = bytes(layer, m) / (COPY_GBPS * 1e3);
@@ -76,9 +76,9 @@ pub(super) fn render(out: &mut String, model: &[Fitted]) {
         "A routed layer's grouped launch (`gemv bench --moe`'s layers, each token's top-k distinct experts chosen \
          uniformly: E (1 - (1 - top_k / E)^M) experts touched on average) as the touched experts' rows streamed by \
          the grouped kernel `gemv_core::grouped_kernel` picks (of its selectable kernels, the one whose chunks of \
-         the pairs a touched expert has on average stream soonest, by the rows its SMs keep in flight): its working blocks (one per expert and row block; the other pairs' \
-         blocks return at once) spread over the {SMS} SMs, `cuda_min_blocks` at a time, each warp streaming its \
-         rows of K once per chunk of pairs, at the warp rate of the classic kernel of the same width scaled by the \
+         the pairs a touched expert has on average stream soonest, by the rows its SMs keep in flight): its working blocks (one per chunk of an expert's pairs, as many as the \
+         kernel is wide, and row block; the other pairs' blocks return at once) spread over the {SMS} SMs, \
+         `cuda_min_blocks` at a time, each warp streaming its rows of K once, at the warp rate of the classic kernel of the same width scaled by the \
          bytes a ring warp keeps in flight, with that kernel's ramp, and no faster than the copy \
          ({COPY_GBPS:.0} GB/s; the grouped kernels' instruction counts are not modelled). Beside it, the same \
          work as one launch of the classic plan per (token, slot) pair, the table above's model at N x K. Bytes: \

@@ -1,5 +1,6 @@
 //! The grouped kernels' section of docs/sass.md: registers, spills and shared memory per
-//! architecture. Their loop is their single kernel's (run once per chunk of an expert's pairs):
+//! architecture. Their loop is their single kernel's (a block runs it over one chunk of an
+//! expert's pairs):
 //! the exact family's ring kernels', the fast family's tiles', so the per-weight figures are
 //! those kernels'.
 

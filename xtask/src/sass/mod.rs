@@ -130,8 +130,9 @@ pub fn run(check: bool) -> Result<(), String> {
                     fast_loops.entry(arch).or_default().insert(name, hot);
                     continue;
                 }
-                // A grouped kernel runs its ring kernel's pass loop once per chunk of an expert's
-                // pairs; its registers, spills and shared memory are reported, its loop is the ring's.
+                // A grouped kernel's block runs its ring kernel's pass loop over one chunk of an
+                // expert's pairs; its registers, spills and shared memory are reported, its loop is
+                // the ring's.
                 if gemv_core::grouped_kernel_spec(&name).is_some() {
                     continue;
                 }

@@ -81,10 +81,11 @@ fn routings() -> Vec<Routing> {
         Routing::new("random, M 7 (an expert's pairs one at a time)", 7, 3, random(7, 3, 17))
             .on("w4a16_grouped_ring3_r2_b2"),
         Routing::new(
-            "random, M 16, 17 slots on 5 experts (272 pairs: an expert's listed over two rounds of a block's threads)",
+            "M 16, 17 slots, 272 pairs: expert 4 on the first and the last (a chunk listed over two rounds of a \
+             block's threads), the others in turn",
             16,
             17,
-            random(16, 17, 41),
+            (0..16 * 17).map(|p| if p == 0 || p == 16 * 17 - 1 { 4 } else { p % 4 }).collect(),
         ),
         Routing::new("random, M 16", 16, 2, random(16, 2, 29)),
     ]
