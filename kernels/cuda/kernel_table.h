@@ -43,4 +43,4 @@
 // registers must allow.
 #define GEMV_FAST_GROUPED_KERNELS(X) \
     X(w4a16_fast_grouped_m8, 1, 2, 2) \
-    X(w4a16_fast_grouped_m16, 2, 2, 1)
+    X(w4a16_fast_grouped_m16, 2, 2, 2)

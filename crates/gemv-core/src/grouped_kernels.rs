@@ -66,9 +66,9 @@ pub const GROUPED_KERNELS: [GroupedKernelSpec; 6] = [
     // 3, one row, sm_80 to sm_121): one block per SM.
     grouped("w4a16_grouped_batch8_ring2_r2_b1", (8, 2, 1, 2), false),
     fast_grouped("w4a16_fast_grouped_m8", 1, 2),
-    // Two tiles beside the grouped bookkeeping need more than 128 registers (4 to 72 bytes
-    // spilled at 2 blocks per SM, sm_80 to sm_121): one block per SM.
-    fast_grouped("w4a16_fast_grouped_m16", 2, 1),
+    // Two tiles fit in 128 registers beside the grouped bookkeeping of one chunk a block (127 on
+    // sm_90, no spills, sm_80 to sm_121): two blocks per SM.
+    fast_grouped("w4a16_fast_grouped_m16", 2, 2),
 ];
 
 /// The most (token, slot) pairs one grouped launch may carry: every block of a CUDA grouped

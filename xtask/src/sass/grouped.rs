@@ -13,11 +13,11 @@ pub fn render(out: &mut String, stats: &PerArch<KernelStats>) {
     let _ = writeln!(out, "## Grouped kernels (a routed mixture-of-experts layer)\n");
     let _ = writeln!(
         out,
-        "`w4a16_grouped_*` (module `w4a16_gemv`, both builds): the ring pipeline over every pair routed to one \
-         expert, `batchN` pairs at a time, the pairs listed in 8 KB of shared memory beside the ring's staged X. \
-         Their pass loop is the ring kernel's of the same width, rows and depth. `w4a16_fast_grouped_m8` and \
-         `_m16` (module `w4a16_fast`, sm_80+): the fast family's tile over an expert's pairs, 8 or 16 at a time; \
-         their loop is `w4a16_fast_m8`'s and `_m16`'s.\n"
+        "`w4a16_grouped_*` (module `w4a16_gemv`, both builds): the ring pipeline over one chunk of the pairs \
+         routed to one expert (up to `batchN`), the chunk's pairs listed in shared memory beside the ring's \
+         staged X. Their pass loop is the ring kernel's of the same width, rows and depth. \
+         `w4a16_fast_grouped_m8` and `_m16` (module `w4a16_fast`, sm_80+, two blocks per SM): the fast \
+         family's tile over a chunk of 8 or 16 pairs; their loop is `w4a16_fast_m8`'s and `_m16`'s.\n"
     );
     let _ = writeln!(out, "| arch | kernel | registers | spill stores | shared memory | SASS |");
     let _ = writeln!(out, "|---|---|---|---|---|---|");
