@@ -335,9 +335,9 @@ __device__ __forceinline__ void fast_entry(const gemv_u16* x, const gemv_u8* pac
                             x16, scale_table, (int)blockIdx.x * kTileRows);
 }
 
-// A grouped launch's block (gemv_routing.cuh): 16 rows of one expert for a chunk of up to
-// 8 * TILES of the pairs routed to it. Each pair's token sits in one column of the tile, whose bits depend
-// on that column's activations alone: every output is the expert's single launch's, bit for bit.
+// A grouped launch's block (gemv_routing.cuh): 16 rows of one expert for a chunk of up to 8 * TILES
+// of the pairs routed to it. Each pair's token sits in one column of the tile, whose bits depend on
+// that column's activations alone: every output is the expert's single launch's, bit for bit.
 template <int TILES>
 __device__ __forceinline__ void fast_grouped_entry(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales,
                                                    gemv_u16* y, const float* global_scales, int per_expert_scales,
