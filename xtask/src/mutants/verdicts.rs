@@ -156,7 +156,8 @@ fn homes(sources: &[(String, Vec<Mutant>)]) -> BTreeMap<String, (String, usize, 
 
 /// The rows of every file (`files`, by stem) rearranged so each row whose mutant exists (its key
 /// is in `homes`) sits in its source's file at its current number and line, the most recently
-/// judged row winning where two record one mutant; `placed` (a stem and a verdict just judged)
+/// judged row winning where two record one mutant (by date; of two judged the same day, the one
+/// read last); `placed` (a stem and a verdict just judged)
 /// goes where it says and wins over any row of its key. A row whose code is gone (or written
 /// before keys) stays at its number in its file unless a live row needs the place.
 fn settle(
