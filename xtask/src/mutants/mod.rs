@@ -1,5 +1,6 @@
-//! `cargo xtask mutants [--kernels [--source STEM] [--list] [--unjudged]] [--limit N] [--from I]`: mutation
-//! testing (slow: not in CI); `cargo xtask mutants --summary [--check]`: its results as a table.
+//! `cargo xtask mutants [--kernels [--source STEM] [--list] [--unjudged]] [--limit N] [--from I]`:
+//! mutation testing (slow: not in CI); `cargo xtask mutants --summary [--check]`: its results as a
+//! table.
 //!
 //! - Without `--kernels`: cargo-mutants (installed on first use) over gemv-core and gemv-backend:
 //!   the selector, the dispatch plan, the codecs and argument validation by default, every file
@@ -22,9 +23,10 @@
 //!   emulator under ASan and UBSan. Report in target/kernel-mutants/report.txt:
 //!   every mutant with its line, change and outcome. `--only 6,41` re-judges chosen mutants, in
 //!   the order given. `--source w4a16_fast` takes one source's mutants (numbered within it);
-//!   `--list` prints the mutants and judges none; `--unjudged` keeps to the mutants with no verdict
-//!   in docs/mutants/ as the sources stand (so a pass resumes where the last one stopped). The exact family's source is judged by gates
-//!   1-9, the fast family's by gates 10 and 11 (the gates that run its kernels).
+//!   `--list` prints the mutants and judges none; `--unjudged` keeps to the mutants with no
+//!   verdict in docs/mutants/ as the sources stand (so a pass resumes where the last stopped).
+//!   The exact family's source is judged by gates 1-9 and 12, the fast family's by gates 10, 11
+//!   and 12 (the gates that run its kernels), a header by every gate.
 //!   Everything is built from a checkout of HEAD (target/kernel-mutants/tree), so the working
 //!   tree may change while the pass runs. Each verdict is also recorded in docs/mutants/STEM.tsv
 //!   (numbered within its source), where each `Missed` one is then argued by hand.

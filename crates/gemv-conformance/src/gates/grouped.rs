@@ -2,12 +2,13 @@
 //! host contract bit for bit, through the grouped launch where the backend offers one and through
 //! one single-matrix launch per pair everywhere (offsets into the stacked weights, Y's rows).
 //! Routings cover every token on one expert with repeated ids, all pairs distinct, top-k = 1 and
-//! = E, and random ones up to M = 16, one with more pairs (272) than a block has threads; one global scale shared and one per expert. Each runs on
-//! the exact grouped kernel the selector picks, but for three forced onto the 4- and 8-wide ones
-//! (which it never picks) and the 1-wide one (several pairs an expert, one at a time). A raw
-//! launch checks what only the device routing can get wrong: an expert id past E is a typed error (a
-//! backend that reads the routing itself) or that pair's Y row NaN and nothing else changed (a
-//! kernel that reads it), and nothing outside Y is written (guards, inputs at unaligned offsets).
+//! = E, random ones up to M = 16, and one with more pairs (272) than a CUDA block has threads;
+//! one global scale shared and one per expert. Each runs on the exact grouped kernel the selector
+//! picks, but for three forced onto the 4- and 8-wide ones (which it never picks) and the 1-wide
+//! one (several pairs an expert, one at a time). A raw launch checks what only the device routing
+//! can get wrong: an expert id past E is a typed error (a backend that reads the routing itself)
+//! or that pair's Y row NaN and nothing else changed (a kernel that reads it), and nothing outside
+//! Y is written (guards, inputs at unaligned offsets).
 //!
 //! Where the backend has the fast family, every routing runs again in it: the grouped launch
 //! equals the family's own single-expert launches (M = 1, one per pair) bit for bit, so a token's
