@@ -119,7 +119,7 @@ fn render_rows(verdicts: &BTreeMap<usize, Verdict>) -> String {
 /// on the mutant that now has its old number.
 pub(super) fn record(stem: &str, mut verdict: Verdict) -> Result<(), String> {
     let sources = current_sources()?;
-    let files = read_all(&sources)?;
+    let files = read_all(sources.iter().map(|(stem, _)| stem.as_str()))?;
     let earlier = files.values().flat_map(|rows| rows.values()).find(|row| row.key == verdict.key);
     if let Some(earlier) = earlier
         && verdict.argument.is_empty()
@@ -139,9 +139,11 @@ fn current_sources() -> Result<Vec<(String, Vec<Mutant>)>, String> {
         .collect()
 }
 
-/// Every source's rows, by stem (empty where it has no file).
-fn read_all(sources: &[(String, Vec<Mutant>)]) -> Result<BTreeMap<String, BTreeMap<usize, Verdict>>, String> {
-    sources.iter().map(|(stem, _)| Ok((stem.clone(), read(stem)?))).collect()
+/// The rows of each of `stems`, by stem (empty where it has no file).
+fn read_all<'a>(
+    stems: impl IntoIterator<Item = &'a str>,
+) -> Result<BTreeMap<String, BTreeMap<usize, Verdict>>, String> {
+    stems.into_iter().map(|stem| Ok((stem.to_string(), read(stem)?))).collect()
 }
 
 /// Where each current mutant lives, by key: its source's stem, its number there and its line.
@@ -268,13 +270,15 @@ fn verdict_of<'a>(
 /// The numbers of `stem`'s mutants (`mutants`, as `mutants_of` lists them) with no verdict as the
 /// source stands, whichever file's rows hold it: what is left for a pass that resumes.
 pub(super) fn unjudged(stem: &str, mutants: &[Mutant]) -> Result<Vec<usize>, String> {
-    let mut all = Vec::new();
-    for path in crate::kernels::mutated_files()? {
-        all.push(read(&path.file_stem().unwrap_or_default().to_string_lossy())?);
-    }
-    let keyed = keyed_rows(&all);
-    let own = read(stem)?;
-    Ok((0..mutants.len()).filter(|&n| verdict_of(n, &mutants[n], &own, &keyed).is_none()).collect())
+    let stems: Vec<String> = crate::kernels::mutated_files()?
+        .iter()
+        .map(|path| path.file_stem().unwrap_or_default().to_string_lossy().into_owned())
+        .collect();
+    let files = read_all(stems.iter().map(String::as_str))?;
+    let keyed = keyed_rows(files.values());
+    let empty = BTreeMap::new();
+    let own = files.get(stem).unwrap_or(&empty);
+    Ok((0..mutants.len()).filter(|&n| verdict_of(n, &mutants[n], own, &keyed).is_none()).collect())
 }
 
 /// A file's rows whose mutant no longer exists anywhere (the code changed since it was judged):
@@ -365,7 +369,7 @@ fn with_table(document: &str, table: &str) -> Result<String, String> {
 /// mutant has no argument.
 pub(super) fn summary(check: bool) -> Result<(), String> {
     let sources = current_sources()?;
-    let on_disk = read_all(&sources)?;
+    let on_disk = read_all(sources.iter().map(|(stem, _)| stem.as_str()))?;
     let mut rows_by_stem = on_disk.clone();
     if !check {
         // Rows written before keys take their mutant's key; then every row settles where its

@@ -26,8 +26,8 @@ use gemv_core::{
 };
 
 const EXPERTS: usize = 5;
-/// The pairs a CUDA block lists at once (one a thread).
-const LISTING_ROUND: usize = 256;
+/// The pairs a CUDA grouped block lists at once: one a thread, 32 lanes a warp.
+const LISTING_ROUND: usize = gemv_core::WARPS_PER_BLOCK * 32;
 const GUARD_BYTE: u8 = 0xA5;
 
 /// A named routing: M, top-k, ids `[M][top_k]`, and the exact grouped kernel it runs on where
