@@ -110,7 +110,9 @@ mod emulator {
                 [
                     "kernels.cpp",
                     "kernels_sm89.cpp",
+                    "kernels_sm90_dependent.cpp",
                     "kernels_fast.cpp",
+                    "kernels_fast_sm90_dependent.cpp",
                     "kernels_tests.cpp",
                     "fibers.cpp",
                     "launch.cpp",

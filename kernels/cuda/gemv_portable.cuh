@@ -26,8 +26,9 @@
 //   an element), gemv_cp_async16 / _partial, gemv_cp_async_commit, gemv_cp_async_wait<N>; on
 //   sm_90 and newer, mbarriers (gemv_mbarrier_init / _arrive / _arrive_expect_tx /
 //   _try_wait_parity / _wait_parity), gemv_bulk_copy and gemv_fence_proxy_async; programmatic
-//   dependent launch (gemv_launch_dependents, gemv_grid_dependency_wait); gemv_elect_one; global
-//   atomics (gemv_atomic_add, gemv_reduce_add).
+//   dependent launch (gemv_launch_dependents, gemv_grid_dependency_wait; the kernels call them
+//   through GEMV_ALLOW_DEPENDENTS and GEMV_AWAIT_INPUTS, which only the GEMV_DEPENDENT_LAUNCH
+//   builds compile in); gemv_elect_one; global atomics (gemv_atomic_add, gemv_reduce_add).
 // - GEMV_ENTRY_NAME(name): an entry point's name. The emulator links both builds of the exact
 //   family into one library and names the sm_89 build's entries with a suffix
 //   (GEMV_ENTRY_SUFFIX); the GPU modules keep the plain names.
@@ -207,6 +208,22 @@ __device__ __forceinline__ void gemv_launch_dependents() {
 __device__ __forceinline__ void gemv_grid_dependency_wait() {
     asm volatile("griddepcontrol.wait;" ::: "memory");
 }
+
+// A kernel's side of programmatic dependent launch, compiled in only by the builds for it
+// (GEMV_DEPENDENT_LAUNCH, sm_90 and newer): GEMV_ALLOW_DEPENDENTS() at the kernel's start lets
+// the next kernel's blocks launch while this one runs (they stream their weights, then wait);
+// GEMV_AWAIT_INPUTS() before the first read of anything a previous kernel may write (X, the
+// routing) and the first write of what it may still read (Y). Weights, scales and global scales
+// may be read before it. A thread may wait more than once: later waits return at once. Other
+// builds compile both to nothing. Macros, not functions: the emulator links every build into one
+// library, so code that differs between builds lives in each build's own namespace.
+#ifdef GEMV_DEPENDENT_LAUNCH
+#define GEMV_ALLOW_DEPENDENTS() gemv_launch_dependents()
+#define GEMV_AWAIT_INPUTS() gemv_grid_dependency_wait()
+#else
+#define GEMV_ALLOW_DEPENDENTS() ((void)0)
+#define GEMV_AWAIT_INPUTS() ((void)0)
+#endif
 
 // elect.sync (sm_90 and newer): true in exactly one lane of the full warp, the lowest, which
 // every lane must reach (a warp collective, like a shuffle).

@@ -31,6 +31,11 @@
 #include "gemv_routing.cuh"
 
 namespace gemv_fast {
+// The build for programmatic dependent launch in its own (inline) namespace, so that the
+// emulator links both builds into one library.
+#ifdef GEMV_DEPENDENT_LAUNCH
+inline namespace dependent_launch {
+#endif
 
 constexpr int kWarp = 32;
 constexpr int kWarps = 8;
@@ -278,6 +283,12 @@ __device__ __forceinline__ void fast_tile(const gemv_u16* x, const gemv_u8* pack
     const gemv_u32 step = kWarps * kChunkK;
     gemv_u32 k0 = (gemv_u32)(warp * kChunkK + kLaneK * t);  // this lane's first k of the chunk
     const int k_lane = k + kLaneK * t;  // k0 + step < k_lane: the warp's next chunk starts before K
+#ifdef GEMV_DEPENDENT_LAUNCH
+    // The first two chunks' weights head for L2 while the previous kernel finishes.
+    prefetch_chunk(rows, k0, k);
+    prefetch_chunk(rows, k0 + step, k);
+#endif
+    GEMV_AWAIT_INPUTS();
     if (warp * kChunkK < k) {
         Chunk<TILES> a = load_chunk<TILES>(rows, codes, xs, k0, k, loads);
         for (;;) {
@@ -328,6 +339,7 @@ __device__ __forceinline__ void fast_tile(const gemv_u16* x, const gemv_u8* pack
 template <int TILES, int FAULT>
 __device__ __forceinline__ void fast_entry(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
                                            float global_scale, int m, int n, int k, int x_stride, int y_stride) {
+    GEMV_ALLOW_DEPENDENTS();
     GEMV_SHARED(gemv_u32, scale_table, 256);
     fill_scale_table(scale_table, (int)threadIdx.x);
     const bool x16 = (((gemv_u64)x) & 15u) == 0u && x_stride % 8 == 0;  // every token row 16-byte aligned
@@ -343,6 +355,9 @@ __device__ __forceinline__ void fast_grouped_entry(const gemv_u16* x, const gemv
                                                    gemv_u16* y, const float* global_scales, int per_expert_scales,
                                                    const gemv_u32* routing, int experts, int pairs, int top_k, int n,
                                                    int k) {
+    // The routing says which weights to read, so nothing is read before the previous kernel ends.
+    GEMV_ALLOW_DEPENDENTS();
+    GEMV_AWAIT_INPUTS();
     const int tid = (int)threadIdx.x;
     const int row_blocks = (n + kTileRows - 1) / kTileRows;
     const int pair = (int)blockIdx.x / row_blocks;
@@ -362,6 +377,9 @@ __device__ __forceinline__ void fast_grouped_entry(const gemv_u16* x, const gemv
                             gemv_routing::GatheredRows{&tokens, &pair_rows, k, n}, x16, scale_table, row0);
 }
 
+#ifdef GEMV_DEPENDENT_LAUNCH
+}  // namespace dependent_launch
+#endif
 }  // namespace gemv_fast
 
 // The entry list, generated from gemv_core::KERNELS: name, tiles of 8 tokens, rows per warp,
@@ -369,7 +387,7 @@ __device__ __forceinline__ void fast_grouped_entry(const gemv_u16* x, const gemv
 #include "kernel_table.h"
 
 #define GEMV_DEFINE_FAST_ENTRY(name, tiles, rows, min_blocks)                                                    \
-    GEMV_KERNEL(name, gemv_fast::kThreadsPerBlock, min_blocks)                                                   \
+    GEMV_KERNEL(GEMV_ENTRY_NAME(name), gemv_fast::kThreadsPerBlock, min_blocks)                                  \
     (const gemv_u16* __restrict__ x, const gemv_u8* __restrict__ packed, const gemv_u8* __restrict__ scales,     \
      gemv_u16* __restrict__ y, float global_scale, int m, int n, int k, int x_stride, int y_stride) {            \
         gemv_fast::fast_entry<tiles, gemv_fast::kNone>(x, packed, scales, y, global_scale, m, n, k, x_stride, y_stride);    \
@@ -380,7 +398,7 @@ GEMV_FAST_KERNELS(GEMV_DEFINE_FAST_ENTRY)
 // The grouped entries (a routed mixture-of-experts layer), from gemv_core::GROUPED_KERNELS: name,
 // tiles of 8 tokens, rows per warp, blocks per SM the registers must allow.
 #define GEMV_DEFINE_FAST_GROUPED_ENTRY(name, tiles, rows, min_blocks)                                            \
-    GEMV_KERNEL(name, gemv_fast::kThreadsPerBlock, min_blocks)                                                   \
+    GEMV_KERNEL(GEMV_ENTRY_NAME(name), gemv_fast::kThreadsPerBlock, min_blocks)                                  \
     (const gemv_u16* __restrict__ x, const gemv_u8* __restrict__ packed, const gemv_u8* __restrict__ scales,     \
      gemv_u16* __restrict__ y, const float* __restrict__ global_scales, int per_expert_scales,                   \
      const gemv_u32* __restrict__ routing, int experts, int pairs, int top_k, int n, int k) {                   \

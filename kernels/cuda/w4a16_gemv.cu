@@ -31,9 +31,13 @@
 #include "gemv_routing.cuh"
 
 namespace gemv {
+// Each build in its own (inline) namespace, so that the emulator links every build into one
+// library.
 #ifdef GEMV_SCALES_BY_CVT
-// Its own (inline) namespace, so that the emulator links both builds into one library.
 inline namespace scales_by_cvt {
+#endif
+#ifdef GEMV_DEPENDENT_LAUNCH
+inline namespace dependent_launch {
 #endif
 
 constexpr int kWarp = 32;
@@ -311,6 +315,7 @@ __device__ __forceinline__ float gemv_rows(const gemv_u16* x, const gemv_u8* pac
     // computes, and nothing is copied between them.
     PassWeights a[ROWS], b[ROWS];
     load_all(rows, groups, loads, a);
+    GEMV_AWAIT_INPUTS();  // the first pass's weights are in flight; X is staged from here on
     for (int pass = 0; pass < passes; pass += 2) {
         const bool second = pass + 1 < passes;
         if (second) load_all(rows, groups, loads, b);
@@ -370,6 +375,7 @@ __device__ __forceinline__ void gemv_warp_rows(const gemv_u16* x, const gemv_u8*
 template <int MAX_M, int ROWS, int SLICE, int DEPTH, bool PERSISTENT>
 __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
                                            float global_scale, int m, int n, int k, int x_stride, int y_stride) {
+    GEMV_ALLOW_DEPENDENTS();
     const int tid = (int)threadIdx.x;
     const int lane = tid % kWarp;
     const int warp = tid / kWarp;
@@ -405,6 +411,9 @@ __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* pac
 
 #include "w4a16_gemv_grouped.cuh"
 
+#ifdef GEMV_DEPENDENT_LAUNCH
+}  // namespace dependent_launch
+#endif
 #ifdef GEMV_SCALES_BY_CVT
 }  // namespace scales_by_cvt
 #endif

@@ -12,6 +12,9 @@ __device__ __forceinline__ void grouped_entry(const gemv_u16* x, const gemv_u8* 
                                               const gemv_u32* routing, int experts, int pairs, int top_k, int n,
                                               int k) {
     static_assert(DEPTH >= 2, "grouped launches run the ring pipeline");
+    // The routing says which weights to read, so nothing is read before the previous kernel ends.
+    GEMV_ALLOW_DEPENDENTS();
+    GEMV_AWAIT_INPUTS();
     constexpr int kWarps = kThreadsPerBlock / kWarp;
     const int tid = (int)threadIdx.x;
     const int lane = tid % kWarp;

@@ -56,6 +56,7 @@ __device__ __forceinline__ void ring_passes(const gemv_u16* x, int m, int k, con
     for (int d = 0; d + 1 < DEPTH; ++d) {
         if (active) load_ring_slot(rows, groups, loads, ring[d]);
     }
+    GEMV_AWAIT_INPUTS();  // DEPTH - 1 passes of weights are in flight; X is staged from here on
     for (int base = 0; base < passes; base += DEPTH) {
 #pragma unroll
         for (int d = 0; d < DEPTH; ++d) {

@@ -9,9 +9,21 @@ pub const W4A16_GEMV: &str = include_str!("../ptx/w4a16_gemv.ptx");
 /// (`.target sm_89`).
 pub const W4A16_GEMV_SM89: &str = include_str!("../ptx/w4a16_gemv_sm89.ptx");
 
+/// Module `w4a16_gemv`'s build for programmatic dependent launch: the sm_89 build's kernels,
+/// which read X only after `griddepcontrol.wait` (`.target sm_90`).
+pub const W4A16_GEMV_SM90_DEPENDENT: &str = include_str!("../ptx/w4a16_gemv_sm90_dependent.ptx");
+
 /// Module `w4a16_fast`: the fast (tensor-core) family (`.target sm_80`).
 pub const W4A16_FAST: &str = include_str!("../ptx/w4a16_fast.ptx");
 
+/// Module `w4a16_fast`'s build for programmatic dependent launch (`.target sm_90`).
+pub const W4A16_FAST_SM90_DEPENDENT: &str = include_str!("../ptx/w4a16_fast_sm90_dependent.ptx");
+
 /// Every committed PTX by its file stem (gemv-core's `ModuleBuild::ptx`).
-pub const ALL: [(&str, &str); 3] =
-    [("w4a16_gemv", W4A16_GEMV), ("w4a16_gemv_sm89", W4A16_GEMV_SM89), ("w4a16_fast", W4A16_FAST)];
+pub const ALL: [(&str, &str); 5] = [
+    ("w4a16_gemv", W4A16_GEMV),
+    ("w4a16_gemv_sm89", W4A16_GEMV_SM89),
+    ("w4a16_gemv_sm90_dependent", W4A16_GEMV_SM90_DEPENDENT),
+    ("w4a16_fast", W4A16_FAST),
+    ("w4a16_fast_sm90_dependent", W4A16_FAST_SM90_DEPENDENT),
+];

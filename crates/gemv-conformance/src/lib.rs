@@ -14,6 +14,7 @@
 
 mod data;
 mod gates;
+mod grouped_expected;
 mod large;
 pub mod skip;
 
@@ -22,6 +23,7 @@ pub use data::{
     overflowing_product, staged_overflow,
 };
 pub use gates::fast::{RowsLaunch, fast_bound_failure, invariance_failure, pairs_bound_failure};
+pub use grouped_expected::GroupedExpected;
 pub use large::{LARGE_SHAPE, weights_past_2_gib};
 
 use gemv_backend::GpuBackend;

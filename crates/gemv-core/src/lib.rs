@@ -39,7 +39,7 @@ mod shape;
 mod tiers;
 
 pub use bf16_element::{Bf16Element, bf16_bits, bf16_bits_mut};
-pub use builds::{MODULE_BUILDS, ModuleBuild, module_build, module_builds};
+pub use builds::{MODULE_BUILDS, ModuleBuild, dependent_module_build, module_build, module_builds};
 pub use call::GemvCall;
 pub use checkpoint_names::{Nvfp4Layout, Nvfp4TensorNames};
 pub use contract::{PARTIALS, fused_multiply_add, gemv_contract, host_threads, widen_bf16};

@@ -178,7 +178,18 @@ impl CudaEmulator {
     /// The emulator library's name for entry `name` of module `module` on this emulated device
     /// (registry and grouped kernels alike), if the module has a build the device loads.
     fn emulated_entry(&self, module: &str, name: &str) -> Option<String> {
-        gemv_cuda::ptx::module_build(module, self.capability).map(|build| format!("{name}{}", build.emulator_suffix))
+        self.module_build(module).map(|build| format!("{name}{}", build.emulator_suffix))
+    }
+
+    /// The build of `module` this emulator's launches run: the device's
+    /// ([`gemv_cuda::ptx::module_build`]), or in a programmatic dependent launch the build for
+    /// it ([`gemv_cuda::ptx::dependent_module_build`], none below sm_90).
+    fn module_build(&self, module: &str) -> Option<&'static gemv_cuda::ptx::ModuleBuild> {
+        if self.dependent {
+            gemv_cuda::ptx::dependent_module_build(module, self.capability)
+        } else {
+            gemv_cuda::ptx::module_build(module, self.capability)
+        }
     }
 
     /// Runs blocks on `workers` OS threads (results are identical for any count).
@@ -194,9 +205,10 @@ impl CudaEmulator {
     }
 
     /// Launches as a programmatic dependent of the previous kernel (CUDA's programmatic
-    /// dependent launch): that kernel may still be writing X and reading Y, so a thread that
-    /// reads X or writes Y before its `griddepcontrol.wait` is a fault. Weights may be read
-    /// before it.
+    /// dependent launch): that kernel may still be writing X and the routing and reading Y, so a
+    /// thread that reads X or the routing or writes Y before its `griddepcontrol.wait` is a
+    /// fault. Weights may be read before it. Registry kernels run their module's build for such
+    /// launches ([`gemv_cuda::ptx::dependent_module_build`]; none below sm_90).
     pub fn with_dependent_launch(mut self, dependent: bool) -> Self {
         self.dependent = dependent;
         self

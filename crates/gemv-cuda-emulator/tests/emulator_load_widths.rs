@@ -187,35 +187,23 @@ fn every_grouped_kernel_loads_its_arguments_at_the_widest_width_their_alignment_
 
 /// Every grouped kernel's width problems on one layout, each named.
 fn grouped_width_problems(layout: &Layout) -> Vec<String> {
-    use gemv_backend::{DeviceExperts, ResolvedTiers};
-    use gemv_core::{ExpertRouting, FamilyChoice, GROUPED_KERNELS, GroupedCall, KillSwitches, Nvfp4Experts};
+    use gemv_backend::DeviceExperts;
+    use gemv_core::{GROUPED_KERNELS, Nvfp4Experts};
     let (experts, k, m, top_k) = (3, layout.k, 2, 2);
     let matrices: Vec<_> = (0..experts).map(|e| conformance::matrix(N, k, 60 + e as u64)).collect();
     let stack = Nvfp4Experts::stack(&matrices).expect("one shape");
     let view = stack.view();
     let x = conformance::activations(m, k, 23);
     let ids = [0u32, 1, 1, 2];
-    let routing = ExpertRouting::new(&ids, m, top_k, experts).expect("routing");
-    let mut want = vec![0u16; m * top_k * N];
-    gemv_core::grouped_contract(&view, &x, &routing, &mut want, 1).expect("host contract");
-    // The fast family's reference: its own M = 1 launches, once, on an emulator of their own
-    // (sm_90, the one capability below with the fast family).
-    let fast_want = {
-        let emulator = CudaEmulator::new().with_capability((9, 0));
-        let tiers = ResolvedTiers::resolve(&emulator, KillSwitches::default());
-        let layer = DeviceExperts::upload(&emulator, &view).expect("upload");
-        layer
-            .call_separately(&tiers, &x, &ids, &GroupedCall::new(m, top_k).with_family(FamilyChoice::Fast))
-            .expect("fast single launches")
-    };
+    // The fast family's reference: its own M = 1 launches, on an emulator of their own (sm_90,
+    // the one capability below with the fast family).
+    let expected =
+        conformance::GroupedExpected::new(&CudaEmulator::new().with_capability((9, 0)), &view, &x, &ids, m, top_k);
     let mut wrong = Vec::new();
     for capability in CAPABILITIES {
         for spec in GROUPED_KERNELS.iter().filter(|spec| capability == (9, 0) || spec.family == Family::Exact) {
             let context = format!("{} on sm_{}{}, {}", spec.name, capability.0, capability.1, layout.name);
-            let expected = match spec.family {
-                Family::Exact => &want,
-                Family::Fast => &fast_want,
-            };
+            let expected = expected.of(spec.family);
             let emulator = CudaEmulator::new().with_capability(capability);
             let run = || -> gemv_backend::Result<Vec<u16>> {
                 let layer = DeviceExperts::upload(&emulator, &view)?;
@@ -224,18 +212,18 @@ fn grouped_width_problems(layout: &Layout) -> Vec<String> {
                 let ids_bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_le_bytes()).collect();
                 let routing = emulator.alloc(ids_bytes.len())?;
                 emulator.upload(routing.whole(), &ids_bytes)?;
-                let y = emulator.alloc(2 * want.len())?;
+                let y = emulator.alloc(2 * expected.len())?;
                 let mut args = layer.args(x, routing.whole(), y.whole(), m, top_k, spec.family).with_kernel(spec);
                 (args.packed, args.scales) = (packed, scales);
                 emulator.launch_grouped(&args)?;
                 emulator.synchronize()?;
-                let mut found = vec![0u16; want.len()];
+                let mut found = vec![0u16; expected.len()];
                 emulator.download(y.whole(), bytemuck::cast_slice_mut(&mut found))?;
                 Ok(found)
             };
             match run() {
                 Err(error) => wrong.push(format!("{context}: {error}")),
-                Ok(found) if found != *expected => wrong.push(format!("{context}: the grouped launch's bits differ")),
+                Ok(found) if found != expected => wrong.push(format!("{context}: the grouped launch's bits differ")),
                 Ok(_) => {
                     let counted = emulator.global_accesses();
                     wrong.extend(width_problems(&counted, layout).into_iter().map(|p| format!("{context}: {p}")));

@@ -9,9 +9,11 @@
 //! compute the same bits; [`module_build`] picks the one a device runs, for the driver and the
 //! emulator alike.
 
-pub use gemv_kernels::ptx::{W4A16_FAST, W4A16_GEMV, W4A16_GEMV_SM89};
+pub use gemv_kernels::ptx::{
+    W4A16_FAST, W4A16_FAST_SM90_DEPENDENT, W4A16_GEMV, W4A16_GEMV_SM89, W4A16_GEMV_SM90_DEPENDENT,
+};
 
-pub use gemv_core::{MODULE_BUILDS, ModuleBuild, module_build, module_builds as builds};
+pub use gemv_core::{MODULE_BUILDS, ModuleBuild, dependent_module_build, module_build, module_builds as builds};
 
 /// The embedded PTX of `build`; `None` for a build this crate does not embed (a test checks that
 /// every one of [`MODULE_BUILDS`] is).

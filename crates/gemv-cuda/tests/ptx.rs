@@ -42,20 +42,43 @@ fn every_registry_kernel_is_in_every_build_of_its_module() {
     }
 }
 
-/// The exact family's sm_89 build converts its scales with the sm_89 instruction and the other
-/// build never does (it would not load on sm_75..sm_86). Which build a device runs is
+/// The exact family's sm_89 builds convert their scales with the sm_89 instruction and the other
+/// builds never do (the sm_75 build would not load on sm_75..sm_86). Which build a device runs is
 /// `gemv_core::module_build`, tested in gemv-core.
 #[test]
-fn only_the_sm89_build_converts_scales_with_the_sm89_instruction() {
+fn only_the_sm89_builds_convert_scales_with_the_sm89_instruction() {
     for build in &MODULE_BUILDS {
         let converts = embedded(build).contains("cvt.rn.f16x2.e4m3x2");
         assert_eq!(
             converts,
-            build.minimum >= (8, 9),
-            "build for sm_{}{}: cvt.rn.f16x2.e4m3x2",
-            build.minimum.0,
-            build.minimum.1
+            build.module == gemv_core::MODULE_NAME && build.minimum >= (8, 9),
+            "{}: cvt.rn.f16x2.e4m3x2",
+            build.ptx
         );
+    }
+}
+
+/// Only the builds for programmatic dependent launch wait on the previous kernel, and each of
+/// their kernels does (an ordinary build would fault where a dependent launch needs the wait;
+/// the emulator's `emulator_dependent_launch` checks where the waits stand).
+#[test]
+fn only_the_dependent_builds_wait_on_the_previous_kernel_and_every_kernel_of_them_does() {
+    for build in &MODULE_BUILDS {
+        let ptx = embedded(build);
+        assert_eq!(ptx.contains("griddepcontrol"), build.dependent_launch, "{}: griddepcontrol", build.ptx);
+        if !build.dependent_launch {
+            continue;
+        }
+        let entries =
+            gemv_core::KERNELS.iter().filter(|spec| spec.module == build.module).map(|spec| spec.name).chain(
+                gemv_core::GROUPED_KERNELS.iter().filter(|spec| spec.module == build.module).map(|spec| spec.name),
+            );
+        for name in entries {
+            let text = entry(ptx, name).unwrap_or_default();
+            for instruction in ["griddepcontrol.launch_dependents;", "griddepcontrol.wait;"] {
+                assert!(text.contains(instruction), "{name} in {}: no {instruction}", build.ptx);
+            }
+        }
     }
 }
 

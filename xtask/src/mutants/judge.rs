@@ -52,7 +52,8 @@ pub(super) struct Gates {
 /// The exact family's kernels run in gates 1-9; the fast family's only in 10 and 11.
 /// The family comes from the source's builds in `gemv_core::MODULE_BUILDS`; a source with none is
 /// judged by the exact family's gates. Each build is judged on the capability of its target
-/// (`compute_89` on 8.9).
+/// (`compute_89` on 8.9), but for the builds for programmatic dependent launch, which no gate
+/// runs: the emulator's tests stage judges them (`emulator_dependent_launch`).
 pub(super) fn gates_for(source: &Path) -> Gates {
     if source.extension().is_none_or(|ext| ext != "cu") {
         // A header reaches every source's kernels: every gate, on every build's capability.
@@ -60,6 +61,7 @@ pub(super) fn gates_for(source: &Path) -> Gates {
             .unwrap_or_default()
             .iter()
             .flat_map(|cu| crate::kernels::builds_of(cu).unwrap_or_default())
+            .filter(|build| !build.dependent_launch)
             .map(emulated_capability)
             .collect();
         capabilities.sort();
@@ -71,7 +73,8 @@ pub(super) fn gates_for(source: &Path) -> Gates {
         };
     }
     let builds = crate::kernels::builds_of(source).unwrap_or_default();
-    let mut capabilities: Vec<String> = builds.iter().map(|build| emulated_capability(build)).collect();
+    let mut capabilities: Vec<String> =
+        builds.iter().filter(|build| !build.dependent_launch).map(|build| emulated_capability(build)).collect();
     if capabilities.is_empty() {
         capabilities.push("9.0".into());
     }
@@ -117,9 +120,16 @@ impl Timeouts {
 /// quick gates and died only in gate 7 after 984 s, where this stage takes 15-45 s); the fast
 /// family's own checks; the load widths (an alignment test that wrongly answers "unaligned" gives
 /// the right bits with narrower loads); the grouped kernel's loads (a block of an expert's later
-/// pair that computes its pairs again writes the same bits).
-pub(super) const EMULATOR_TESTS: [&str; 5] =
-    ["emulator_faults", "emulator_fallback", "emulator_fast_family", "emulator_load_widths", "emulator_grouped"];
+/// pair that computes its pairs again writes the same bits); the builds for programmatic
+/// dependent launch, which no gate runs (their waits before X, the routing and Y).
+pub(super) const EMULATOR_TESTS: [&str; 6] = [
+    "emulator_faults",
+    "emulator_fallback",
+    "emulator_fast_family",
+    "emulator_load_widths",
+    "emulator_grouped",
+    "emulator_dependent_launch",
+];
 
 /// Builds gemv against the kernels in `dir` and judges them in three stages, each stopping at the
 /// first failure: `gates`' quick gates with `--fail-fast`, the emulator's own tests
@@ -290,10 +300,13 @@ mod tests {
     #[test]
     fn gate7_judges_only_the_builds_whose_ptx_changed() {
         let builds = crate::kernels::builds_of(Path::new("w4a16_gemv.cu")).expect("builds");
-        let [old, new] = builds[..] else { panic!("the exact family has two builds: {}", builds.len()) };
-        assert_eq!(builds_that_changed(&[(old, true), (new, false)]), ["8.9"]);
-        assert_eq!(builds_that_changed(&[(old, false), (new, true)]), ["7.5"]);
-        assert_eq!(builds_that_changed(&[(old, false), (new, false)]), ["7.5", "8.9"]);
+        let [old, new, dependent] = builds[..] else { panic!("the exact family has three builds: {}", builds.len()) };
+        assert!(dependent.dependent_launch);
+        assert_eq!(builds_that_changed(&[(old, true), (new, false), (dependent, false)]), ["8.9"]);
+        assert_eq!(builds_that_changed(&[(old, false), (new, true), (dependent, true)]), ["7.5"]);
+        assert_eq!(builds_that_changed(&[(old, false), (new, false), (dependent, false)]), ["7.5", "8.9"]);
+        // A change to the dependent build alone meets no gate: the emulator's tests judge it.
+        assert!(builds_that_changed(&[(old, true), (new, true), (dependent, false)]).is_empty());
         // Gate 7 and the quick gates name a build by the same capability.
         assert_eq!(gates_for(Path::new("kernels/w4a16_gemv.cu")).capabilities, ["7.5", "8.9"]);
     }

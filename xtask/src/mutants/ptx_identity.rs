@@ -98,9 +98,14 @@ impl PtxIdentity {
 /// that compiles to its committed PTX runs the code the unmutated kernels ran through gate 7
 /// already (the argument of the judge's `Outcome::IdenticalPtx`, build by build), so a mutant in code only
 /// one build compiles (the sm_75 build's scale table, the sm_89 build's conversions) meets gate 7
-/// on that build alone, with both cores.
+/// on that build alone, with both cores. The builds for programmatic dependent launch meet no
+/// gate (the emulator's tests judge them), so their changes add none.
 pub(super) fn builds_that_changed(builds: &[(&gemv_core::ModuleBuild, bool)]) -> Vec<String> {
-    builds.iter().filter(|&&(_, same)| !same).map(|&(build, _)| emulated_capability(build)).collect()
+    builds
+        .iter()
+        .filter(|&&(build, same)| !same && !build.dependent_launch)
+        .map(|&(build, _)| emulated_capability(build))
+        .collect()
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 //! per pass and slice tell how many). A kernel's tokens per slice are read from its shared
 //! memory (one staged token's bytes each, plus the scale table).
 
+mod dependent;
 mod devices;
 mod exact;
 mod fast;
@@ -55,7 +56,13 @@ fn assemble_primitives(toolchain: &Toolchain, nvrtc: &Nvrtc, out_dir: &std::path
 /// The probe kernel that calls every primitive of kernels/cuda/gemv_portable.cuh.
 const PRIMITIVES_PROBE: &str = "xtask/scripts/primitives_probe.cu";
 
-fn render(stats: &PerArch<KernelStats>, loops: &PerArch<PassLoop>, fast_loops: &PerArch<MmaLoop>, ptx: &str) -> String {
+fn render(
+    stats: &PerArch<KernelStats>,
+    dependent_stats: &BTreeMap<String, KernelStats>,
+    loops: &PerArch<PassLoop>,
+    fast_loops: &PerArch<MmaLoop>,
+    ptx: &str,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# SASS report\n");
     let _ = writeln!(
@@ -79,6 +86,7 @@ fn render(stats: &PerArch<KernelStats>, loops: &PerArch<PassLoop>, fast_loops: &
     variants::render(&mut out, stats, loops);
     grouped::render(&mut out, stats);
     fast::render(&mut out, stats, fast_loops);
+    dependent::render(&mut out, dependent_stats, stats.get(dependent::ARCH));
     out
 }
 
@@ -90,6 +98,7 @@ pub fn run(check: bool) -> Result<(), String> {
     std::fs::create_dir_all(&out_dir).map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
     assemble_primitives(&toolchain, &nvrtc, &out_dir)?;
     let mut stats: PerArch<KernelStats> = BTreeMap::new();
+    let mut dependent_stats: BTreeMap<String, KernelStats> = BTreeMap::new();
     let mut loops: PerArch<PassLoop> = BTreeMap::new();
     let mut fast_loops: PerArch<MmaLoop> = BTreeMap::new();
     let mut ptx_names = Vec::new();
@@ -98,6 +107,20 @@ pub fn run(check: bool) -> Result<(), String> {
         let stem = build.ptx;
         let ptx = format!("{PTX_DIR}/{stem}.ptx");
         ptx_names.push(ptx.clone());
+        if build.dependent_launch {
+            let arch = dependent::ARCH;
+            eprintln!("xtask: ptxas {ptx} for {arch}");
+            let cubin = out_dir.join(format!("{stem}.{arch}.cubin"));
+            let arch_flag = format!("-arch={arch}");
+            let (_, stderr) =
+                toolchain.output("ptxas", &[&arch_flag, "-O3", "-v", &ptx, "-o", &cubin.to_string_lossy()])?;
+            parse_ptxas(&stderr, &mut dependent_stats);
+            let (sass, _) = toolchain.output("cuobjdump", &["-sass", &cubin.to_string_lossy()])?;
+            for (name, instructions) in functions(&sass) {
+                dependent_stats.entry(name).or_default().instructions = instructions.len();
+            }
+            continue;
+        }
         let common = out_dir.join(format!("{stem}.common.ptx"));
         compile(&nvrtc, source, build, &common, &[COMMON_PATH])?;
         // Each architecture is reported with the build it runs (`gemv_core::module_build`, what
@@ -144,8 +167,10 @@ pub fn run(check: bool) -> Result<(), String> {
             }
         }
     }
+    let dependent = [(&dependent::ARCH, &dependent_stats)];
     let spills: Vec<String> = stats
         .iter()
+        .chain(dependent)
         .flat_map(|(arch, stats)| {
             stats
                 .iter()
@@ -156,7 +181,7 @@ pub fn run(check: bool) -> Result<(), String> {
     if !spills.is_empty() {
         return Err(format!("register spills: {}", spills.join("; ")));
     }
-    let report = render(&stats, &loops, &fast_loops, &ptx_names.join(", "));
+    let report = render(&stats, &dependent_stats, &loops, &fast_loops, &ptx_names.join(", "));
     crate::util::write_or_check(REPORT, &report, check, "sass")?;
     eprintln!("xtask: {REPORT}: no spills");
     Ok(())

@@ -120,10 +120,10 @@ void fence_proxy_async();
 void bulk_copy(unsigned dst, const void* src, unsigned bytes, unsigned address);
 
 // Grid dependencies and global atomics (grid.cpp), for the PTX executor. In a launch made as a
-// programmatic dependent of the previous kernel, X (its output) may be read and Y (which it may
-// still read) written only after the thread's griddepcontrol.wait; launch_dependents changes
-// nothing here. atomic_add adds `value` to the 4-byte word at `p` of a writable launch buffer
-// and returns the word before.
+// programmatic dependent of the previous kernel, X and a grouped launch's routing (its outputs)
+// may be read and Y (which it may still read) written only after the thread's
+// griddepcontrol.wait; launch_dependents changes nothing here. atomic_add adds `value` to the
+// 4-byte word at `p` of a writable launch buffer and returns the word before.
 void grid_dependency_wait();
 unsigned atomic_add(void* p, unsigned value);
 // Faults on an access out of bounds and, in a tracked block, on a race or an uninitialised read.

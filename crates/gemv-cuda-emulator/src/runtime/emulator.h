@@ -71,10 +71,10 @@ unsigned gemv_emu_launch_bound(const EmuKernel* kernel);
 
 // Runs grid_x blocks of block_x threads, the threads of a block scheduled in thread-index order
 // (or its reverse when `reversed`; with a non-zero `seed`, blocks and each round of threads in
-// orders drawn from it; `dependent`: a programmatic dependent launch, X read and Y written only
-// after griddepcontrol.wait; `grid_ends` > 0: only the first and last `grid_ends` blocks run, the
-// others are skipped); 0 on success, with what it counted in `*counts` where that is not null,
-// else 1 with a message in `error`.
+// orders drawn from it; `dependent`: a programmatic dependent launch, X and a grouped launch's
+// routing read and Y written only after griddepcontrol.wait; `grid_ends` > 0: only the first and
+// last `grid_ends` blocks run, the others are skipped); 0 on success, with what it counted in
+// `*counts` where that is not null, else 1 with a message in `error`.
 int gemv_emu_launch(const EmuKernel* kernel, unsigned grid_x, unsigned block_x, const EmuArgs* args,
                     const EmuRegion* regions, int region_count, int workers, int reversed, unsigned long long seed,
                     int dependent, unsigned grid_ends, EmuCounts* counts, char* error, size_t error_len);

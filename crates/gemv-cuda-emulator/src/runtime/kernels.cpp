@@ -21,9 +21,15 @@ const EmuKernel kKernels[] = {GEMV_KERNELS(GEMV_EMU_ENTRY) GEMV_GROUPED_KERNELS(
 // kernels_sm89.cpp: the exact family's sm_89 build, its entries named with the suffix _sm89.
 extern const EmuKernel kSm89Kernels[];
 extern const size_t kSm89KernelCount;
+// kernels_sm90_dependent.cpp: the exact family's build for programmatic dependent launch.
+extern const EmuKernel kSm90DependentKernels[];
+extern const size_t kSm90DependentKernelCount;
 // kernels_fast.cpp: the fast family (module w4a16_fast).
 extern const EmuKernel kFastKernels[];
 extern const size_t kFastKernelCount;
+// kernels_fast_sm90_dependent.cpp: the fast family's build for programmatic dependent launch.
+extern const EmuKernel kFastSm90DependentKernels[];
+extern const size_t kFastSm90DependentKernelCount;
 // kernels_tests.cpp: the emulator's own test kernels.
 extern const EmuKernel kTestKernels[];
 extern const size_t kTestKernelCount;
@@ -34,7 +40,9 @@ extern "C" const EmuKernel* gemv_emu_find(const char* name) {
         size_t count;
     } lists[] = {{kKernels, sizeof(kKernels) / sizeof(kKernels[0])},
                  {kSm89Kernels, kSm89KernelCount},
+                 {kSm90DependentKernels, kSm90DependentKernelCount},
                  {kFastKernels, kFastKernelCount},
+                 {kFastSm90DependentKernels, kFastSm90DependentKernelCount},
                  {kTestKernels, kTestKernelCount}};
     for (const auto& list : lists) {
         for (size_t i = 0; i < list.count; ++i) {

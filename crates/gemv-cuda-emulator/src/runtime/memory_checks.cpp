@@ -44,8 +44,9 @@ void check_access(const void* p, size_t size, size_t align, Access access) {
                              "return stale data for memory the launch writes",
                              size, r.name, offset);
             }
-            // Regions 0 and 3 are X and Y: what a previous kernel writes, and what it may still read.
-            if (launch.dependent && (i == 0 || i == 3) && access != Access::Prefetch &&
+            // Regions 0 and 3 are X and Y, 5 a grouped launch's routing: what a previous kernel
+            // writes, and what it may still read.
+            if (launch.dependent && (i == 0 || i == 3 || i == 5) && access != Access::Prefetch &&
                 !run.current->grid_dependency_waited) {
                 fault("%s of '%s' before griddepcontrol.wait: in a programmatic dependent launch the previous "
                       "kernel may still be %s it",
