@@ -100,6 +100,12 @@ step bench bench.log 120 "$here/gemv" bench --backend cuda --shape qkv --shape f
 #    t(16) / t(1) <= 1.10).
 step families families.log 120 "$here/gemv" bench --backend cuda --shape qkv --shape ffn-up --shape ffn-down --m 1..16 \
   --family exact --family fast --peak-gbps 4800 --plot "$out/families.svg"
+# 5b. A chain of 8 dependent layers (docs/kernels.md, builds for programmatic dependent launch):
+#     each family's plan launched one after the other and as programmatic dependents, whose
+#     kernels stream their weights while the step before finishes, on the 5120 x 5120 projection
+#     and a 2048 x 2048 one (where a launch's ramp weighs most), M = 1, 4, 16.
+step chain bench.log 60 "$here/gemv" bench --backend cuda --chain 8 --shape qkv --shape 2048x2048 --m 1,4,16 \
+  --family exact --family fast --rounds 5 --launches 10
 left=$(( budget - ($(date +%s) - began) ))
 if [ $left -ge 15 ]; then
   timeout 30 "$here/gemv" bench --backend cuda --shape qkv --m 1..8 --json --peak-gbps 4800 > "$out/bench.json" 2>/dev/null || failed=1

@@ -238,6 +238,18 @@ mod tests {
         }
     }
 
+    /// The chain step's arguments parse as `gemv bench`'s (square shapes, a valid step count):
+    /// a step the GPU machine would refuse costs a lending.
+    #[test]
+    fn the_chain_step_times_square_chains_in_both_families() {
+        let script = run_script();
+        let step = step_text(&script, "step chain");
+        assert!(step.contains("bench --backend cuda --chain 8 "), "{step}");
+        assert!(step.contains("--family exact --family fast"), "{step}");
+        let shapes: Vec<&str> = step.split("--shape ").skip(1).filter_map(|rest| rest.split(' ').next()).collect();
+        assert_eq!(shapes, ["qkv", "2048x2048"], "{step}");
+    }
+
     #[test]
     fn the_variants_step_names_every_ring_kernel_and_its_classic_baseline() {
         let script = run_script();

@@ -75,6 +75,37 @@ pub fn open(choice: BackendChoice) -> Result<Box<dyn BenchTimers>, String> {
     }
 }
 
+/// The backend named `name` (as opened by [`open`]) with every launch a programmatic dependent
+/// of the kernel before it: CUDA on sm_90 and newer, the emulator emulating 9.0 or newer (its
+/// checks then fault a kernel that reads X before it waits). Otherwise why there is none.
+pub fn open_dependent(name: &str) -> Result<Box<dyn BenchTimers>, String> {
+    match name {
+        "cuda" => gemv_cuda::CudaBackend::new(DEVICE.get().copied().unwrap_or(0))
+            .and_then(|backend| backend.with_launch_order(gemv_cuda::LaunchOrder::ProgrammaticDependent))
+            .map(|backend| Box::new(backend) as Box<dyn BenchTimers>)
+            .map_err(|error| error.to_string()),
+        "cuda-emu" => open_dependent_emulator(),
+        other => Err(format!("{other} has no programmatic dependent launches (CUDA sm_90 and newer)")),
+    }
+}
+
+#[cfg(feature = "emulator")]
+fn open_dependent_emulator() -> Result<Box<dyn BenchTimers>, String> {
+    let capability = EMULATED.get().copied().unwrap_or(gemv_cuda_emulator::DEFAULT_EMULATED_CAPABILITY);
+    if capability < (9, 0) {
+        return Err(format!(
+            "cuda-emu emulating {}.{} has no programmatic dependent launches (sm_90 and newer)",
+            capability.0, capability.1
+        ));
+    }
+    Ok(Box::new(gemv_cuda_emulator::CudaEmulator::new().with_capability(capability).with_dependent_launch(true)))
+}
+
+#[cfg(not(feature = "emulator"))]
+fn open_dependent_emulator() -> Result<Box<dyn BenchTimers>, String> {
+    open_emulator()
+}
+
 /// wgpu on `--device N`'s adapter where given, else on `choice`.
 fn open_wgpu(choice: gemv_wgpu::AdapterChoice) -> Result<Box<dyn BenchTimers>, String> {
     gemv_wgpu::WgpuBackend::with_adapter(DEVICE.get().map_or(choice, |&i| gemv_wgpu::AdapterChoice::Index(i)))

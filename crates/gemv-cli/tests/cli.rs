@@ -264,6 +264,11 @@ fn bench_rejects_bad_arguments_with_exit_2() {
             vec!["bench", "--backend", "host", "--moe", "4,2,64,1024", "--grouped-kernel", "w4a16_fast_grouped_m8"],
             "is of the fast family; add --family fast",
         ),
+        // A chain feeds each Y to the next step as X: square shapes only, and its own table.
+        (vec!["bench", "--backend", "host", "--chain", "4", "--shape", "64x128"], "needs square shapes"),
+        (vec!["bench", "--chain", "1"], "a chain has 2..=64"),
+        (vec!["bench", "--chain", "4", "--json"], "--json: applies to the single-layer runs"),
+        (vec!["bench", "--chain", "4", "--moe", "4,2,64,1024"], "--moe: applies to the single-layer runs"),
     ] {
         let (code, _, stderr) = gemv(&args);
         assert_eq!(code, 2, "{args:?}: {stderr}");
@@ -332,6 +337,38 @@ fn fast_family_gates_run_on_the_emulator() {
     let (code, stdout, _) = gemv(&["check", "--backend", "cuda-emu", "--gate", "11"]);
     assert_eq!(code, 0, "{stdout}");
     assert!(stdout.lines().any(|l| l.starts_with("11 ") && l.contains("all ") && l.ends_with("pass")), "{stdout}");
+}
+
+/// `--chain` on the emulator emulating sm_90: every step of both arms proved against the host
+/// contract (the dependent arm runs the builds for programmatic dependent launch, whose reads of
+/// X before their wait the emulator would fault), then a row per M and family with both arms and
+/// their ratio; below sm_90 there is no dependent arm, and a note says why.
+#[cfg(feature = "emulator")]
+#[test]
+fn the_chain_bench_times_serialized_and_dependent_launches_on_the_emulator() {
+    let args = ["bench", "--backend", "cuda-emu", "--chain", "3", "--shape", "64x64", "--m", "1,3"];
+    let mut both = args.to_vec();
+    both.extend(["--rounds", "1", "--launches", "1", "--cold-mb", "0", "--family", "exact", "--family", "fast"]);
+    let (code, stdout, stderr) = gemv(&both);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stderr.contains("proved every step of the serialized and dependent arms"), "{stderr}");
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter(|line| line.starts_with("| 64x64 |"))
+        .map(|line| line.split('|').map(str::trim).filter(|f| !f.is_empty()).collect())
+        .collect();
+    assert_eq!(rows.len(), 4, "{stdout}");
+    for row in &rows {
+        // shape, M, family, kernels, serialized, dependent, ratio: every time a positive number.
+        assert_eq!(row.len(), 7, "{row:?}");
+        assert!(row[4..].iter().all(|f| f.parse::<f64>().is_ok_and(|v| v > 0.0)), "{row:?}");
+    }
+    let mut older = args.to_vec();
+    older.extend(["--rounds", "1", "--launches", "1", "--cold-mb", "0", "--emulate", "8.9"]);
+    let (code, stdout, stderr) = gemv(&older);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("note: no dependent arm: cuda-emu emulating 8.9"), "{stdout}");
+    assert!(!stdout.contains("dependent / serialized"), "{stdout}");
 }
 
 /// `bench --moe` with two families proves and times each family's grouped and pair-by-pair

@@ -20,16 +20,19 @@ pub enum Requirement {
     CpuFeature,
     /// libcublas beside the CUDA driver (the bench's peer row; `GEMV_REQUIRE_CUBLAS`).
     Cublas,
+    /// A CUDA GPU of compute capability 9.0 or newer (programmatic dependent launches).
+    CudaSm90,
 }
 
 impl Requirement {
     /// Every requirement, in report order.
-    pub const ALL: [Requirement; 5] = [
+    pub const ALL: [Requirement; 6] = [
         Requirement::CudaGpu,
         Requirement::WgpuAdapter,
         Requirement::NoCudaDriver,
         Requirement::CpuFeature,
         Requirement::Cublas,
+        Requirement::CudaSm90,
     ];
 
     /// The short name used in the skip log and in `GEMV_EXPECTED_SKIPS`.
@@ -40,6 +43,7 @@ impl Requirement {
             Requirement::NoCudaDriver => "no-cuda-driver",
             Requirement::CpuFeature => "cpu-feature",
             Requirement::Cublas => "cublas",
+            Requirement::CudaSm90 => "cuda-sm90",
         }
     }
 
@@ -51,6 +55,7 @@ impl Requirement {
             Requirement::NoCudaDriver => "a machine without a CUDA driver",
             Requirement::CpuFeature => "a CPU with the SIMD extension under test",
             Requirement::Cublas => "libcublas (the CUDA toolkit's BLAS)",
+            Requirement::CudaSm90 => "a CUDA GPU of compute capability 9.0 or newer",
         }
     }
 
@@ -60,7 +65,7 @@ impl Requirement {
             Requirement::CudaGpu => Some("GEMV_REQUIRE_CUDA"),
             Requirement::WgpuAdapter => Some("GEMV_REQUIRE_WGPU"),
             Requirement::Cublas => Some("GEMV_REQUIRE_CUBLAS"),
-            Requirement::NoCudaDriver | Requirement::CpuFeature => None,
+            Requirement::NoCudaDriver | Requirement::CpuFeature | Requirement::CudaSm90 => None,
         }
     }
 

@@ -15,12 +15,14 @@
 mod driver;
 mod error;
 pub mod launch;
+mod launch_order;
 pub mod ptx;
 
 #[cfg(feature = "cublas-peer")]
 pub use driver::cublas_present;
 pub use driver::{CudaBackend, CudaExperts, CudaKernels, CudaWeights, driver_present, engine_context};
 pub use error::CudaError;
+pub use launch_order::LaunchOrder;
 // What an engine's call names beside this crate's own types, so one `use` line suffices.
 pub use gemv_backend::Error;
 pub use gemv_core::{FamilyChoice, GemvCall, GroupedCall, Nvfp4Experts, Nvfp4ExpertsView, Nvfp4Matrix, Nvfp4View};

@@ -20,6 +20,34 @@ fn cuda() -> Option<&'static CudaBackend> {
 
 gemv_conformance::conformance_tests!(cuda);
 
+/// The conformance suite again with every launch a programmatic dependent of the one before it
+/// (the modules' builds for such launches, sm_90 and newer): the same bits and bounds.
+mod programmatic_dependent_launches {
+    use super::*;
+    use gemv_cuda::LaunchOrder;
+
+    fn cuda() -> Option<&'static CudaBackend> {
+        static BACKEND: OnceLock<Result<Result<CudaBackend, String>, String>> = OnceLock::new();
+        let opened = BACKEND.get_or_init(|| {
+            let backend = CudaBackend::new(0).map_err(|error| error.to_string())?;
+            Ok(backend.with_launch_order(LaunchOrder::ProgrammaticDependent).map_err(|error| error.to_string()))
+        });
+        match opened {
+            Ok(Ok(backend)) => Some(backend),
+            Ok(Err(reason)) => {
+                skip(Requirement::CudaSm90, reason);
+                None
+            }
+            Err(reason) => {
+                skip(Requirement::CudaGpu, reason);
+                None
+            }
+        }
+    }
+
+    gemv_conformance::conformance_tests!(cuda);
+}
+
 #[test]
 fn no_driver_is_a_typed_error_not_a_panic() {
     if gemv_cuda::driver_present() {
@@ -305,5 +333,91 @@ fn an_engine_runs_a_routed_layer_in_one_launch_and_replays_it_with_new_routings(
             let alone = stream.clone_dtoh(&one).expect("row back");
             assert_eq!(alone[..], grouped[pair * n..(pair + 1) * n], "M = {m}, pair {pair}: fast grouped = single");
         }
+    }
+}
+
+/// An engine's chain of dependent layers, every launch a programmatic dependent of the one before
+/// it (sm_90 and newer): three steps of a square matrix, each Y the next X, on the engine's own
+/// stream, every step bit-exact against the host contract run as the same chain; then the chain
+/// captured into a graph and replayed, bit-exact again, where the driver records programmatic
+/// edges in a capture (where it cannot, the test says so and checks the direct launches only).
+#[test]
+fn an_engine_chains_programmatic_dependent_launches_and_replays_them_from_a_graph() {
+    let Some(backend) = cuda() else { return };
+    use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    use gemv_conformance as conformance;
+    use gemv_core::{gemv_contract, host_threads};
+    use gemv_cuda::{GemvCall, LaunchOrder};
+    let architecture = gemv_backend::GpuBackend::device_info(backend).architecture;
+    let context = gemv_cuda::engine_context(0).expect("context");
+    let order = LaunchOrder::ProgrammaticDependent;
+    let kernels = match gemv_cuda::CudaKernels::load_ordered(&context, gemv_core::KillSwitches::default(), order) {
+        Ok(kernels) => kernels,
+        Err(error) => {
+            skip(Requirement::CudaSm90, &format!("{architecture}: {error}"));
+            return;
+        }
+    };
+    assert_eq!(kernels.launch_order(), order);
+    // SAFETY: this test uses one stream only (see `engine`).
+    unsafe { context.disable_event_tracking() };
+    let stream = context.new_stream().expect("stream");
+    let (size, m, steps) = (1040, 4, 3);
+    let matrices: Vec<_> = (0..steps).map(|s| conformance::matrix(size, size, 40 + s as u64)).collect();
+    let device: Vec<_> = matrices
+        .iter()
+        .map(|w| {
+            (
+                stream.clone_htod(w.view().packed()).expect("packed"),
+                stream.clone_htod(w.view().scales()).expect("scales"),
+            )
+        })
+        .collect();
+    let x_host = conformance::activations(m, size, 43);
+    let mut expected = vec![x_host.clone()];
+    for w in &matrices {
+        let mut y = vec![0u16; m * size];
+        gemv_contract(&w.view(), expected.last().expect("an input"), m, &mut y, host_threads()).expect("contract");
+        expected.push(y);
+    }
+    let mut buffers: Vec<_> = (0..=steps).map(|_| stream.alloc_zeros::<u16>(m * size).expect("buffer")).collect();
+    stream.memcpy_htod(&x_host, &mut buffers[0]).expect("x");
+    let call = GemvCall::new(m);
+    let chain = |buffers: &mut Vec<cudarc::driver::CudaSlice<u16>>| -> gemv_backend::Result<()> {
+        for (step, (packed, scales)) in device.iter().enumerate() {
+            let weights = gemv_cuda::CudaWeights {
+                packed: packed.slice(..),
+                scales: scales.slice(..),
+                global_scale: matrices[step].global_scale(),
+                n: size,
+                k: size,
+            };
+            let (input, output) = buffers.split_at_mut(step + 1);
+            kernels.gemv(&stream, &weights, &input[step].slice(..), &mut output[0].slice_mut(..), &call)?;
+        }
+        Ok(())
+    };
+    chain(&mut buffers).expect("dependent launches");
+    for step in 1..=steps {
+        assert_eq!(stream.clone_dtoh(&buffers[step]).expect("y back"), expected[step], "step {step}: direct");
+    }
+    for buffer in &mut buffers[1..] {
+        stream.memset_zeros(buffer).expect("clear");
+    }
+    stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).expect("capture");
+    let captured = chain(&mut buffers);
+    let graph = stream.end_capture(CUgraphInstantiate_flags(0));
+    match (captured, graph) {
+        (Ok(()), Ok(Some(graph))) => {
+            graph.launch().expect("replay");
+            for step in 1..=steps {
+                assert_eq!(stream.clone_dtoh(&buffers[step]).expect("y back"), expected[step], "step {step}: graph");
+            }
+        }
+        (captured, graph) => eprintln!(
+            "{architecture}: this driver does not capture programmatic dependent launches into a graph \
+             (launches: {captured:?}; capture: {:?}); the direct launches were checked",
+            graph.map(|g| g.is_some())
+        ),
     }
 }

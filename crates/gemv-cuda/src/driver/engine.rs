@@ -10,11 +10,13 @@
 //! [`CudaKernels::launch_kernel`] enqueues one chosen kernel instead; [`CudaKernels::grouped`]
 //! enqueues a routed mixture-of-experts layer ([`CudaExperts`]) in one launch. The tier table is resolved
 //! once at load, under the kill switches of the environment or given as a value
-//! ([`CudaKernels::load_with`]). Row strides (X's and Y's rows as rows of wider buffers, e.g. one
+//! ([`CudaKernels::load_with`]); [`CudaKernels::load_ordered`] also makes every launch a
+//! programmatic dependent of the kernel before it on the stream (sm_90 and newer). Row strides (X's and Y's rows as rows of wider buffers, e.g. one
 //! head's slice of a fused activation) leave the elements between rows unread and unwritten.
 
 use super::driver_error;
 use super::enqueue::{GroupedOperands, GroupedShape, Operands, enqueue, enqueue_grouped};
+use crate::LaunchOrder;
 use crate::error::CudaError;
 use crate::ptx;
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
@@ -73,6 +75,8 @@ pub struct CudaKernels {
     tiers: ResolvedTiers,
     /// SMs of the context's device: a persistent kernel's grid.
     multiprocessors: u32,
+    /// How every launch is enqueued; the functions come from the builds for it.
+    order: LaunchOrder,
 }
 
 impl std::fmt::Debug for CudaKernels {
@@ -104,13 +108,24 @@ impl CudaKernels {
 
     /// [`Self::load`] under the kill switches `switches`, given as a value.
     pub fn load_with(context: &Arc<CudaContext>, switches: KillSwitches) -> Result<Self> {
+        Self::load_ordered(context, switches, LaunchOrder::Serialized)
+    }
+
+    /// [`Self::load_with`], every launch enqueued in `order`. With
+    /// [`LaunchOrder::ProgrammaticDependent`] (sm_90 and newer, else [`Error::Unsupported`]) each
+    /// launch may start while the kernel before it on the stream finishes: it streams its first
+    /// weights, then waits for that kernel before reading X or the routing or writing Y, so the
+    /// bits are unchanged and the previous kernel may be the engine's own. Capturing such launches
+    /// into a graph needs a driver that records programmatic edges (recent drivers do).
+    pub fn load_ordered(context: &Arc<CudaContext>, switches: KillSwitches, order: LaunchOrder) -> Result<Self> {
         let capability = context.compute_capability().map_err(driver_error("compute capability"))?;
+        order.check(capability)?;
         let mut modules = Vec::new();
         for name in ptx::MODULE_BUILDS.map(|build| build.module) {
             if modules.iter().any(|(loaded, _)| *loaded == name) {
                 continue;
             }
-            if let Some(text) = ptx::module_build(name, capability).and_then(ptx::text) {
+            if let Some(text) = order.module_build(name, capability).and_then(ptx::text) {
                 let module = context
                     .load_module(cudarc::nvrtc::Ptx::from_src(text))
                     .map_err(driver_error(format!("loading module {name} from PTX")))?;
@@ -132,7 +147,12 @@ impl CudaKernels {
         let tiers = ResolvedTiers::resolve_with(NAME, present, switches);
         let grouped =
             GROUPED_KERNELS.iter().map(|spec| function(spec.module, spec.name)).collect::<Result<Vec<_>>>()?;
-        Ok(Self { functions, grouped, tiers, multiprocessors: super::multiprocessors(context)? })
+        Ok(Self { functions, grouped, tiers, multiprocessors: super::multiprocessors(context)?, order })
+    }
+
+    /// How these kernels' launches are enqueued.
+    pub fn launch_order(&self) -> LaunchOrder {
+        self.order
     }
 
     /// The tier table these kernels resolve (which tiers and families the device has).
@@ -240,7 +260,7 @@ impl CudaKernels {
         // SAFETY: `check_operands` proved every view holds what the launch needs; the borrows keep
         // the memory alive while the launch is enqueued, y is a unique borrow (so it overlaps no
         // input view), and the sync guards order the launch on `stream`.
-        unsafe { enqueue_grouped(stream, function, spec, operands, shape) }
+        unsafe { enqueue_grouped(stream, function, spec, operands, shape, self.order) }
     }
 
     /// The call's shape over `weights`, with the weights' and the views' lengths checked against it.
@@ -284,6 +304,8 @@ impl CudaKernels {
         // kernel's width (the plan's kernels cover their launch's rows); the borrows keep the
         // memory alive and y unaliased while the launch is enqueued, and the sync guards order it
         // on `stream`.
-        unsafe { enqueue(stream, function, kernel, operands, weights.global_scale, shape, self.multiprocessors) }
+        unsafe {
+            enqueue(stream, function, kernel, operands, weights.global_scale, shape, self.multiprocessors, self.order)
+        }
     }
 }

@@ -9,12 +9,14 @@ mod bench_timers;
 mod cublas_peer;
 mod engine;
 mod enqueue;
+mod programmatic;
 
 #[cfg(feature = "cublas-peer")]
 pub use cublas_peer::cublas_present;
 
 pub use engine::{CudaExperts, CudaKernels, CudaWeights, engine_context};
 
+use crate::LaunchOrder;
 use crate::error::CudaError;
 use crate::ptx;
 use cudarc::driver::sys::CUdevice_attribute;
@@ -47,6 +49,8 @@ pub struct CudaBackend {
     capability: (i32, i32),
     /// SMs of the device: a persistent kernel's grid.
     multiprocessors: u32,
+    /// How launches are enqueued; the modules are the builds for it.
+    order: LaunchOrder,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
     functions: Mutex<HashMap<&'static str, CudaFunction>>,
     buffers: BufferTable<CudaSlice<u8>>,
@@ -88,19 +92,42 @@ impl CudaBackend {
             info,
             capability,
             multiprocessors,
+            order: LaunchOrder::Serialized,
             modules: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
             buffers: BufferTable::new(NAME),
         })
     }
 
-    /// A registry module, JIT-loaded from the embedded PTX on first use and cached.
+    /// The backend launching in `order`: [`LaunchOrder::ProgrammaticDependent`] makes every
+    /// launch a programmatic dependent of the kernel before it on the stream, running the
+    /// modules' builds for such launches ([`Error::Unsupported`] below sm_90). Kernels looked up
+    /// before stay valid for the order they were looked up in: look them up again.
+    pub fn with_launch_order(mut self, order: LaunchOrder) -> Result<Self> {
+        order.check(self.capability)?;
+        if order != self.order {
+            self.order = order;
+            self.modules.get_mut().unwrap_or_else(|p| p.into_inner()).clear();
+            self.functions.get_mut().unwrap_or_else(|p| p.into_inner()).clear();
+        }
+        Ok(self)
+    }
+
+    /// How this backend enqueues its launches.
+    pub fn launch_order(&self) -> LaunchOrder {
+        self.order
+    }
+
+    /// A registry module, JIT-loaded from the embedded PTX of the build the launch order runs on
+    /// first use and cached.
     fn module(&self, name: &'static str) -> Result<Arc<CudaModule>> {
         let mut modules = self.modules.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(loaded) = modules.get(name) {
             return Ok(loaded.clone());
         }
-        let text = ptx::module_build(name, self.capability)
+        let text = self
+            .order
+            .module_build(name, self.capability)
             .and_then(ptx::text)
             .ok_or(Error::UnresolvedKernel { raw: 0, backend: NAME })?;
         let loaded = self
@@ -147,7 +174,18 @@ impl CudaBackend {
         // SAFETY: `validate` proved every range lies inside a live buffer of this backend (held
         // alive by the `buffers` lock for the enqueue), holds what the launch needs, fits the
         // kernel's width, and Y overlaps no input.
-        unsafe { enqueue(&self.stream, &function, spec, operands, args.global_scale, &launch, self.multiprocessors) }
+        unsafe {
+            enqueue(
+                &self.stream,
+                &function,
+                spec,
+                operands,
+                args.global_scale,
+                &launch,
+                self.multiprocessors,
+                self.order,
+            )
+        }
     }
 }
 
@@ -191,7 +229,7 @@ impl GpuBackend for CudaBackend {
         let Some(index) = gemv_core::kernel_in_module(module, name) else { return KernelHandle::NONE };
         let spec = &gemv_core::KERNELS[index];
         // A module the device cannot run (the fast family below sm_80) resolves nothing.
-        if ptx::module_build(spec.module, self.capability).is_none() {
+        if self.order.module_build(spec.module, self.capability).is_none() {
             return KernelHandle::NONE;
         }
         match self.function(spec) {
@@ -255,8 +293,8 @@ impl GpuBackend for CudaBackend {
 impl CudaBackend {
     fn launch_grouped_locked(&self, buffers: &Buffers<'_>, args: &GroupedArgs) -> Result<()> {
         args.validate()?;
-        let spec = args.kernel(ptx::module_build(gemv_core::FAST_MODULE_NAME, self.capability).is_some())?;
-        if ptx::module_build(spec.module, self.capability).is_none() {
+        let spec = args.kernel(self.order.module_build(gemv_core::FAST_MODULE_NAME, self.capability).is_some())?;
+        if self.order.module_build(spec.module, self.capability).is_none() {
             return Err(Error::Unsupported { backend: NAME, what: "grouped launches below sm_75" });
         }
         let operands = GroupedOperands {
@@ -271,6 +309,6 @@ impl CudaBackend {
         // SAFETY: `validate` proved every range lies inside a live buffer of this backend (held
         // alive by the `buffers` lock for the enqueue) and holds what the launch needs, and Y
         // overlaps no input.
-        unsafe { enqueue_grouped(&self.stream, &function, spec, operands, args.into()) }
+        unsafe { enqueue_grouped(&self.stream, &function, spec, operands, args.into(), self.order) }
     }
 }

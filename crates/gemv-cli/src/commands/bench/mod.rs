@@ -2,6 +2,7 @@
 //! reference at a small shape, and the f64 bound), then times them with the performance
 //! protocol of docs/benchmarks.md and prints a table: tier, M, time, effective GB/s, % of peak.
 
+mod chain;
 #[cfg(feature = "ggml-peer")]
 mod ggml;
 #[cfg(feature = "ggml-peer")]
@@ -273,6 +274,22 @@ pub fn run(options: &BenchOptions, out: &mut dyn Write) -> Result<bool, CliError
             });
         }
     }
+    if let Some(steps) = options.chain {
+        let conflicts = [
+            ("--moe", !options.moe.is_empty()),
+            ("--json", options.json),
+            ("--plot", options.plot.is_some()),
+            ("--tier", !options.tiers.is_empty()),
+        ];
+        if let Some((argument, _)) = conflicts.iter().find(|(_, given)| *given) {
+            return Err(CliError::BadArgument {
+                argument,
+                reason: "applies to the single-layer runs; --chain times each family's plan and prints its own table"
+                    .into(),
+            });
+        }
+        return chain::run(options, steps, out);
+    }
     let backend = open(options.backend).map_err(CliError::BackendUnavailable)?;
     let info = backend.device_info();
     let tiers = ResolvedTiers::resolve(backend.as_ref(), KillSwitches::process());
@@ -461,6 +478,7 @@ mod tests {
             cold_mb: 0,
             moe: vec![],
             grouped_kernels: vec![],
+            chain: None,
             no_peer: false,
         }
     }

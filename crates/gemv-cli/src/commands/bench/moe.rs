@@ -466,6 +466,7 @@ mod tests {
             cold_mb: 0,
             moe: vec![shape.clone()],
             grouped_kernels: vec![],
+            chain: None,
             no_peer: false,
         };
         let seen = Timings::default();

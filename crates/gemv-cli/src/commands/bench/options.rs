@@ -61,6 +61,14 @@ pub struct BenchOptions {
     /// sweep of the kernels the selector chooses between.
     #[arg(long = "grouped-kernel", value_name = "NAME", value_parser = parse_grouped_kernel)]
     pub grouped_kernels: Vec<&'static gemv_core::GroupedKernelSpec>,
+    /// Time a chain of STEPS dependent layers instead of single layers: each --shape (square,
+    /// N = K) as STEPS matrices, the Y of each step the X of the next, in each --family's plan,
+    /// launched one after the other and, where the backend has them (CUDA sm_90+, the emulator
+    /// at 9.0+), as programmatic dependent launches, which start streaming their weights while
+    /// the step before them finishes. Prints the time per step of each and their ratio.
+    /// 2..=64.
+    #[arg(long, value_name = "STEPS", value_parser = parse_chain_steps)]
+    pub chain: Option<usize>,
     /// Skip the peer rows: on CUDA the bench also times cuBLAS's BF16 GEMM on the same shape
     /// and M (where libcublas loads; a note says so where it does not) and prints the NVFP4
     /// speed-up over it (ideal 3.56x: 2 bytes per weight against 0.5625); on the CPU, ggml's
@@ -194,6 +202,18 @@ pub fn parse_grouped_kernel(text: &str) -> Result<&'static gemv_core::GroupedKer
     })
 }
 
+/// The most steps `--chain` takes.
+pub const MAX_CHAIN_STEPS: usize = 64;
+
+/// Parses `--chain`: 2..=[`MAX_CHAIN_STEPS`] steps.
+pub fn parse_chain_steps(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(steps) if (2..=MAX_CHAIN_STEPS).contains(&steps) => Ok(steps),
+        Ok(steps) => Err(format!("{steps} steps: a chain has 2..={MAX_CHAIN_STEPS}")),
+        Err(_) => Err(format!("{text:?} is not a whole number of steps")),
+    }
+}
+
 /// `auto`, `exact` or `fast`, for `--family`.
 pub fn parse_family(text: &str) -> Result<FamilyChoice, String> {
     match text {
@@ -249,11 +269,15 @@ mod tests {
             if let Ok(gbps) = parse_peak_gbps(&text) {
                 assert!(gbps.is_finite() && gbps > 0.0, "{text:?}");
             }
+            if let Ok(steps) = parse_chain_steps(&text) {
+                assert!((2..=MAX_CHAIN_STEPS).contains(&steps), "{text:?}");
+            }
         }
         // Values at and past each limit.
         assert!(parse_ms(&format!("{MAX_BENCH_M}")).is_ok() && parse_ms(&format!("{}", MAX_BENCH_M + 1)).is_err());
         assert!(parse_repeats("100000").is_ok() && parse_repeats("100001").is_err() && parse_repeats("0").is_err());
         assert!(parse_cold_mb("1048576").is_ok() && parse_cold_mb("1048577").is_err());
+        assert!(parse_chain_steps("2").is_ok() && parse_chain_steps("1").is_err() && parse_chain_steps("65").is_err());
         assert!(parse_peak_gbps("inf").is_err() && parse_peak_gbps("-0").is_err() && parse_peak_gbps("4800").is_ok());
     }
 }

@@ -345,6 +345,7 @@ mod tests {
             cold_mb: 0,
             moe: vec![],
             grouped_kernels: vec![],
+            chain: None,
             no_peer: !peer,
         };
         let tiers = gemv_backend::ResolvedTiers::resolve(backend, KillSwitches::default());
