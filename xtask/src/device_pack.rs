@@ -99,7 +99,7 @@ pub fn run() -> Result<(), String> {
         let _ = Command::new("strip").arg(pack.join(name)).status();
     }
     let texts = [
-        ("run.sh", format!("{SCRIPT_PRELUDE}{}", run_script())),
+        ("run.sh", script()),
         ("profile.sh", format!("{SCRIPT_PRELUDE}{PROFILE_SH}")),
         ("nan_probe.cu", NAN_PROBE_CU.to_string()),
         ("memory_probes.cu", read(&root().join(MEMORY_PROBES))?),
@@ -161,6 +161,11 @@ pub fn run() -> Result<(), String> {
         total as f64 / (1 << 20) as f64
     );
     Ok(())
+}
+
+/// run.sh whole: the prelude, then the steps (for the pack and its rehearsal).
+pub fn script() -> String {
+    format!("{SCRIPT_PRELUDE}{}", run_script())
 }
 
 /// run.sh with the pipeline variants' bench step filled in from the registry.
@@ -244,10 +249,15 @@ mod tests {
     fn the_chain_step_times_square_chains_in_both_families() {
         let script = run_script();
         let step = step_text(&script, "step chain");
-        assert!(step.contains("bench --backend cuda --chain 8 "), "{step}");
+        assert!(step.contains("bench --backend \"$backend\" --chain 8 $chain_shapes "), "{step}");
         assert!(step.contains("--family exact --family fast"), "{step}");
-        let shapes: Vec<&str> = step.split("--shape ").skip(1).filter_map(|rest| rest.split(' ').next()).collect();
-        assert_eq!(shapes, ["qkv", "2048x2048"], "{step}");
+        let shapes = |line: &str| -> Vec<String> {
+            let line = script.lines().find(|l| l.trim_start().starts_with(line)).unwrap_or_default();
+            line.split("--shape ").skip(1).filter_map(|rest| rest.split([' ', '"']).next()).map(String::from).collect()
+        };
+        // On the GPU, then in a rehearsal: square shapes both times.
+        assert_eq!(shapes("chain_shapes=\"--shape qkv"), ["qkv", "2048x2048"]);
+        assert_eq!(shapes("chain_shapes=\"--shape 256"), ["256x256", "128x128"]);
     }
 
     #[test]

@@ -16,7 +16,8 @@
 //! - `candle [--full]`: fmt, clippy (with and without `cuda`), the CPU tests and the package of
 //!   `crates/gemv-candle`; for `cuda`, candle's own CUDA kernels built by a stand-in nvcc (or,
 //!   with `--full`, the real one: 20 min).
-//! - `device-pack`: release binaries and run.sh for a GPU machine without Rust.
+//! - `device-pack [--rehearse]`: release binaries and run.sh for a GPU machine without Rust; with
+//!   `--rehearse`, run.sh run here on the CUDA emulator at small sizes (every bench step).
 //! - `aarch64`: gemv-cpu's clippy and tests for aarch64 Linux, the tests under qemu-user (part
 //!   of `test`).
 //! - `ggml-bench [OPTIONS]`: the CPU bench with llama.cpp's kernels as peer rows.
@@ -29,6 +30,7 @@ mod candle_gpu_test;
 mod cross;
 mod cuda_toolchain;
 mod device_pack;
+mod device_rehearsal;
 mod fixtures;
 mod ggml_bench;
 mod kernel_table;
@@ -81,6 +83,9 @@ commands:
                     --shape ffn-up --m 1,2,4,8 or --moe qwen3-moe-up)
   device-pack       build target/device-pack/ (release gemv, CUDA conformance tests, run.sh)
                     for a GPU machine without Rust: there, `bash target/device-pack/run.sh`
+  device-pack --rehearse
+                    run run.sh here on the CUDA emulator at small sizes (every bench step;
+                    the GPU-only steps skipped): proves the script before a GPU run
   mutants [--all]   cargo-mutants (installed on first use) over the selector, dispatch plan,
                     codecs and validation of gemv-core and gemv-backend (--all: every file),
                     judged by their tests and gemv-mock's; results in target/mutants-<crate>/
@@ -118,6 +123,7 @@ fn main() -> ExitCode {
         Some("model") => model::run(args.iter().any(|a| a == "--check")),
         Some("package") => package_library_crates(),
         Some("candle") => candle::run_check(args.iter().any(|a| a == "--full")),
+        Some("device-pack") if args.iter().any(|a| a == "--rehearse") => device_rehearsal::run(),
         Some("device-pack") => device_pack::run(),
         Some("aarch64") => cross::run_tests(),
         Some("ggml-bench") => ggml_bench::run(&args[1..]),
@@ -230,6 +236,8 @@ fn test() -> Result<(), String> {
             "emulator_fast_family",
             "--test",
             "emulator_load_widths",
+            "--test",
+            "emulator_dependent_launch",
             "--",
             "--skip",
             "gate7",
@@ -253,6 +261,9 @@ fn test() -> Result<(), String> {
         args.extend(["--", "--nocapture"]);
         util::run("cargo", &args)?;
     }
+    // The device pack's run.sh end to end on the emulator at small sizes (half a minute): a
+    // script that would fail on the GPU machine fails here first.
+    device_rehearsal::run()?;
     // An engine whose cudarc links libcuda (candle's way) can depend on gemv-cuda: the library
     // forces neither cudarc's linking mode nor its CUDA version.
     util::run(
