@@ -101,8 +101,9 @@ impl CudaBackend {
 
     /// The backend launching in `order`: [`LaunchOrder::ProgrammaticDependent`] makes every
     /// launch a programmatic dependent of the kernel before it on the stream, running the
-    /// modules' builds for such launches ([`Error::Unsupported`] below sm_90). Kernels looked up
-    /// before stay valid for the order they were looked up in: look them up again.
+    /// modules' builds for such launches ([`Error::Unsupported`] below sm_90). Kernel handles
+    /// stay valid (they name registry kernels); the functions behind them are loaded again, from
+    /// the builds for `order`, on first use.
     pub fn with_launch_order(mut self, order: LaunchOrder) -> Result<Self> {
         order.check(self.capability)?;
         if order != self.order {

@@ -8,7 +8,8 @@
 //!
 //! Each matrix's global scale is set so that a step keeps its activations' magnitude (one over
 //! the weights' root mean square times the square root of K): a long chain neither overflows nor
-//! vanishes, so every step runs the kernels' ordinary path.
+//! vanishes, so every step runs the kernels' ordinary path. Each arm uploads a shape's copies once
+//! for every M and family.
 //!
 //! Proved first, at N = K = 1040 with the same number of steps: every step of every arm bit for
 //! bit against the host contract run as the same chain (the exact family), or within the fast
@@ -52,13 +53,15 @@ fn chain_weights(n: usize, k: usize, steps: usize) -> Vec<Nvfp4Matrix> {
         .map(|step| {
             let drawn = conformance::matrix(n, k, 900 + step as u64);
             let view = drawn.view();
+            // The root mean square over (up to) the first 256 rows: the codes are drawn alike.
+            let rows = n.min(256);
             let mut sum = 0.0f64;
-            for row in 0..n {
+            for row in 0..rows {
                 for column in 0..k {
                     sum += f64::from(view.scaled_weight(row, column)).powi(2);
                 }
             }
-            let rms = (sum / (n * k) as f64).sqrt().max(f64::MIN_POSITIVE);
+            let rms = (sum / (rows * k) as f64).sqrt().max(f64::MIN_POSITIVE);
             let unit_gain = (1.0 / (rms * (k as f64).sqrt())) as f32;
             let (packed, scales, _) = drawn.into_parts();
             Nvfp4Matrix::from_parts(packed, scales, unit_gain, n, k).expect("a drawn matrix's own shape")
@@ -176,38 +179,58 @@ fn prove(arms: &[ChainArm], families: &[Family], ms: &[usize], steps: usize) -> 
     Ok(())
 }
 
-/// Times every arm on one shape and M in `family` (interleaved rounds, the median per arm).
+/// One arm's copies of a shape's chain, uploaded once for every M and family: `steps` matrices
+/// repeated to fill the cold bytes (consecutive chains read other copies), and X and Y for the
+/// largest M.
+struct ArmChain<'a> {
+    matrices: Vec<DeviceMatrix<&'a dyn GpuBackend>>,
+    buffers: [DeviceBuffer; 2],
+}
+
+impl<'a> ArmChain<'a> {
+    fn upload(arm: &'a ChainArm, weights: &[Nvfp4Matrix], chains: usize, max_m: usize) -> Result<Self, String> {
+        let backend: &dyn GpuBackend = arm.backend.as_ref();
+        let context = |e: gemv_backend::Error| format!("chain on {}: {e}", arm.label);
+        let n = weights[0].n();
+        let matrices = (0..chains * weights.len())
+            .map(|i| DeviceMatrix::upload(backend, &weights[i % weights.len()].view()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(context)?;
+        let buffers = [backend.alloc(2 * max_m * n).map_err(context)?, backend.alloc(2 * max_m * n).map_err(context)?];
+        let x0 = conformance::activations(max_m, n, 92);
+        backend.upload(buffers[0].whole(), bytemuck::cast_slice(&x0)).map_err(context)?;
+        Ok(Self { matrices, buffers })
+    }
+
+    fn free(self, arm: &ChainArm) {
+        drop(self.matrices);
+        for buffer in self.buffers {
+            let _ = arm.backend.free(buffer);
+        }
+    }
+}
+
+/// Times every arm on one shape at M = `m` in `family` (interleaved rounds, the median per arm).
 fn measure(
     arms: &[ChainArm],
+    uploaded: &[ArmChain<'_>],
     family: Family,
     label: &str,
-    n: usize,
     m: usize,
     options: &BenchOptions,
     steps: usize,
 ) -> Result<ChainRow, String> {
-    let weights = chain_weights(n, n, steps);
-    let weight_bytes = (n * n / 2 + n * n / 16) as u64;
-    // Whole chains of copies, enough to fill the cold bytes: consecutive chains read other copies.
-    let chains = memory::cold_copies(weight_bytes * steps as u64, options.cold_bytes() as u64) as usize;
-    let mut prepared = Vec::with_capacity(arms.len());
-    for arm in arms {
-        let backend: &dyn GpuBackend = arm.backend.as_ref();
-        let context = |e: gemv_backend::Error| format!("{label} chain on {}: {e}", arm.label);
-        let matrices = (0..chains * steps)
-            .map(|i| DeviceMatrix::upload(backend, &weights[i % steps].view()))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(context)?;
-        let buffers = [backend.alloc(2 * m * n).map_err(context)?, backend.alloc(2 * m * n).map_err(context)?];
-        let x0 = conformance::activations(m, n, 92);
-        backend.upload(buffers[0].whole(), bytemuck::cast_slice(&x0)).map_err(context)?;
+    let mut lists = Vec::with_capacity(arms.len());
+    for (arm, chain) in arms.iter().zip(uploaded) {
         let mut list = Vec::new();
-        for chain in 0..options.launches {
-            list.extend(chain_launches(&arm.tiers, family, m, &matrices, chain * steps, &buffers, steps)?);
+        for index in 0..options.launches {
+            list.extend(chain_launches(&arm.tiers, family, m, &chain.matrices, index * steps, &chain.buffers, steps)?);
         }
         // Warm-up: one chain.
-        arm.backend.time_launches(&list[..list.len() / options.launches], 1).map_err(context)?;
-        prepared.push((matrices, buffers, list));
+        arm.backend
+            .time_launches(&list[..list.len() / options.launches], 1)
+            .map_err(|e| format!("{label} chain on {}: {e}", arm.label))?;
+        lists.push(list);
     }
     let mut samples = vec![Vec::with_capacity(options.rounds); arms.len()];
     for round in 0..options.rounds {
@@ -216,15 +239,9 @@ fn measure(
             let arm = &arms[index];
             let elapsed = arm
                 .backend
-                .time_launches(&prepared[index].2, 1)
+                .time_launches(&lists[index], 1)
                 .map_err(|e| format!("{label} chain on {}: {e}", arm.label))?;
             samples[index].push(elapsed.as_secs_f64() / (options.launches * steps) as f64);
-        }
-    }
-    for (arm, (matrices, buffers, _)) in arms.iter().zip(prepared) {
-        drop(matrices);
-        for buffer in buffers {
-            let _ = arm.backend.free(buffer);
         }
     }
     let micros = samples
@@ -296,11 +313,23 @@ pub fn run(options: &BenchOptions, steps: usize, out: &mut dyn Write) -> Result<
     let mut rows = Vec::new();
     let total = options.shapes.len() * options.ms.len() * families.len();
     for (label, n, _) in &options.shapes {
+        let weights = chain_weights(*n, *n, steps);
+        let weight_bytes = (n * n / 2 + n * n / 16) as u64;
+        let chains = memory::cold_copies(weight_bytes * steps as u64, options.cold_bytes() as u64) as usize;
+        eprintln!("bench: {label}: {chains} copies of the chain's {steps} matrices on each arm, for cold weights");
+        let uploaded = arms
+            .iter()
+            .map(|arm| ArmChain::upload(arm, &weights, chains, max_m))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(CliError::Backend)?;
         for &m in &options.ms {
             for &family in &families {
-                rows.push(measure(&arms, family, label, *n, m, options, steps).map_err(CliError::Backend)?);
+                rows.push(measure(&arms, &uploaded, family, label, m, options, steps).map_err(CliError::Backend)?);
                 progress(rows.len(), total, "bench --chain", "rows");
             }
+        }
+        for (arm, chain) in arms.iter().zip(uploaded) {
+            chain.free(arm);
         }
     }
     print(out, &info, options, steps, &arms, &rows, &notes).map_err(stdout_error)?;
