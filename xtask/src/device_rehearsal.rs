@@ -15,8 +15,9 @@ pub const BENCH_STEPS: [&str; 5] = ["variants", "moe", "bench", "families", "cha
 /// Builds `gemv` with the emulator, writes run.sh beside it and runs it.
 pub fn run() -> Result<(), String> {
     eprintln!("xtask: building gemv with the CUDA emulator for the rehearsal");
+    // The features `cargo xtask test` builds the workspace with, so that its build is reused.
     let gemv = crate::util::cargo_json_executable(
-        &["build", "-p", "gemv-cli", "--features", "emulator", "--bin", "gemv", "--message-format=json"],
+        &["build", "--workspace", "--features", "gemv-cli/emulator", "--bin", "gemv", "--message-format=json"],
         &[],
         "gemv",
     )?;
