@@ -92,7 +92,7 @@ pub fn open_dependent(name: &str) -> Result<Box<dyn BenchTimers>, String> {
 #[cfg(feature = "emulator")]
 fn open_dependent_emulator() -> Result<Box<dyn BenchTimers>, String> {
     let capability = EMULATED.get().copied().unwrap_or(gemv_cuda_emulator::DEFAULT_EMULATED_CAPABILITY);
-    if capability < (9, 0) {
+    if gemv_cuda::LaunchOrder::ProgrammaticDependent.check(capability).is_err() {
         return Err(format!(
             "cuda-emu emulating {}.{} has no programmatic dependent launches (sm_90 and newer)",
             capability.0, capability.1

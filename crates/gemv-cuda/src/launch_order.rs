@@ -33,11 +33,15 @@ impl LaunchOrder {
     /// [`gemv_backend::Error::Unsupported`] where a device of compute capability `capability`
     /// cannot launch in this order.
     pub fn check(self, capability: (i32, i32)) -> gemv_backend::Result<()> {
+        // The builds table decides where such launches exist: where the exact family has a build
+        // for them.
         match self {
-            LaunchOrder::ProgrammaticDependent if capability < (9, 0) => Err(gemv_backend::Error::Unsupported {
-                backend: "cuda",
-                what: "programmatic dependent launches below sm_90",
-            }),
+            LaunchOrder::ProgrammaticDependent if self.module_build(gemv_core::MODULE_NAME, capability).is_none() => {
+                Err(gemv_backend::Error::Unsupported {
+                    backend: "cuda",
+                    what: "programmatic dependent launches below sm_90",
+                })
+            }
             _ => Ok(()),
         }
     }
