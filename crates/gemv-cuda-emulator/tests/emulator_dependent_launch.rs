@@ -15,7 +15,7 @@
 
 use gemv_backend::{DeviceExperts, GemvArgs, GpuBackend};
 use gemv_conformance as conformance;
-use gemv_core::{Family, GROUPED_KERNELS, KERNELS, Nvfp4Experts, gemv_contract};
+use gemv_core::{Family, GROUPED_KERNELS, GroupedCall, KERNELS, Nvfp4Experts, gemv_contract};
 use gemv_cuda_emulator::{CudaEmulator, HostLaunch, ThreadOrder};
 
 /// Rows: no family's whole block, so a partial block runs; on one SM a persistent kernel's warps
@@ -100,20 +100,7 @@ fn every_grouped_kernel_launched_as_a_dependent_waits_before_the_routing_and_giv
         let expected = expected.of(spec.family);
         let emulator = dependent_emulator(0xD1_0000 + i as u64);
         let run = || -> gemv_backend::Result<Vec<u16>> {
-            let layer = DeviceExperts::upload(&emulator, &view)?;
-            let x_buffer = emulator.alloc(2 * x.len())?;
-            emulator.upload(x_buffer.whole(), bytemuck::cast_slice(&x))?;
-            let ids_bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_le_bytes()).collect();
-            let routing = emulator.alloc(ids_bytes.len())?;
-            emulator.upload(routing.whole(), &ids_bytes)?;
-            let y = emulator.alloc(2 * expected.len())?;
-            let args =
-                layer.args(x_buffer.whole(), routing.whole(), y.whole(), m, top_k, spec.family).with_kernel(spec);
-            emulator.launch_grouped(&args)?;
-            emulator.synchronize()?;
-            let mut found = vec![0u16; expected.len()];
-            emulator.download(y.whole(), bytemuck::cast_slice_mut(&mut found))?;
-            Ok(found)
+            DeviceExperts::upload(&emulator, &view)?.call_on(spec, &x, &ids, &GroupedCall::new(m, top_k))
         };
         match run() {
             Err(error) => wrong.push(format!("{}: {error}", spec.name)),
