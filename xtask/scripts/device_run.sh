@@ -116,13 +116,19 @@ else
 fi
 
 # 4. The benchmark sweep (the protocol of docs/benchmarks.md): the three 27B shapes, M = 1..8, plus
-#    the 8-wide batch8 kernel, and cuBLAS's BF16 GEMM as the peer row where libcublas loads.
-step bench bench.log 120 "$here/gemv" bench --backend "$backend" $three_shapes --m 1..8 \
+#    the 8-wide batch8 kernel, and cuBLAS's BF16 GEMM as the peer row where libcublas loads. Steps 4
+#    and 5 run the rule's plans (GEMV_NO_TUNED_TABLE): the tier kernels' rows the time model and the
+#    tuned table are fitted to; step 5c runs the tuned table's.
+GEMV_NO_TUNED_TABLE=1 step bench bench.log 120 "$here/gemv" bench --backend "$backend" $three_shapes --m 1..8 \
   --tier plan --tier w4a16_gemv_batch8 --peak-gbps 4800 $quick
 # 5. The two families side by side on the three shapes, M = 1..16 (the fast family's target:
 #    t(16) / t(1) <= 1.10).
-step families families.log 120 "$here/gemv" bench --backend "$backend" $three_shapes --m 1..16 \
+GEMV_NO_TUNED_TABLE=1 step families families.log 120 "$here/gemv" bench --backend "$backend" $three_shapes --m 1..16 \
   --family exact --family fast --peak-gbps 4800 --plot "$out/families.svg" $quick
+# 5c. The tuned table's plans and kernels (docs/tuning.md: ring kernels at widths 1 and 2, M = 9 as
+#     8 + 1, ...) for both families, M = 1..20, beside step 5's rule: what the table gains.
+step tuned tuned.log 90 "$here/gemv" bench --backend "$backend" $three_shapes --m 1..20 \
+  --family exact --family fast --peak-gbps 4800 $quick
 # 5b. A chain of 8 dependent layers (docs/kernels.md, builds for programmatic dependent launch):
 #     each family's plan launched one after the other and as programmatic dependents, whose
 #     kernels stream their weights while the step before finishes, on the 5120 x 5120 projection

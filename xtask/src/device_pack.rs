@@ -260,6 +260,19 @@ mod tests {
         assert_eq!(shapes("chain_shapes=\"--shape 256"), ["256x256", "128x128"]);
     }
 
+    /// The rule's rows (what the model and the tuned table are fitted to) and the table's own
+    /// come from separate steps: a run that timed only the table's plans could not refit it.
+    #[test]
+    fn the_rule_and_the_tuned_table_are_timed_by_separate_steps() {
+        let script = run_script();
+        for rule in ["step bench ", "step families "] {
+            let line = script.lines().find(|l| l.contains(rule)).unwrap_or_default();
+            assert!(line.starts_with("GEMV_NO_TUNED_TABLE=1 step "), "{line}");
+        }
+        let tuned = step_text(&script, "step tuned");
+        assert!(tuned.contains("--family exact --family fast") && tuned.contains("--m 1..20"), "{tuned}");
+    }
+
     #[test]
     fn the_variants_step_names_every_ring_kernel_and_its_classic_baseline() {
         let script = run_script();

@@ -1,8 +1,8 @@
 //! `cargo xtask device-pack --rehearse`: the device pack's run.sh run end to end here, on the CUDA
 //! emulator at small sizes (`GEMV_DEVICE_BACKEND=cuda-emu`), so that a script error (an option
 //! `gemv` refuses, a step that never ends, a log it never writes) shows before a GPU lending
-//! rather than during one. Every bench step runs (variants, moe, bench, families, chain, the
-//! JSON); the steps that need a GPU say they were skipped. Fails unless run.sh exits 0 and every
+//! rather than during one. Every bench step runs (variants, moe, bench, families, tuned, chain,
+//! the JSON); the steps that need a GPU say they were skipped. Fails unless run.sh exits 0 and every
 //! bench step's line in the summary says `exit 0`.
 
 use crate::util::root;
@@ -10,7 +10,7 @@ use std::process::Command;
 
 const REHEARSAL: &str = "target/device-rehearsal";
 /// The bench steps of run.sh, which a rehearsal must run.
-pub const BENCH_STEPS: [&str; 5] = ["variants", "moe", "bench", "families", "chain"];
+pub const BENCH_STEPS: [&str; 6] = ["variants", "moe", "bench", "families", "tuned", "chain"];
 
 /// Builds `gemv` with the emulator, writes run.sh beside it and runs it.
 pub fn run() -> Result<(), String> {

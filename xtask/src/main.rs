@@ -12,6 +12,8 @@
 //!   pinned NVRTC.
 //! - `sass [--check]`: the static SASS report docs/sass.md.
 //! - `model [--check]`: the exact family's time model fitted to the H200 measurements, docs/model.md.
+//! - `tune [--check]`: the tuned table the dispatch reads (gemv-core's `tuned_table.rs`) and its
+//!   evidence, docs/tuning.md, from the measured run and the model.
 //! - `package`: `cargo package` of the library crates, verified (the last step of `test`).
 //! - `candle [--full]`: fmt, clippy (with and without `cuda`), the CPU tests and the package of
 //!   `crates/gemv-candle`; for `cuda`, candle's own CUDA kernels built by a stand-in nvcc (or,
@@ -40,6 +42,7 @@ mod mutants;
 mod provision;
 mod sass;
 mod skips;
+mod tune;
 mod util;
 
 use std::process::ExitCode;
@@ -48,7 +51,7 @@ const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
   test              provision tools, then fmt --check, clippy -D warnings, artifact freshness
-                    (fixtures, kernels, sass, model, mutants --summary --check), cargo test --workspace, the emulator
+                    (fixtures, kernels, sass, model, tune, mutants --summary --check), cargo test --workspace, the emulator
                     suites under ASan+UBSan, cargo doc, the release real-shape tests and
                     cargo package of the library crates;
                     ends with the count of skipped tests (GEMV_EXPECTED_SKIPS=cuda,wgpu lists
@@ -66,6 +69,10 @@ commands:
   model [--check]   fit the exact family's time model to the committed H200 measurements and
                     write docs/model.md (held-out errors, predictions for the ring kernels and
                     the grouped launches)
+  tune [--check]    the tuned table the dispatch reads (crates/gemv-core/src/tuned_table.rs:
+                    per device, auto's family, the kernel per exact width, the plan per M) from
+                    the committed measured run and the model's predictions where no run has
+                    measured; its evidence in docs/tuning.md
   package           cargo package of the library crates, each tarball built against the
                     others' tarballs (the last step of `test`)
   candle [--full]   crates/gemv-candle (Nvfp4Linear for candle): fmt, clippy, the CPU tests and
@@ -121,6 +128,7 @@ fn main() -> ExitCode {
         Some("kernels") => kernels::run(args.iter().any(|a| a == "--check")),
         Some("sass") => sass::run(args.iter().any(|a| a == "--check")),
         Some("model") => model::run(args.iter().any(|a| a == "--check")),
+        Some("tune") => tune::run(args.iter().any(|a| a == "--check")),
         Some("package") => package_library_crates(),
         Some("candle") => candle::run_check(args.iter().any(|a| a == "--full")),
         Some("device-pack") if args.iter().any(|a| a == "--rehearse") => device_rehearsal::run(),
@@ -211,6 +219,7 @@ fn test() -> Result<(), String> {
     kernels::run(true)?;
     sass::run(true)?;
     model::run(true)?;
+    tune::run(true)?;
     mutants::check_summary()?;
     skips::start()?;
     util::run("cargo", &["test", "--workspace", "--features", CLI_EMULATOR])?;

@@ -10,6 +10,12 @@ pub trait GpuBackend: Send + Sync {
     /// The device behind it.
     fn device_info(&self) -> DeviceInfo;
 
+    /// The CUDA compute capability it runs or emulates, `None` for every other kind of device:
+    /// the key of the tuned table ([`gemv_core::device_tuning`]).
+    fn compute_capability(&self) -> Option<(i32, i32)> {
+        None
+    }
+
     /// Looks a kernel up by module and name; [`KernelHandle::NONE`] when this backend lacks it.
     /// Never fails.
     fn lookup_kernel(&self, module: &str, name: &str) -> KernelHandle;
@@ -56,6 +62,9 @@ impl<T: GpuBackend + ?Sized> GpuBackend for &T {
     }
     fn device_info(&self) -> DeviceInfo {
         (**self).device_info()
+    }
+    fn compute_capability(&self) -> Option<(i32, i32)> {
+        (**self).compute_capability()
     }
     fn lookup_kernel(&self, module: &str, name: &str) -> KernelHandle {
         (**self).lookup_kernel(module, name)

@@ -124,7 +124,7 @@ impl<B: BackendRef> DeviceExperts<B> {
     /// where asked for and present); returns Y `[m][top_k][N]`. The routing is validated here
     /// first, so an id past the experts is [`CoreError::ExpertOutOfRange`] on every backend.
     pub fn call(&self, tiers: &ResolvedTiers, x: &[u16], ids: &[u32], call: &GroupedCall) -> Result<Vec<u16>> {
-        let family = tiers.family(call.m(), call.family())?;
+        let family = tiers.family(call.family())?;
         self.launch_grouped(x, ids, call, family, None)
     }
 

@@ -5,11 +5,17 @@
 //! decision itself lives in gemv-core ([`select_tier`], [`dispatch_plan`], [`select_family`]);
 //! this only binds it. The fast family's tiers ([`FAST_TIERS`]) resolve where the backend has
 //! them (CUDA sm_80+, the emulator) and are zero handles elsewhere.
+//!
+//! On a device the tuned table knows ([`gemv_core::device_tuning`], by compute capability), a
+//! width may resolve the table's kernel instead of the tier's own, a call's plan is the table's
+//! where it has one for that M, and `Auto` takes the table's family; each falls back to the rule
+//! where the table's choice is absent on the device or turned off by a kill switch.
 
 use crate::{GpuBackend, KernelHandle};
 use gemv_core::{
-    BATCH4_TO_8, FAST_TIERS, Family, FamilyChoice, GemvCall, KillSwitches, Launch, MODULE_NAME, TIERS, TierMask,
-    WIDEST_TIER, dispatch_plan, fast_dispatch_plan, kernel_spec, select_family, select_tier,
+    BATCH4_TO_8, DeviceTuning, FAST_TIERS, Family, FamilyChoice, GemvCall, KERNELS, KillSwitches, Launch, MODULE_NAME,
+    TIERS, TierMask, WIDEST_TIER, device_tuning, dispatch_plan, fast_dispatch_plan, kernel_spec, select_family,
+    select_tier,
 };
 
 /// One launch of a call's plan, bound to this backend: the kernel that runs it and the rows of
@@ -28,28 +34,63 @@ pub struct ResolvedTiers {
     handles: [KernelHandle; TIERS.len()],
     fast: [KernelHandle; FAST_TIERS.len()],
     switches: KillSwitches,
+    tuning: Option<&'static DeviceTuning>,
 }
 
 impl ResolvedTiers {
-    /// Looks every tier up on `backend` under `switches`.
+    /// Looks every tier up on `backend` under `switches`, tuned for its compute capability.
     pub fn resolve(backend: &dyn GpuBackend, switches: KillSwitches) -> Self {
-        Self::resolve_with(backend.name(), |module, name| backend.lookup_kernel(module, name), switches)
+        Self::resolve_with(
+            backend.name(),
+            |module, name| backend.lookup_kernel(module, name),
+            switches,
+            backend.compute_capability(),
+        )
     }
 
-    /// Looks every tier up with `lookup` (module, kernel name -> handle) under `switches`: for an
-    /// engine path that holds its kernels without a [`GpuBackend`] (CUDA's `CudaKernels`).
-    pub fn resolve_with(backend: &str, lookup: impl Fn(&str, &str) -> KernelHandle, switches: KillSwitches) -> Self {
+    /// Looks every tier up with `lookup` (module, kernel name -> handle) under `switches`, tuned
+    /// for a device of `capability` (`None`: no tuning): for an engine path that holds its kernels
+    /// without a [`GpuBackend`] (CUDA's `CudaKernels`).
+    pub fn resolve_with(
+        backend: &str,
+        lookup: impl Fn(&str, &str) -> KernelHandle,
+        switches: KillSwitches,
+        capability: Option<(i32, i32)>,
+    ) -> Self {
+        let tuning = device_tuning(capability, switches);
         let handles = std::array::from_fn(|index| {
             let tier = TIERS[index];
-            let preferred = lookup(MODULE_NAME, tier.kernel_name(switches));
+            let tuned = tuning.and_then(|t| t.kernel_for_width(tier.width)).map(|name| lookup(MODULE_NAME, name));
+            let preferred =
+                tuned.filter(|h| h.is_resolved()).unwrap_or_else(|| lookup(MODULE_NAME, tier.kernel_name(switches)));
             if preferred.is_resolved() { preferred } else { lookup(MODULE_NAME, tier.kernel) }
         });
         let fast = std::array::from_fn(|index| {
             kernel_spec(FAST_TIERS[index].kernel).map_or(KernelHandle::NONE, |spec| lookup(spec.module, spec.name))
         });
-        let resolved = Self { handles, fast, switches };
-        tracing::debug!(backend, present = resolved.present().bits(), "tiers resolved");
+        let resolved = Self { handles, fast, switches, tuning };
+        tracing::debug!(
+            backend,
+            present = resolved.present().bits(),
+            tuned = tuning.map(|t| t.device),
+            "tiers resolved"
+        );
         resolved
+    }
+
+    /// The tuned table's entry this table follows (`None`: the rule everywhere).
+    pub fn tuning(&self) -> Option<&'static DeviceTuning> {
+        self.tuning
+    }
+
+    /// The name of the kernel `TIERS[index]` (`family` exact) or `FAST_TIERS[index]` (fast)
+    /// resolved to, `None` when absent.
+    pub fn kernel_name(&self, family: Family, index: usize) -> Option<&'static str> {
+        let handle = match family {
+            Family::Exact => self.handle(index),
+            Family::Fast => self.fast_handle(index),
+        };
+        handle.registry_index().map(|i| KERNELS[i].name)
     }
 
     /// The switches it was resolved under.
@@ -89,8 +130,13 @@ impl ResolvedTiers {
         self.handles[BATCH4_TO_8.start].is_resolved()
     }
 
-    /// A dispatch plan for any `m` within `width_cap` over the present tiers.
+    /// A dispatch plan for any `m` within `width_cap` over the present tiers: the tuned table's
+    /// where it has a usable one, else the rule's.
     pub fn plan(&self, m: usize, width_cap: usize) -> gemv_core::Result<Vec<Launch>> {
+        if let Some(plan) = self.tuning.and_then(|t| t.plan(Family::Exact, m, width_cap, self.present(), self.switches))
+        {
+            return Ok(plan);
+        }
         dispatch_plan(m, width_cap, self.present(), self.switches.exact_m_tiers)
     }
 
@@ -104,8 +150,15 @@ impl ResolvedTiers {
         (0..FAST_TIERS.len()).filter(|&i| self.fast[i].is_resolved()).fold(TierMask::NONE, TierMask::with)
     }
 
-    /// A fast-family dispatch plan for any `m` (indices into [`FAST_TIERS`]).
+    /// A fast-family dispatch plan for any `m` (indices into [`FAST_TIERS`]): the tuned table's
+    /// where it has a usable one, else the rule's.
     pub fn fast_plan(&self, m: usize) -> gemv_core::Result<Vec<Launch>> {
+        let widest = FAST_TIERS[FAST_TIERS.len() - 1].width;
+        if let Some(plan) =
+            self.tuning.and_then(|t| t.plan(Family::Fast, m, widest, self.fast_present(), self.switches))
+        {
+            return Ok(plan);
+        }
         fast_dispatch_plan(m, self.fast_present())
     }
 
@@ -114,17 +167,19 @@ impl ResolvedTiers {
     /// launch with its kernel. The one place an engine path turns a call into kernels.
     pub fn plan_call(&self, call: &GemvCall) -> gemv_core::Result<Vec<PlannedLaunch>> {
         let m = call.m();
-        let (plan, handles) = match self.family(m, call.family())? {
+        let (plan, handles) = match self.family(call.family())? {
             Family::Exact => (self.plan(m, WIDEST_TIER)?, &self.handles[..]),
             Family::Fast => (self.fast_plan(m)?, &self.fast[..]),
         };
         Ok(plan.into_iter().map(|launch| PlannedLaunch { kernel: handles[launch.tier], launch }).collect())
     }
 
-    /// The family that serves `m` on this backend for `choice` (the policy of
-    /// [`select_family`], with the fast family available where every fast tier resolved).
-    pub fn family(&self, m: usize, choice: FamilyChoice) -> gemv_core::Result<Family> {
+    /// The family that serves a call on this backend for `choice` (the policy of
+    /// [`select_family`], with the fast family available where every fast tier resolved and
+    /// `Auto` preferring the tuned table's family).
+    pub fn family(&self, choice: FamilyChoice) -> gemv_core::Result<Family> {
         let available = self.fast.iter().all(|h| h.is_resolved());
-        select_family(m, choice, available, self.switches)
+        let preferred = self.tuning.map_or(Family::Exact, |t| t.auto_family);
+        select_family(choice, available, self.switches, preferred)
     }
 }

@@ -64,7 +64,7 @@ fn layer(backend: &dyn GpuBackend, m: usize) -> Result<(Vec<u16>, Vec<String>), 
         .plan(m, WIDEST_TIER)
         .map_err(|e| e.to_string())?
         .iter()
-        .map(|l| format!("{}[{} rows]", gemv_core::TIERS[l.tier].kernel_name(tiers.switches()), l.rows))
+        .map(|l| format!("{}[{} rows]", tiers.kernel_name(gemv_core::Family::Exact, l.tier).unwrap_or("?"), l.rows))
         .collect();
     Ok((y, plan))
 }

@@ -187,6 +187,37 @@ fn emulate_chooses_the_emulated_capability() {
     assert!(stderr.contains("MAJOR.MINOR"), "{stderr}");
 }
 
+/// `gemv info` says what the tuned table gives a backend: the emulator of sm_90 follows the
+/// H200's entry (auto = fast, ring kernels at widths 1 and 2, M = 9 as two launches), sm_80 has no
+/// entry, and `GEMV_NO_TUNED_TABLE` turns it off.
+#[cfg(feature = "emulator")]
+#[test]
+fn info_shows_the_tuned_table_of_the_emulated_device() {
+    let (code, stdout, stderr) = gemv(&["info", "--backend", "cuda-emu"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("tuned table: NVIDIA H200 (sm_90, docs/measurements/h200-2026-12-04): auto = fast"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("width 1 -> w4a16_gemv_ring3_r4_b2_p (modelled)"), "{stdout}");
+    assert!(stdout.contains("auto: fast for every M"), "{stdout}");
+    let m9 = stdout.lines().find(|l| l.trim_start().starts_with("9 ")).expect("M = 9 row");
+    assert!(m9.contains("w4a16_gemv_batch8_rt2[8 rows] + w4a16_gemv_ring3_r4_b2_p[1 rows]"), "{m9}");
+    let (code, stdout, stderr) = gemv(&["info", "--backend", "cuda-emu", "--emulate", "8.0"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("tuned table: nothing for this device"), "{stdout}");
+    assert!(stdout.contains("auto: exact for every M"), "{stdout}");
+    let output = Command::new(env!("CARGO_BIN_EXE_gemv"))
+        .args(["info", "--backend", "cuda-emu"])
+        .env("GEMV_NO_TUNED_TABLE", "0")
+        .output()
+        .expect("gemv runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("tuned table: nothing for this device"), "=0 still turns it off: {stdout}");
+    let m9 = stdout.lines().find(|l| l.trim_start().starts_with("9 ")).expect("M = 9 row");
+    assert!(m9.contains("w4a16_gemv_batch16[9 rows]"), "{m9}");
+}
+
 const SMALL_BENCH: [&str; 10] =
     ["--shape", "64x272", "--rounds", "2", "--launches", "2", "--cold-mb", "1", "--backend", "host"];
 

@@ -6,9 +6,11 @@
 //! instead of bit-equal to the exact family, and batch-invariant (a token's bits do not depend on
 //! M, on the tier or on the other tokens) for a given device and build.
 //!
-//! `Auto` keeps the exact family, so that the default result on CUDA is the host's and wgpu's bit
-//! for bit: [`FAST_FAMILY_BY_DEFAULT`] is the switch that turns the threshold policy on, and
-//! `Fast` is opt-in. `GEMV_EXACT_ONLY` forces the exact family always.
+//! `Auto` takes the family the device's tuned table names (`cargo xtask tune`: the family its
+//! measurements found faster), one family for every M so that a token's bits never depend on how
+//! many tokens share its launch; where the table knows no such device, the exact family, so that
+//! the result is the host's and wgpu's bit for bit. `Exact` and `Fast` are one option away.
+//! `GEMV_EXACT_ONLY` forces the exact family always.
 
 use crate::{CoreError, KillSwitches, Result};
 
@@ -53,28 +55,18 @@ impl From<Family> for FamilyChoice {
     }
 }
 
-/// Whether `Auto` may pick the fast family. Off: the default keeps the exact contract's bits.
-pub const FAST_FAMILY_BY_DEFAULT: bool = false;
-
-/// With the policy on, `Auto` picks the fast family from this M (the exact family's issue model
-/// on H200 falls below 70% from M = 2; a threshold of 1 would make every M batch-invariant).
-pub const FAST_FAMILY_FROM_M: usize = 2;
-
-/// The family that serves `m` tokens on a device where the fast family is `fast_available`.
+/// The family that serves a call on a device where the fast family is `fast_available`, for
+/// `choice`; `preferred` is what `Auto` takes there (the device's tuned family, or
+/// [`Family::Exact`] where it has none).
 ///
 /// `GEMV_EXACT_ONLY` (`switches.fast_family == false`) wins over everything; `Fast` without the
-/// family on the device is [`CoreError::FamilyUnavailable`].
-pub fn select_family(m: usize, choice: FamilyChoice, fast_available: bool, switches: KillSwitches) -> Result<Family> {
-    select_family_with(m, choice, fast_available, switches, FAST_FAMILY_BY_DEFAULT)
-}
-
-/// [`select_family`] with the default policy given (so both settings are testable).
-pub fn select_family_with(
-    m: usize,
+/// family on the device is [`CoreError::FamilyUnavailable`]; `Auto` preferring a family the device
+/// lacks takes the exact one.
+pub fn select_family(
     choice: FamilyChoice,
     fast_available: bool,
     switches: KillSwitches,
-    fast_by_default: bool,
+    preferred: Family,
 ) -> Result<Family> {
     if !switches.fast_family {
         return Ok(Family::Exact);
@@ -83,7 +75,7 @@ pub fn select_family_with(
         FamilyChoice::Exact => Ok(Family::Exact),
         FamilyChoice::Fast if fast_available => Ok(Family::Fast),
         FamilyChoice::Fast => Err(CoreError::FamilyUnavailable { family: Family::Fast.name() }),
-        FamilyChoice::Auto if fast_by_default && fast_available && m >= FAST_FAMILY_FROM_M => Ok(Family::Fast),
+        FamilyChoice::Auto if preferred == Family::Fast && fast_available => Ok(Family::Fast),
         FamilyChoice::Auto => Ok(Family::Exact),
     }
 }
@@ -92,36 +84,33 @@ pub fn select_family_with(
 mod tests {
     use super::*;
 
-    const ON: KillSwitches = KillSwitches { exact_m_tiers: true, batch8_register_tiled: true, fast_family: true };
+    const ON: KillSwitches = KillSwitches::ALL_ON;
 
     #[test]
     fn the_kill_switch_forces_exact_whatever_is_asked() {
         let off = KillSwitches { fast_family: false, ..ON };
         for choice in [FamilyChoice::Auto, FamilyChoice::Exact, FamilyChoice::Fast] {
-            for by_default in [false, true] {
-                assert_eq!(select_family_with(8, choice, true, off, by_default).ok(), Some(Family::Exact));
+            for preferred in [Family::Exact, Family::Fast] {
+                assert_eq!(select_family(choice, true, off, preferred).ok(), Some(Family::Exact));
             }
         }
-        assert_eq!(select_family_with(8, FamilyChoice::Fast, true, ON, false).ok(), Some(Family::Fast));
+        assert_eq!(select_family(FamilyChoice::Fast, true, ON, Family::Exact).ok(), Some(Family::Fast));
     }
 
     #[test]
-    fn auto_follows_the_threshold_only_when_the_policy_is_on() {
-        for m in 1..=40 {
-            let expected = if m >= FAST_FAMILY_FROM_M { Family::Fast } else { Family::Exact };
-            assert_eq!(select_family_with(m, FamilyChoice::Auto, true, ON, true).ok(), Some(expected), "m = {m}");
-            assert_eq!(select_family_with(m, FamilyChoice::Auto, false, ON, true).ok(), Some(Family::Exact));
-            assert_eq!(select_family_with(m, FamilyChoice::Auto, true, ON, false).ok(), Some(Family::Exact));
-        }
-        assert_eq!(select_family(8, FamilyChoice::Auto, true, ON).ok(), Some(Family::Exact), "off by default");
+    fn auto_takes_the_preferred_family_where_the_device_has_it() {
+        assert_eq!(select_family(FamilyChoice::Auto, true, ON, Family::Fast).ok(), Some(Family::Fast));
+        assert_eq!(select_family(FamilyChoice::Auto, false, ON, Family::Fast).ok(), Some(Family::Exact));
+        assert_eq!(select_family(FamilyChoice::Auto, true, ON, Family::Exact).ok(), Some(Family::Exact));
+        assert_eq!(select_family(FamilyChoice::Exact, true, ON, Family::Fast).ok(), Some(Family::Exact));
     }
 
     #[test]
     fn fast_without_the_family_is_a_typed_error() {
-        match select_family(4, FamilyChoice::Fast, false, ON) {
+        match select_family(FamilyChoice::Fast, false, ON, Family::Fast) {
             Err(CoreError::FamilyUnavailable { family }) => assert_eq!(family, "fast"),
             other => panic!("expected FamilyUnavailable, got {other:?}"),
         }
-        assert_eq!(select_family(4, FamilyChoice::Exact, false, ON).ok(), Some(Family::Exact));
+        assert_eq!(select_family(FamilyChoice::Exact, false, ON, Family::Fast).ok(), Some(Family::Exact));
     }
 }

@@ -12,6 +12,9 @@ pub const NO_BATCH8_RT: &str = "GEMV_NO_BATCH8_RT";
 /// Forces the exact family everywhere: the fast (tensor-core) family is never dispatched, even
 /// when asked for.
 pub const EXACT_ONLY: &str = "GEMV_EXACT_ONLY";
+/// Ignores the tuned table (`cargo xtask tune`): every device takes the rule's plan, the tiers'
+/// own kernels and the exact family for `Auto`.
+pub const NO_TUNED_TABLE: &str = "GEMV_NO_TUNED_TABLE";
 
 /// The dispatch features the kill switches control.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -22,21 +25,28 @@ pub struct KillSwitches {
     pub batch8_register_tiled: bool,
     /// The fast family may be dispatched (where the device has it).
     pub fast_family: bool,
+    /// The tuned table may choose plans, kernels and `Auto`'s family.
+    pub tuned_table: bool,
 }
 
 impl Default for KillSwitches {
     fn default() -> Self {
-        Self { exact_m_tiers: true, batch8_register_tiled: true, fast_family: true }
+        Self::ALL_ON
     }
 }
 
 impl KillSwitches {
+    /// No switch set: every feature on.
+    pub const ALL_ON: Self =
+        Self { exact_m_tiers: true, batch8_register_tiled: true, fast_family: true, tuned_table: true };
+
     /// From a presence test, e.g. `|name| std::env::var_os(name).is_some()`.
     pub fn from_presence(is_set: impl Fn(&str) -> bool) -> Self {
         Self {
             exact_m_tiers: !is_set(NO_EXACT_M_TIERS),
             batch8_register_tiled: !is_set(NO_BATCH8_RT),
             fast_family: !is_set(EXACT_ONLY),
+            tuned_table: !is_set(NO_TUNED_TABLE),
         }
     }
 

@@ -11,7 +11,8 @@
 //! - [`Nvfp4Experts`], [`ExpertRouting`], [`GroupedCall`], [`grouped_contract`]: a routed
 //!   mixture-of-experts layer, every output its one expert's exact contract.
 //! - [`select_tier`], [`dispatch_plan`], [`KillSwitches`]: the one place tiers are decided;
-//!   [`select_family`]: the one place the kernel family (exact or fast) is decided.
+//!   [`select_family`]: the one place the kernel family (exact or fast) is decided;
+//!   [`device_tuning`]: what a device's measurements say to run there (the tuned table).
 #![warn(missing_docs)]
 
 pub use half;
@@ -37,6 +38,8 @@ mod reference;
 mod routing;
 mod shape;
 mod tiers;
+mod tuned_table;
+mod tuning;
 
 pub use bf16_element::{Bf16Element, bf16_bits, bf16_bits_mut};
 pub use builds::{MODULE_BUILDS, ModuleBuild, dependent_module_build, module_build, module_builds};
@@ -45,12 +48,12 @@ pub use checkpoint_names::{Nvfp4Layout, Nvfp4TensorNames};
 pub use contract::{PARTIALS, fused_multiply_add, gemv_contract, host_threads, widen_bf16};
 pub use error::{CoreError, Result};
 pub use experts::{Nvfp4Experts, Nvfp4ExpertsView, expert_global_scale};
-pub use family::{FAST_FAMILY_BY_DEFAULT, FAST_FAMILY_FROM_M, Family, FamilyChoice, select_family, select_family_with};
+pub use family::{Family, FamilyChoice, select_family};
 pub use grouped::{GROUPED_ALIGNMENTS, GROUPED_OPERANDS, GroupedCall, grouped_contract};
 pub use grouped_kernels::{
     GROUPED_KERNELS, GroupedKernelSpec, MAX_GROUPED_PAIRS, WARPS_PER_BLOCK, grouped_kernel, grouped_kernel_spec,
 };
-pub use kill_switch::{EXACT_ONLY, KillSwitches, NO_BATCH8_RT, NO_EXACT_M_TIERS};
+pub use kill_switch::{EXACT_ONLY, KillSwitches, NO_BATCH8_RT, NO_EXACT_M_TIERS, NO_TUNED_TABLE};
 pub use launch::{LaunchShape, Operand, strided_span};
 pub use matrix::{Nvfp4Matrix, Nvfp4View};
 pub use moe_layers::{MOE_LAYERS, MoeLayer, expected_pairs_per_expert, expected_touched_experts};
@@ -62,4 +65,7 @@ pub use shape::{GROUP_SIZE, GemvShape, validate_weight_shape};
 pub use tiers::{
     BATCH4_TO_8, FAST_MODULE_NAME, FAST_TIERS, KERNELS, KernelSpec, MODULE_NAME, TIERS, Tier, WIDEST_TIER, batch4_to_8,
     family_kernels, kernel_in_module, kernel_index, kernel_spec, narrowest_tier, select_tier,
+};
+pub use tuning::{
+    DeviceTuning, Evidence, TUNED_DEVICES, TunedKernel, TunedLaunch, TunedPlan, device_tuning, tuning_is_consistent,
 };

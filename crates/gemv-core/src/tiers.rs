@@ -33,8 +33,9 @@ pub struct KernelSpec {
     /// The CUDA exact kernel's weight pipeline: 0 for the classic one (X staged per pass, the next
     /// pass's weights in registers, the one after prefetched into L2); `d >= 2` for the ring
     /// pipeline, `d` passes of weights in a register ring and X staged once per segment of passes
-    /// (docs/kernels.md). Ring kernels compute the same bits and are in no tier: candidates that
-    /// measurements choose between. 0 for the fast family.
+    /// (docs/kernels.md). Ring kernels compute the same bits and are in no tier: candidates the
+    /// tuned table may put on a width of a device ([`crate::DeviceTuning::kernels`]). 0 for the
+    /// fast family.
     pub ring_depth: usize,
     /// Whether the CUDA grid is persistent: sized from the device (SMs times `cuda_min_blocks`,
     /// capped by the work) rather than from N, its warps walking groups of `rows` rows so that
@@ -85,8 +86,8 @@ const fn fast(name: &'static str, max_m: usize) -> KernelSpec {
 /// registers) to keep four rows (docs/kernels.md).
 ///
 /// The ring kernels (`*_ring{depth}_r{rows}_b{blocks}`, `_p` for a persistent grid) are the ring
-/// pipeline's variants of the 1-, 2- and 4-token kernels, in no tier until a measurement puts them
-/// there.
+/// pipeline's variants of the 1-, 2- and 4-token kernels, in no tier; the tuned table may serve a
+/// width with one on a device where it is faster ([`crate::device_tuning`]).
 pub const KERNELS: [KernelSpec; 21] = [
     exact("w4a16_gemv", 1, 4, 2),
     exact("w4a16_gemv_batch2", 2, 4, 1),

@@ -77,29 +77,24 @@ fn short_present_slices_count_as_absent() {
 }
 
 #[rstest]
-#[case::default(false, false, false, true, true, true)]
-#[case::no_exact(true, false, false, false, true, true)]
-#[case::no_rt(false, true, false, true, false, true)]
-#[case::exact_only(false, false, true, true, true, false)]
-#[case::all(true, true, true, false, false, false)]
-fn kill_switches_are_presence_checked(
-    #[case] no_exact: bool,
-    #[case] no_rt: bool,
-    #[case] exact_only: bool,
-    #[case] exact: bool,
-    #[case] rt: bool,
-    #[case] fast: bool,
-) {
+#[case::default([false, false, false, false], [true, true, true, true])]
+#[case::no_exact([true, false, false, false], [false, true, true, true])]
+#[case::no_rt([false, true, false, false], [true, false, true, true])]
+#[case::exact_only([false, false, true, false], [true, true, false, true])]
+#[case::no_tuned_table([false, false, false, true], [true, true, true, false])]
+#[case::all([true, true, true, true], [false, false, false, false])]
+fn kill_switches_are_presence_checked(#[case] set: [bool; 4], #[case] on: [bool; 4]) {
     // "Set to 0" still counts as set: presence is all that matters.
+    let [no_exact, no_rt, exact_only, no_tuned] = set;
     let switches = KillSwitches::from_presence(|name| match name {
         gemv_core::NO_EXACT_M_TIERS => no_exact,
         gemv_core::NO_BATCH8_RT => no_rt,
         gemv_core::EXACT_ONLY => exact_only,
+        gemv_core::NO_TUNED_TABLE => no_tuned,
         other => panic!("unexpected switch {other}"),
     });
-    assert_eq!(switches.exact_m_tiers, exact);
-    assert_eq!(switches.batch8_register_tiled, rt);
-    assert_eq!(switches.fast_family, fast);
+    let found = [switches.exact_m_tiers, switches.batch8_register_tiled, switches.fast_family, switches.tuned_table];
+    assert_eq!(found, on);
 }
 
 #[rstest]

@@ -171,7 +171,7 @@ impl CpuBackend {
         launch.check_operand(Operand::X, 0, 2 * x.len())?;
         launch.check_operand(Operand::Y, 0, 2 * y.len())?;
         let m = call.m();
-        select_family(m, call.family(), false, KillSwitches::process())?;
+        select_family(call.family(), false, KillSwitches::process(), gemv_core::Family::Exact)?;
         let threads = self.team()?;
         let path = self.launch_path(weights.arranged(), m);
         let (x_stride, y_stride) = (launch.x_row_stride(), launch.y_row_stride());

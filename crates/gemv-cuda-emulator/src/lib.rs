@@ -418,6 +418,10 @@ impl GpuBackend for CudaEmulator {
         }
     }
 
+    fn compute_capability(&self) -> Option<(i32, i32)> {
+        Some(self.capability)
+    }
+
     fn lookup_kernel(&self, module: &str, name: &str) -> KernelHandle {
         let Some(index) = gemv_core::kernel_in_module(module, name) else { return KernelHandle::NONE };
         match self.emulated_name(&gemv_core::KERNELS[index]) {

@@ -106,10 +106,11 @@ fn the_fast_plan_gives_every_token_its_bits_alone_at_any_m() {
     use gemv_core::{FamilyChoice, KillSwitches};
     let backend = CudaEmulator::new();
     let tiers = ResolvedTiers::resolve(&backend, KillSwitches::default());
-    assert_eq!(tiers.family(8, FamilyChoice::Fast).ok(), Some(Family::Fast));
-    assert_eq!(tiers.family(8, FamilyChoice::Auto).ok(), Some(Family::Exact), "the fast family is opt-in");
+    assert_eq!(tiers.family(FamilyChoice::Fast).ok(), Some(Family::Fast));
+    let untuned = ResolvedTiers::resolve(&backend, KillSwitches { tuned_table: false, ..KillSwitches::default() });
+    assert_eq!(untuned.family(FamilyChoice::Auto).ok(), Some(Family::Exact), "without the table auto is exact");
     let exact_only = ResolvedTiers::resolve(&backend, KillSwitches { fast_family: false, ..KillSwitches::default() });
-    assert_eq!(exact_only.family(8, FamilyChoice::Fast).ok(), Some(Family::Exact), "GEMV_EXACT_ONLY wins");
+    assert_eq!(exact_only.family(FamilyChoice::Fast).ok(), Some(Family::Exact), "GEMV_EXACT_ONLY wins");
     let (n, k, m) = (40, 272, 40);
     let w = matrix(n, k, 41);
     let x = activations(m, k, 42);
@@ -130,11 +131,11 @@ fn backends_without_the_family_refuse_it_with_a_typed_error() {
     use gemv_core::{CoreError, FamilyChoice, KillSwitches};
     let tiers = ResolvedTiers::resolve(&gemv_mock::MockBackend::new(), KillSwitches::default());
     assert_eq!(tiers.fast_present(), gemv_core::TierMask::NONE);
-    match tiers.family(8, FamilyChoice::Fast) {
+    match tiers.family(FamilyChoice::Fast) {
         Err(CoreError::FamilyUnavailable { family: "fast" }) => {}
         other => panic!("expected FamilyUnavailable, got {other:?}"),
     }
-    assert_eq!(tiers.family(8, FamilyChoice::Auto).ok(), Some(Family::Exact));
+    assert_eq!(tiers.family(FamilyChoice::Auto).ok(), Some(Family::Exact));
 }
 
 /// A grouped launch in the fast family: refused where the device lacks the family (an emulated

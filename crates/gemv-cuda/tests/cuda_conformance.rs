@@ -174,11 +174,18 @@ fn an_engine_launches_on_its_own_stream_and_memory_and_replays_a_captured_graph(
         let mut y = stream.alloc_zeros::<u16>(m * n).expect("y");
         let mut expected = vec![0u16; m * n];
         gemv_contract(&shard, &x_host, m, &mut expected, host_threads()).expect("contract");
-        // The default policy: the exact family, whatever M.
-        let call = GemvCall::new(m);
+        // The exact family (the tuned plan of this device where it has one), whatever M.
+        let call = GemvCall::new(m).with_family(FamilyChoice::Exact);
         kernels.gemv(&stream, &weights, &x.slice(..), &mut y.slice_mut(..), &call).expect("launches");
         let found = stream.clone_dtoh(&y).expect("y back");
         assert_eq!(found, expected, "M = {m}: direct launches");
+        // The default policy runs the family the tuned table names for this device, as if asked.
+        let preferred = kernels.tiers().family(FamilyChoice::Auto).expect("auto");
+        kernels.gemv(&stream, &weights, &x.slice(..), &mut y.slice_mut(..), &GemvCall::new(m)).expect("auto");
+        let auto = stream.clone_dtoh(&y).expect("y back");
+        let named = GemvCall::new(m).with_family(preferred.into());
+        kernels.gemv(&stream, &weights, &x.slice(..), &mut y.slice_mut(..), &named).expect("named");
+        assert_eq!(auto, stream.clone_dtoh(&y).expect("y back"), "M = {m}: auto is {}", preferred.name());
 
         // The same step captured into a graph: no allocation, copy or synchronisation inside.
         stream.memset_zeros(&mut y).expect("clear y");
@@ -225,7 +232,7 @@ fn an_engine_launches_on_its_own_stream_and_memory_and_replays_a_captured_graph(
         let exact = call.with_family(FamilyChoice::Exact);
         kernels.gemv(&stream, &weights, &x.slice(..), &mut y.slice_mut(..), &exact).expect("exact plan");
         assert_eq!(stream.clone_dtoh(&y).expect("y back"), expected, "M = {m}: exact family");
-        if kernels.tiers().family(m, FamilyChoice::Fast).is_ok() {
+        if kernels.tiers().family(FamilyChoice::Fast).is_ok() {
             let fast = call.with_family(FamilyChoice::Fast);
             kernels.gemv(&stream, &weights, &x.slice(..), &mut y.slice_mut(..), &fast).expect("fast plan");
             let found = stream.clone_dtoh(&y).expect("y back");
@@ -289,7 +296,7 @@ fn an_engine_runs_a_routed_layer_in_one_launch_and_replays_it_with_new_routings(
         let first = route(1);
         let mut routing = stream.clone_htod(&first).expect("routing");
         let mut y = stream.alloc_zeros::<u16>(m * top_k * n).expect("y");
-        let call = GroupedCall::new(m, top_k);
+        let call = GroupedCall::new(m, top_k).with_family(FamilyChoice::Exact);
         kernels
             .grouped(&stream, &weights, &x.slice(..), &routing.slice(..), &mut y.slice_mut(..), &call)
             .expect("launch");
@@ -307,7 +314,7 @@ fn an_engine_runs_a_routed_layer_in_one_launch_and_replays_it_with_new_routings(
         assert_eq!(stream.clone_dtoh(&y).expect("y back"), expected(&second), "M = {m}: replay, new routing");
 
         // The fast family (sm_80+): each pair's output is the family's M = 1 launch of its pair.
-        if kernels.tiers().family(m, FamilyChoice::Fast).ok() != Some(Family::Fast) {
+        if kernels.tiers().family(FamilyChoice::Fast).ok() != Some(Family::Fast) {
             continue;
         }
         let fast = call.with_family(FamilyChoice::Fast);
@@ -347,7 +354,7 @@ fn an_engine_chains_programmatic_dependent_launches_and_replays_them_from_a_grap
     use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
     use gemv_conformance as conformance;
     use gemv_core::{gemv_contract, host_threads};
-    use gemv_cuda::{GemvCall, LaunchOrder};
+    use gemv_cuda::{FamilyChoice, GemvCall, LaunchOrder};
     let architecture = gemv_backend::GpuBackend::device_info(backend).architecture;
     let context = gemv_cuda::engine_context(0).expect("context");
     let order = LaunchOrder::ProgrammaticDependent;
@@ -382,7 +389,7 @@ fn an_engine_chains_programmatic_dependent_launches_and_replays_them_from_a_grap
     }
     let mut buffers: Vec<_> = (0..=steps).map(|_| stream.alloc_zeros::<u16>(m * size).expect("buffer")).collect();
     stream.memcpy_htod(&x_host, &mut buffers[0]).expect("x");
-    let call = GemvCall::new(m);
+    let call = GemvCall::new(m).with_family(FamilyChoice::Exact);
     let chain = |buffers: &mut Vec<cudarc::driver::CudaSlice<u16>>| -> gemv_backend::Result<()> {
         for (step, (packed, scales)) in device.iter().enumerate() {
             let weights = gemv_cuda::CudaWeights {

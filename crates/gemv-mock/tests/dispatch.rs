@@ -6,7 +6,7 @@ use gemv_core::{KillSwitches, TIERS};
 use gemv_mock::{LaunchRecord, MockBackend};
 use rstest::rstest;
 
-const ON: KillSwitches = KillSwitches { exact_m_tiers: true, batch8_register_tiled: true, fast_family: true };
+const ON: KillSwitches = KillSwitches::ALL_ON;
 
 fn widths(backend: &MockBackend, switches: KillSwitches) -> Vec<Option<usize>> {
     let tiers = ResolvedTiers::resolve(backend, switches);
@@ -108,15 +108,15 @@ fn unknown_names_are_rejected() {
 fn a_call_plans_every_row_once_on_resolved_kernels_of_its_family() {
     use gemv_core::{FamilyChoice, GemvCall};
     // Every registry kernel present, the fast family's included (the mock itself has none).
-    let tiers = ResolvedTiers::resolve_with("every kernel", |_, name| KernelHandle::for_name(name), ON);
-    assert!(tiers.family(1, FamilyChoice::Fast).is_ok());
+    let tiers = ResolvedTiers::resolve_with("every kernel", |_, name| KernelHandle::for_name(name), ON, None);
+    assert!(tiers.family(FamilyChoice::Fast).is_ok());
     for choice in [FamilyChoice::Auto, FamilyChoice::Exact, FamilyChoice::Fast] {
         for m in 1..=40 {
             let call = GemvCall::new(m).with_family(choice);
-            let family = tiers.family(m, choice);
+            let family = tiers.family(choice);
             let planned = tiers.plan_call(&call);
             let (Ok(family), Ok(planned)) = (family, planned) else {
-                assert!(tiers.family(m, choice).is_err() && tiers.plan_call(&call).is_err(), "{choice:?} M = {m}");
+                assert!(tiers.family(choice).is_err() && tiers.plan_call(&call).is_err(), "{choice:?} M = {m}");
                 continue;
             };
             let mut next_row = 0;

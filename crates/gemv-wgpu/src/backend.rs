@@ -160,7 +160,7 @@ impl WgpuBackend {
             buffers: BufferTable::new(NAME),
             immediates,
             buffers_created: AtomicUsize::new(0),
-            tiers: ResolvedTiers::resolve_with(NAME, lookup, KillSwitches::process()),
+            tiers: ResolvedTiers::resolve_with(NAME, lookup, KillSwitches::process(), None),
         }
     }
 

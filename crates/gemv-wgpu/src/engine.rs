@@ -77,7 +77,7 @@ impl WgpuBackend {
         let WgpuExperts { packed, scales, global_scales, experts: count, n, k } = *experts;
         let ranges = [x, packed, scales, global_scales, ids, y];
         call.check_operands(count, n, k, ranges.map(|r| r.len as usize))?;
-        select_family(call.m(), call.family(), false, KillSwitches::process())?;
+        select_family(call.family(), false, KillSwitches::process(), gemv_core::Family::Exact)?;
         for ((what, range), align) in GROUPED_OPERANDS.into_iter().zip(ranges).zip(GROUPED_ALIGNMENTS) {
             if range.offset.checked_add(range.len).is_none_or(|end| end > range.buffer.size()) {
                 return Err(Error::RangeOutOfBounds {

@@ -221,11 +221,50 @@ pub fn render() -> Result<String, String> {
     Ok(out)
 }
 
+/// One ring kernel's prediction at its width: per shape of [`SHAPES`], the time, the bound that
+/// sets it and the classic kernel's measured time there (if any).
+struct RingPrediction {
+    spec: &'static KernelSpec,
+    /// The bytes a ring warp keeps in flight over the classic warp's.
+    speedup: f64,
+    times: Vec<(&'static str, f64, &'static str, Option<f64>)>,
+}
+
 /// The ring kernels predicted from the classic kernel of their width (its ramp, its warps' rate
 /// scaled by the bytes a ring warp keeps in flight against its own), under two ceilings: the
 /// busiest SM's instructions at four per clock, and the copy's bandwidth.
-fn render_predictions(out: &mut String, model: &[Fitted], per_weight: &BTreeMap<String, f64>) {
+fn ring_predictions(model: &[Fitted], per_weight: &BTreeMap<String, f64>) -> Vec<RingPrediction> {
     const ISSUE_PER_US: f64 = 4.0 * 1.98e3;
+    let mut predictions = Vec::new();
+    for spec in KERNELS.iter().filter(|s| s.ring_depth > 0) {
+        let Some(tier) = TIERS.iter().find(|tier| tier.width == spec.max_m) else { continue };
+        let Some(classic) = model.iter().find(|f| f.kernel.name == tier.kernel && f.m == spec.max_m) else { continue };
+        let Some(&ipw) = per_weight.get(spec.name) else { continue };
+        let speedup = (spec.rows * (spec.ring_depth - 1)) as f64 / classic.kernel.rows as f64;
+        let times = SHAPES
+            .iter()
+            .map(|&(shape, n, k)| {
+                let (_, rows) = crate::sass::rows_per_sm(spec, n, SMS);
+                let latency = classic.slope / speedup * warp_rounds_kb(spec, n, k);
+                let issue = rows as f64 * k as f64 * ipw / 32.0 / ISSUE_PER_US;
+                let copy = n as f64 * k as f64 * BYTES_PER_WEIGHT / (COPY_GBPS * 1e3);
+                let t = classic.ramp + latency.max(issue).max(copy);
+                let bound = if latency >= issue.max(copy) {
+                    "latency"
+                } else if issue >= copy {
+                    "issue"
+                } else {
+                    "copy"
+                };
+                (shape, t, bound, classic.times.get(shape).copied())
+            })
+            .collect();
+        predictions.push(RingPrediction { spec, speedup, times });
+    }
+    predictions
+}
+
+fn render_predictions(out: &mut String, model: &[Fitted], per_weight: &BTreeMap<String, f64>) {
     let slope_of = |name: &str| model.iter().find(|f| f.kernel.name == name && f.m == 1).map(|f| f.slope);
     let two_to_four = match (slope_of("w4a16_gemv"), slope_of("w4a16_gemv_batch8")) {
         (Some(four), Some(two)) => four / two,
@@ -246,35 +285,60 @@ fn render_predictions(out: &mut String, model: &[Fitted], per_weight: &BTreeMap<
     let headers: Vec<String> = SHAPES.iter().map(|(name, n, k)| format!("{name} ({n}x{k})")).collect();
     let _ = writeln!(out, "| kernel | M | rate x | {} |", headers.join(" | "));
     let _ = writeln!(out, "|---|---|---|{}", "---|".repeat(SHAPES.len()));
-    for spec in KERNELS.iter().filter(|s| s.ring_depth > 0) {
-        let Some(tier) = TIERS.iter().find(|tier| tier.width == spec.max_m) else { continue };
-        let Some(classic) = model.iter().find(|f| f.kernel.name == tier.kernel && f.m == spec.max_m) else { continue };
-        let Some(&ipw) = per_weight.get(spec.name) else { continue };
-        let speedup = (spec.rows * (spec.ring_depth - 1)) as f64 / classic.kernel.rows as f64;
-        let cells: Vec<String> = SHAPES
+    for prediction in ring_predictions(model, per_weight) {
+        let cells: Vec<String> = prediction
+            .times
             .iter()
-            .map(|&(shape, n, k)| {
-                let (_, rows) = crate::sass::rows_per_sm(spec, n, SMS);
-                let latency = classic.slope / speedup * warp_rounds_kb(spec, n, k);
-                let issue = rows as f64 * k as f64 * ipw / 32.0 / ISSUE_PER_US;
-                let copy = n as f64 * k as f64 * BYTES_PER_WEIGHT / (COPY_GBPS * 1e3);
-                let t = classic.ramp + latency.max(issue).max(copy);
-                let bound = if latency >= issue.max(copy) {
-                    "latency"
-                } else if issue >= copy {
-                    "issue"
-                } else {
-                    "copy"
-                };
-                match classic.times.get(shape) {
-                    Some(m) => format!("{t:.1} us, {bound} ({:.2}x)", m / t),
-                    None => format!("{t:.1} us, {bound}"),
-                }
+            .map(|&(_, t, bound, measured)| match measured {
+                Some(m) => format!("{t:.1} us, {bound} ({:.2}x)", m / t),
+                None => format!("{t:.1} us, {bound}"),
             })
             .collect();
-        let _ = writeln!(out, "| {} | {} | {speedup:.2} | {} |", spec.name, spec.max_m, cells.join(" | "));
+        let spec = prediction.spec;
+        let _ = writeln!(out, "| {} | {} | {:.2} | {} |", spec.name, spec.max_m, prediction.speedup, cells.join(" | "));
     }
     let _ = writeln!(out);
+}
+
+/// What the tuned table is generated from: the measured run's times and, where the model steers,
+/// its predictions for the kernels no run has measured.
+pub struct TuningInputs {
+    /// The measured run (a path under the repository).
+    pub run: &'static str,
+    /// The device it ran on.
+    pub device: &'static str,
+    /// Its compute capability.
+    pub capability: (i32, i32),
+    /// The benchmark shapes, by name.
+    pub shapes: Vec<&'static str>,
+    /// Measured median times (us), by (kernel, M), then shape.
+    pub measured: BTreeMap<(String, usize), BTreeMap<&'static str, f64>>,
+    /// Modelled times (us) of the ring kernels at their width, by (kernel, M), then shape; empty
+    /// when the model does not steer (a measured row missed by more than the steering error).
+    pub modelled: BTreeMap<(String, usize), BTreeMap<&'static str, f64>>,
+}
+
+/// The committed measurements and the model's predictions, for `cargo xtask tune`.
+pub fn tuning_inputs() -> Result<TuningInputs, String> {
+    let measured = measured()?;
+    let model = fits(&measured, warp_rounds_kb);
+    let steers = !model.is_empty() && worst_error(&model) <= STEERING_ERROR;
+    let mut modelled = BTreeMap::new();
+    if steers {
+        for prediction in ring_predictions(&model, &instructions_per_weight()?) {
+            let times: BTreeMap<&'static str, f64> =
+                prediction.times.iter().map(|&(shape, t, _, _)| (shape, t)).collect();
+            modelled.insert((prediction.spec.name.to_string(), prediction.spec.max_m), times);
+        }
+    }
+    Ok(TuningInputs {
+        run: RUN,
+        device: "NVIDIA H200",
+        capability: (9, 0),
+        shapes: SHAPES.iter().map(|(name, _, _)| *name).collect(),
+        measured,
+        modelled,
+    })
 }
 
 /// Writes docs/model.md, or with `check` fails when the committed one differs.

@@ -4,8 +4,8 @@
 use crate::backends::{BackendChoice, open};
 use gemv_backend::{GpuBackend, ResolvedTiers};
 use gemv_core::{
-    EXACT_ONLY, FAST_FAMILY_BY_DEFAULT, FAST_FAMILY_FROM_M, FAST_TIERS, Family, FamilyChoice, KERNELS, KillSwitches,
-    NO_BATCH8_RT, NO_EXACT_M_TIERS, TIERS, TierMask, WIDEST_TIER,
+    EXACT_ONLY, Evidence, Family, FamilyChoice, KERNELS, KillSwitches, NO_BATCH8_RT, NO_EXACT_M_TIERS, NO_TUNED_TABLE,
+    TierMask, WIDEST_TIER,
 };
 use std::fmt::Write;
 
@@ -29,12 +29,20 @@ pub fn report(choice: Option<BackendChoice>) -> String {
         "  {EXACT_ONLY:<24} {}",
         if switches.fast_family { "unset: the fast family may be dispatched" } else { "set: exact family only" }
     );
-    let policy = if FAST_FAMILY_BY_DEFAULT {
-        format!("auto = fast from M = {FAST_FAMILY_FROM_M} where the device has it, exact otherwise")
-    } else {
-        "auto = exact (the fast family is opt-in: the default keeps the host's bits)".to_string()
-    };
-    let _ = writeln!(out, "family policy: {policy}");
+    let _ = writeln!(
+        out,
+        "  {NO_TUNED_TABLE:<24} {}",
+        if switches.tuned_table {
+            "unset: the tuned table may choose plans, kernels and auto's family"
+        } else {
+            "set: the rule everywhere, auto = exact"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "family policy: auto = the family the device's tuned table names (one for every M), exact where the table \
+         knows no such device"
+    );
     let choices: Vec<BackendChoice> = match choice {
         Some(BackendChoice::Auto) | None => BackendChoice::CONCRETE.to_vec(),
         Some(one) => vec![one],
@@ -124,6 +132,29 @@ fn backend_report(backend: &dyn GpuBackend, switches: KillSwitches) -> String {
     }
     let tiers = ResolvedTiers::resolve(backend, switches);
     let _ = writeln!(out, "    batch4 resolved: {}", tiers.has_batch4());
+    match tiers.tuning() {
+        Some(tuning) => {
+            let evidence = |e: Evidence| if e == Evidence::Measured { "measured" } else { "modelled" };
+            let _ = writeln!(
+                out,
+                "  tuned table: {} (sm_{}{}, {}): auto = {} ({})",
+                tuning.device,
+                tuning.capability.0,
+                tuning.capability.1,
+                tuning.run,
+                tuning.auto_family.name(),
+                evidence(tuning.family_evidence)
+            );
+            for kernel in tuning.kernels {
+                let _ =
+                    writeln!(out, "    width {} -> {} ({})", kernel.width, kernel.kernel, evidence(kernel.evidence));
+            }
+        }
+        None => {
+            let _ = writeln!(out, "  tuned table: nothing for this device (the rule's plans, auto = exact)");
+        }
+    }
+    let name = |family: Family, tier: usize| tiers.kernel_name(family, tier).unwrap_or("?");
     let _ = writeln!(out, "  tier per M (batch = the batch tiers of widths 4 to 8; plan = any M, cap {WIDEST_TIER})");
     let _ = writeln!(out, "    {:>2}  {:<8} plan", "M", "batch");
     for m in 1..=32 {
@@ -131,7 +162,7 @@ fn backend_report(backend: &dyn GpuBackend, switches: KillSwitches) -> String {
         let plan = match tiers.plan(m, WIDEST_TIER) {
             Ok(plan) => plan
                 .iter()
-                .map(|l| format!("{}[{} rows]", TIERS[l.tier].kernel_name(switches), l.rows))
+                .map(|l| format!("{}[{} rows]", name(Family::Exact, l.tier), l.rows))
                 .collect::<Vec<_>>()
                 .join(" + "),
             Err(error) => format!("none ({error})"),
@@ -142,21 +173,21 @@ fn backend_report(backend: &dyn GpuBackend, switches: KillSwitches) -> String {
         let _ = writeln!(out, "  no fast (tensor-core) family here");
         return text;
     }
-    let _ = writeln!(out, "  family and kernels per M (auto policy; --family fast forces the fast plan)");
+    let family = match tiers.family(FamilyChoice::Auto) {
+        Ok(family) => family.name().to_string(),
+        Err(error) => format!("none ({error})"),
+    };
+    let _ = writeln!(out, "  auto: {family} for every M; the fast plan per M (--family fast forces it)");
     for m in [1, 2, 4, 8, 9, 16, 17, 32] {
-        let family = match tiers.family(m, FamilyChoice::Auto) {
-            Ok(family) => family.name().to_string(),
-            Err(error) => format!("none ({error})"),
-        };
         let fast = match tiers.fast_plan(m) {
             Ok(plan) => plan
                 .iter()
-                .map(|l| format!("{}[{} rows]", FAST_TIERS[l.tier].kernel, l.rows))
+                .map(|l| format!("{}[{} rows]", name(Family::Fast, l.tier), l.rows))
                 .collect::<Vec<_>>()
                 .join(" + "),
             Err(error) => format!("none ({error})"),
         };
-        let _ = writeln!(out, "    {m:>2}  auto: {family:<5}  fast plan: {fast}");
+        let _ = writeln!(out, "    {m:>2}  fast plan: {fast}");
     }
     text
 }

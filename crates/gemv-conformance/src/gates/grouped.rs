@@ -115,7 +115,7 @@ fn expected(view: &Nvfp4ExpertsView<'_>, x: &[u16], routing: &Routing) -> Result
 
 pub(super) fn grouped_experts(backend: &dyn GpuBackend, cases: &mut Cases) {
     let tiers = resolve(backend);
-    let fast = tiers.family(1, FamilyChoice::Fast) == Ok(Family::Fast);
+    let fast = tiers.family(FamilyChoice::Fast) == Ok(Family::Fast);
     let mut offered = true;
     // K = 1552: G = 97, a whole pass and a partial one in both halves. N = 33 is one row past two
     // 16-row blocks (of every grouped kernel: 8 warps of 2 rows, or the fast family's tile), N = 16

@@ -35,7 +35,7 @@ impl CpuBackend {
                 return Err(CoreError::LengthMismatch { what, expected, found, m: call.m(), n, k }.into());
             }
         }
-        select_family(call.m(), call.family(), false, KillSwitches::process())?;
+        select_family(call.family(), false, KillSwitches::process(), gemv_core::Family::Exact)?;
         self.grouped_rows(|e| Ok(experts.expert(e).clone_shared()), x, &routing, y, (n, k))
     }
 

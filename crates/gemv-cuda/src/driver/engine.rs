@@ -144,7 +144,7 @@ impl CudaKernels {
             Some(index) if functions[index].is_some() => KernelHandle::for_name(name),
             _ => KernelHandle::NONE,
         };
-        let tiers = ResolvedTiers::resolve_with(NAME, present, switches);
+        let tiers = ResolvedTiers::resolve_with(NAME, present, switches, Some(capability));
         let grouped =
             GROUPED_KERNELS.iter().map(|spec| function(spec.module, spec.name)).collect::<Result<Vec<_>>>()?;
         Ok(Self { functions, grouped, tiers, multiprocessors: super::multiprocessors(context)?, order })
@@ -228,7 +228,7 @@ impl CudaKernels {
             2 * y.len(),
         ];
         call.check_operands(experts.experts, experts.n, experts.k, lens)?;
-        let family = self.tiers.family(call.m(), call.family())?;
+        let family = self.tiers.family(call.family())?;
         let spec = gemv_core::grouped_kernel(family, call.m(), call.top_k(), experts.experts);
         let function = GROUPED_KERNELS
             .iter()

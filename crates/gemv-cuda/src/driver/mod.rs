@@ -226,6 +226,10 @@ impl GpuBackend for CudaBackend {
         self.info.clone()
     }
 
+    fn compute_capability(&self) -> Option<(i32, i32)> {
+        Some(self.capability)
+    }
+
     fn lookup_kernel(&self, module: &str, name: &str) -> KernelHandle {
         let Some(index) = gemv_core::kernel_in_module(module, name) else { return KernelHandle::NONE };
         let spec = &gemv_core::KERNELS[index];

@@ -290,7 +290,7 @@ pub fn run(options: &BenchOptions, steps: usize, out: &mut dyn Write) -> Result<
     for &choice in if options.families.is_empty() { &[FamilyChoice::Auto][..] } else { &options.families[..] } {
         let family = arms[0]
             .tiers
-            .family(1, choice)
+            .family(choice)
             .map_err(|e| CliError::BadArgument { argument: "--family", reason: e.to_string() })?;
         if !families.contains(&family) {
             families.push(family);

@@ -21,7 +21,8 @@ pub struct BenchOptions {
     /// exact-M tiers); repeatable; `plan` is the dispatch plan. Default: the plan.
     #[arg(long = "tier", value_name = "TIER", value_parser = parse_tier)]
     pub tiers: Vec<TierChoice>,
-    /// The kernel family the plan runs in: auto (the policy: exact today), exact, or fast
+    /// The kernel family the plan runs in: auto (the default: the family the device's tuned table
+    /// names, fast on sm_90, else exact; `gemv info` says which), exact, or fast
     /// (tensor cores, CUDA sm_80+; its own bounded, batch-invariant contract). Repeatable, to
     /// compare the families side by side; `GEMV_EXACT_ONLY` forces exact. With --moe: the
     /// families whose grouped and pair-by-pair launches are timed (default exact).

@@ -287,6 +287,9 @@ mod tests {
         fn device_info(&self) -> DeviceInfo {
             self.inner.device_info()
         }
+        fn compute_capability(&self) -> Option<(i32, i32)> {
+            self.inner.compute_capability()
+        }
         fn lookup_kernel(&self, module: &str, name: &str) -> KernelHandle {
             self.inner.lookup_kernel(module, name)
         }
