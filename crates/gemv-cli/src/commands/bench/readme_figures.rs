@@ -15,11 +15,13 @@ pub enum Share {
     Copy,
 }
 
-/// One figure of the README: the exact family's dispatch plan on one shape and M.
+/// One figure of the README: a family's dispatch plan on one shape and M.
 #[derive(Debug, Clone, Copy)]
 pub struct ReadmeFigure {
     /// The backend that measured it (`cuda`, `cpu`).
     pub backend: &'static str,
+    /// The bench arm it is: `plan` (the exact family's plan) or `fast` (the fast family's).
+    pub tier: &'static str,
     /// The machine, as the README names it.
     pub machine: &'static str,
     /// A word of the device's name that identifies the same model here (`H200`); `None` where
@@ -42,9 +44,10 @@ pub struct ReadmeFigure {
 const H200: (&str, Option<&str>, &str) = ("an NVIDIA H200", Some("H200"), "2026-12-04");
 const EPYC: (&str, Option<&str>, &str) = ("a 2-core AMD EPYC (Zen 5) VM", None, "2026-12-05");
 
-const fn gpu(shape: &'static str, m: usize, micros: f64, percent: f64) -> ReadmeFigure {
+const fn gpu(tier: &'static str, shape: &'static str, m: usize, micros: f64, percent: f64) -> ReadmeFigure {
     ReadmeFigure {
         backend: "cuda",
+        tier,
         machine: H200.0,
         model: H200.1,
         date: H200.2,
@@ -59,6 +62,7 @@ const fn gpu(shape: &'static str, m: usize, micros: f64, percent: f64) -> Readme
 const fn cpu(m: usize, micros: f64, percent: f64) -> ReadmeFigure {
     ReadmeFigure {
         backend: "cpu",
+        tier: "plan",
         machine: EPYC.0,
         model: EPYC.1,
         date: EPYC.2,
@@ -73,18 +77,22 @@ const fn cpu(m: usize, micros: f64, percent: f64) -> ReadmeFigure {
 /// Every figure of the README's "What the main job measures" (a test reads the README and
 /// checks each one is printed there as it is here).
 pub const README_FIGURES: &[ReadmeFigure] = &[
-    gpu("qkv/o", 1, 14.0, 22.0),
-    gpu("ffn-up", 1, 30.9, 33.8),
-    gpu("ffn-down", 1, 36.0, 29.1),
-    gpu("qkv/o", 2, 20.8, 14.8),
-    gpu("ffn-up", 2, 47.3, 22.1),
-    gpu("ffn-down", 2, 61.3, 17.1),
-    gpu("qkv/o", 4, 26.5, 11.6),
-    gpu("ffn-up", 4, 61.6, 17.0),
-    gpu("ffn-down", 4, 86.7, 12.1),
-    gpu("qkv/o", 8, 38.0, 8.2),
-    gpu("ffn-up", 8, 85.3, 12.3),
-    gpu("ffn-down", 8, 128.1, 8.2),
+    gpu("plan", "qkv/o", 1, 14.0, 22.0),
+    gpu("plan", "ffn-up", 1, 30.9, 33.8),
+    gpu("plan", "ffn-down", 1, 36.0, 29.1),
+    gpu("plan", "qkv/o", 2, 20.8, 14.8),
+    gpu("plan", "ffn-up", 2, 47.3, 22.1),
+    gpu("plan", "ffn-down", 2, 61.3, 17.1),
+    gpu("plan", "qkv/o", 4, 26.5, 11.6),
+    gpu("plan", "ffn-up", 4, 61.6, 17.0),
+    gpu("plan", "ffn-down", 4, 86.7, 12.1),
+    gpu("plan", "qkv/o", 8, 38.0, 8.2),
+    gpu("plan", "ffn-up", 8, 85.3, 12.3),
+    gpu("plan", "ffn-down", 8, 128.1, 8.2),
+    gpu("fast", "ffn-up", 1, 28.6, 36.5),
+    gpu("fast", "ffn-down", 1, 33.7, 31.0),
+    gpu("fast", "ffn-up", 8, 32.7, 32.1),
+    gpu("fast", "ffn-down", 8, 40.6, 25.9),
     cpu(1, 355.3, 105.3),
     cpu(8, 719.6, 52.5),
 ];
@@ -117,16 +125,16 @@ pub fn closing_line(info: &DeviceInfo, rows: &[Measurement]) -> Option<String> {
     };
     let pairs: Vec<String> = rows
         .iter()
-        .filter(|row| row.tier == "plan")
         .filter_map(|row| {
-            let figure = figures.iter().find(|f| f.shape == row.shape && f.m == row.m)?;
+            let figure = figures.iter().find(|f| f.tier == row.tier && f.shape == row.shape && f.m == row.m)?;
             let here = match figure.share {
                 Share::Peak => row.percent_peak,
                 Share::Copy => row.percent_copy,
             };
             Some(format!(
-                "{} M = {}: {:.1} us there ({:.1}%), {:.1} us here ({})",
+                "{}{} M = {}: {:.1} us there ({:.1}%), {:.1} us here ({})",
                 row.shape,
+                if row.tier == "fast" { " fast" } else { "" },
                 row.m,
                 figure.micros,
                 figure.percent,
@@ -166,11 +174,12 @@ mod tests {
 
     const README: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"));
 
-    /// The README's GPU table: the cell of `shape` in the row of M, exact.
-    fn gpu_cell(shape: &str, m: usize) -> Option<String> {
+    /// The README's GPU table: the cell of `shape` in the row of M and the arm's family.
+    fn gpu_cell(tier: &str, shape: &str, m: usize) -> Option<String> {
+        let family = if tier == "fast" { "fast" } else { "exact" };
         let header = README.lines().find(|line| line.starts_with("| M |"))?;
         let column = header.split('|').position(|cell| cell.trim().starts_with(shape))?;
-        let row = README.lines().find(|line| line.starts_with(&format!("| {m}, exact |")))?;
+        let row = README.lines().find(|line| line.starts_with(&format!("| {m}, {family} |")))?;
         row.split('|').nth(column).map(|cell| cell.trim().to_string())
     }
 
@@ -179,7 +188,11 @@ mod tests {
         for f in README_FIGURES {
             match f.share {
                 Share::Peak => {
-                    assert_eq!(gpu_cell(f.shape, f.m), Some(format!("{:.1} us ({:.1}%)", f.micros, f.percent)), "{f:?}")
+                    assert_eq!(
+                        gpu_cell(f.tier, f.shape, f.m),
+                        Some(format!("{:.1} us ({:.1}%)", f.micros, f.percent)),
+                        "{f:?}"
+                    )
                 }
                 Share::Copy => {
                     let text = format!("M = {} in {:.1} us ({:.1}%", f.m, f.micros, f.percent);
@@ -250,6 +263,12 @@ mod tests {
         let same = closing_line(&h200, std::slice::from_ref(&at_peak)).expect("a line");
         assert!(same.contains("ffn-up M = 1: 30.9 us there (33.8%), 31.0 us here (33.7%)"), "{same}");
         assert!(same.ends_with("the same model: expect times within a few percent of the README's"), "{same}");
+        // The fast family's rows meet the fast figures only.
+        let mut fast = row("ffn-up", "fast", 1, 28.0, 0.0);
+        fast.percent_peak = Some(37.3);
+        let fast_line = closing_line(&h200, std::slice::from_ref(&fast)).expect("a line");
+        assert!(fast_line.contains("ffn-up fast M = 1: 28.6 us there (36.5%), 28.0 us here (37.3%)"), "{fast_line}");
+        assert!(!fast_line.contains("30.9 us"), "{fast_line}");
         h200.name = "NVIDIA H100 80GB HBM3".into();
         let other = closing_line(&h200, &[at_peak]).expect("a line");
         assert!(other.ends_with("another GPU (NVIDIA H100 80GB HBM3): times follow its memory bandwidth; % peak compares each with its own memory's peak"), "{other}");
