@@ -252,6 +252,8 @@ fn tune_family(inputs: &TuningInputs, family: Family, times: &Times) -> FamilyTu
 struct FamilyChoice {
     family: Family,
     source: Source,
+    /// The totals (exact, fast) over [`FAMILY_MS`] that decided it, us.
+    totals: (f64, f64),
     shapes: Vec<&'static str>,
     costs: Vec<(usize, Option<Cost>, Option<Cost>)>,
 }
@@ -286,7 +288,7 @@ fn choose_family(inputs: &TuningInputs, exact: &FamilyTuning, fast: &FamilyTunin
         ),
     };
     let family = if totals.1 < totals.0 { Family::Fast } else { Family::Exact };
-    Ok(FamilyChoice { family, source, shapes, costs })
+    Ok(FamilyChoice { family, source, totals, shapes, costs })
 }
 
 /// Everything the table holds for one device.

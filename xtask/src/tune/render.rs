@@ -134,10 +134,20 @@ pub(super) fn report(devices: &[&DeviceChoice]) -> String {
         let family = &device.family;
         let _ = writeln!(
             out,
-            "**Auto = the {} family** ({}), from these costs (us, summed over {}):\n",
+            "**Auto = the {} family** ({}): over M = {}..={} on {}, the exact family's plans take {:.1} us and the \
+             fast family's {:.1} us ({}). Each M as dispatched (us, the model's predictions included):\n",
             family.family.name(),
             if family.source == Source::Measured { "measured" } else { "modelled" },
-            family.shapes.join(", ")
+            FAMILY_MS.start(),
+            FAMILY_MS.end(),
+            family.shapes.join(", "),
+            family.totals.0,
+            family.totals.1,
+            if family.source == Source::Measured {
+                "the plans measured times alone choose, timed by measured rows alone"
+            } else {
+                "with the model's predictions: measured rows alone do not cover every M"
+            }
         );
         let _ = writeln!(out, "| M | exact, as dispatched | fast, as dispatched |");
         let _ = writeln!(out, "|---|---|---|");
