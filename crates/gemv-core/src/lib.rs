@@ -64,7 +64,7 @@ pub use routing::{ExpertGroup, ExpertRouting};
 pub use shape::{GROUP_SIZE, GemvShape, validate_weight_shape};
 pub use tiers::{
     BATCH4_TO_8, FAST_MODULE_NAME, FAST_TIERS, KERNELS, KernelSpec, MODULE_NAME, TIERS, Tier, WIDEST_TIER, batch4_to_8,
-    family_kernels, kernel_in_module, kernel_index, kernel_spec, narrowest_tier, select_tier,
+    family_kernels, family_tiers, kernel_in_module, kernel_index, kernel_spec, narrowest_tier, select_tier,
 };
 pub use tuning::{
     DeviceTuning, Evidence, TUNED_DEVICES, TunedKernel, TunedLaunch, TunedPlan, device_tuning, tuning_is_consistent,

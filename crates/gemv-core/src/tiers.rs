@@ -182,6 +182,14 @@ pub const TIERS: [Tier; 10] = [
 /// The fast family's dispatch widths, narrowest first: one or two 8-token mma tiles.
 pub const FAST_TIERS: [Tier; 2] = [tier(8, "w4a16_fast_m8", None, false), tier(16, "w4a16_fast_m16", None, false)];
 
+/// The tier table of `family`: [`TIERS`] or [`FAST_TIERS`] (a [`crate::Launch`]'s `tier` indexes it).
+pub fn family_tiers(family: Family) -> &'static [Tier] {
+    match family {
+        Family::Exact => &TIERS,
+        Family::Fast => &FAST_TIERS,
+    }
+}
+
 /// The widest tier. A dispatch plan capped at this width may use every tier; callers that accept
 /// any width pass it rather than a literal.
 pub const WIDEST_TIER: usize = TIERS[TIERS.len() - 1].width;

@@ -15,8 +15,8 @@
 //! the device or the kill switches do not allow is ignored, and the rule
 //! ([`crate::dispatch_plan`]) decides.
 
-use crate::tiers::{FAST_TIERS, TIERS, Tier};
-use crate::{Family, KillSwitches, Launch, TierMask, kernel_spec};
+use crate::tiers::TIERS;
+use crate::{Family, KillSwitches, Launch, TierMask, family_tiers, kernel_spec};
 
 /// Where an entry of the tuned table comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -97,10 +97,7 @@ impl DeviceTuning {
         switches: KillSwitches,
     ) -> Option<Vec<Launch>> {
         let entry = self.plans.iter().find(|p| p.family == family && p.m == m)?;
-        let tiers: &[Tier] = match family {
-            Family::Exact => &TIERS,
-            Family::Fast => &FAST_TIERS,
-        };
+        let tiers = family_tiers(family);
         let exact_m = family == Family::Fast || switches.exact_m_tiers;
         let mut launches = Vec::with_capacity(entry.launches.len());
         let mut row_offset = 0;
@@ -139,7 +136,7 @@ pub fn tuning_is_consistent(tuning: &DeviceTuning) -> bool {
             && kernel_spec(k.kernel).is_some_and(|s| s.family == Family::Exact && s.max_m >= k.width)
     });
     let plans_ok = tuning.plans.iter().all(|p| {
-        let tiers: &[Tier] = if p.family == Family::Exact { &TIERS } else { &FAST_TIERS };
+        let tiers = family_tiers(p.family);
         p.launches.iter().all(|l| l.rows >= 1 && l.rows <= l.width && tiers.iter().any(|t| t.width == l.width))
             && p.launches.iter().map(|l| l.rows).sum::<usize>() == p.m
     });

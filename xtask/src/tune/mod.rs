@@ -18,9 +18,7 @@
 mod render;
 
 use crate::model::TuningInputs;
-use gemv_core::{
-    FAST_TIERS, Family, KillSwitches, TIERS, Tier, TierMask, WIDEST_TIER, dispatch_plan, fast_dispatch_plan,
-};
+use gemv_core::{Family, KillSwitches, TierMask, WIDEST_TIER, dispatch_plan, family_tiers, fast_dispatch_plan};
 
 const TABLE: &str = "crates/gemv-core/src/tuned_table.rs";
 const REPORT: &str = "docs/tuning.md";
@@ -132,21 +130,13 @@ impl FamilyTuning {
     }
 }
 
-/// The family's tier table.
-fn tiers_of(family: Family) -> &'static [Tier] {
-    match family {
-        Family::Exact => &TIERS,
-        Family::Fast => &FAST_TIERS,
-    }
-}
-
 /// The rule's plan (every tier present, exact-M tiers on) as (width, rows).
 fn rule_plan(family: Family, m: usize) -> Vec<(usize, usize)> {
     let plan = match family {
         Family::Exact => dispatch_plan(m, WIDEST_TIER, TierMask::ALL, true),
         Family::Fast => fast_dispatch_plan(m, TierMask::ALL),
     };
-    let tiers = tiers_of(family);
+    let tiers = family_tiers(family);
     plan.map(|plan| plan.iter().map(|l| (tiers[l.tier].width, l.rows)).collect()).unwrap_or_default()
 }
 
@@ -196,14 +186,14 @@ fn beats(challenger: Cost, incumbent: Cost, margin: f64) -> bool {
 
 /// The shapes a family is measured on: those of its narrowest tier's kernel at one row.
 fn family_shapes(inputs: &TuningInputs, family: Family) -> Vec<&'static str> {
-    let kernel = tiers_of(family)[0].kernel_name(KillSwitches::default());
+    let kernel = family_tiers(family)[0].kernel_name(KillSwitches::default());
     let rows = inputs.measured.get(&(kernel.to_string(), 1));
     inputs.shapes.iter().copied().filter(|shape| rows.is_some_and(|r| r.contains_key(shape))).collect()
 }
 
 fn tune_family(inputs: &TuningInputs, family: Family, times: &Times) -> FamilyTuning {
     let shapes = family_shapes(inputs, family);
-    let tiers = tiers_of(family);
+    let tiers = family_tiers(family);
     let widths: Vec<WidthKernel> = tiers
         .iter()
         .map(|tier| {
