@@ -183,3 +183,50 @@ impl ResolvedTiers {
         select_family(choice, available, self.switches, preferred)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Resolves every registry kernel by name, as a backend holding the whole table does.
+    fn everything(capability: Option<(i32, i32)>) -> ResolvedTiers {
+        ResolvedTiers::resolve_with("test", |_, name| KernelHandle::for_name(name), KillSwitches::default(), capability)
+    }
+
+    #[test]
+    fn kernel_names_are_those_of_the_resolved_handles() {
+        let untuned = everything(None);
+        assert!(untuned.tuning().is_none());
+        for (index, tier) in TIERS.iter().enumerate() {
+            assert_eq!(untuned.kernel_name(Family::Exact, index), Some(tier.kernel_name(KillSwitches::default())));
+        }
+        for (index, tier) in FAST_TIERS.iter().enumerate() {
+            let spec = kernel_spec(tier.kernel).expect("every fast tier is in the registry");
+            assert_eq!(untuned.fast_handle(index), KernelHandle::for_name(spec.name));
+            assert_eq!(untuned.kernel_name(Family::Fast, index), Some(spec.name));
+        }
+        assert_eq!(untuned.fast_handle(FAST_TIERS.len()), KernelHandle::NONE);
+        assert_eq!(untuned.kernel_name(Family::Fast, FAST_TIERS.len()), None);
+        assert_eq!(untuned.kernel_name(Family::Exact, TIERS.len()), None);
+
+        let nothing = ResolvedTiers::resolve_with("empty", |_, _| KernelHandle::NONE, KillSwitches::default(), None);
+        assert_eq!(nothing.kernel_name(Family::Exact, 0), None);
+        assert_eq!(nothing.kernel_name(Family::Fast, 0), None);
+    }
+
+    #[test]
+    fn a_tuned_device_names_the_tables_kernels_and_family() {
+        let tuning = device_tuning(Some((9, 0)), KillSwitches::default()).expect("sm_90 has a tuned entry");
+        let tuned = everything(Some((9, 0)));
+        assert_eq!(tuned.tuning().map(|t| t.capability), Some((9, 0)));
+        let mut replaced = 0;
+        for (index, tier) in TIERS.iter().enumerate() {
+            let expected = tuning.kernel_for_width(tier.width).unwrap_or(tier.kernel_name(KillSwitches::default()));
+            replaced += usize::from(expected != tier.kernel_name(KillSwitches::default()));
+            assert_eq!(tuned.kernel_name(Family::Exact, index), Some(expected), "width {}", tier.width);
+        }
+        assert!(replaced > 0, "the sm_90 entry replaces at least one width's kernel");
+        assert_eq!(tuned.family(FamilyChoice::Auto).ok(), Some(tuning.auto_family));
+        assert_eq!(everything(None).family(FamilyChoice::Auto).ok(), Some(Family::Exact));
+    }
+}

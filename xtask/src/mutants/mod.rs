@@ -48,6 +48,13 @@ pub fn check_summary() -> Result<(), String> {
     verdicts::summary(true)
 }
 
+/// The arguments of each mode: `--summary`'s, `--kernels`' (flags, then those with a value) and
+/// the crates' pass's.
+const SUMMARY_FLAGS: &[&str] = &["--summary", "--check"];
+const KERNEL_FLAGS: &[&str] = &["--kernels", "--list", "--unjudged"];
+const KERNEL_VALUED: &[&str] = &["--only", "--source", "--from", "--limit"];
+const CRATE_FLAGS: &[&str] = &["--all"];
+
 /// Entry point.
 pub fn run_command(args: &[String]) -> Result<(), String> {
     let value = |flag: &str| -> Result<Option<usize>, String> {
@@ -57,9 +64,11 @@ pub fn run_command(args: &[String]) -> Result<(), String> {
         }
     };
     if args.iter().any(|a| a == "--summary") {
+        accept_only(args, "--summary", SUMMARY_FLAGS, &[])?;
         return verdicts::summary(args.iter().any(|a| a == "--check"));
     }
     if args.iter().any(|a| a == "--kernels") {
+        accept_only(args, "--kernels", KERNEL_FLAGS, KERNEL_VALUED)?;
         let only = match args.iter().position(|a| a == "--only") {
             None => None,
             Some(i) => Some(
@@ -84,6 +93,55 @@ pub fn run_command(args: &[String]) -> Result<(), String> {
         };
         kernel_pass::run(selection)
     } else {
+        accept_only(args, "(the crates' pass)", CRATE_FLAGS, &[])?;
         crates::run(args.iter().any(|a| a == "--all"))
+    }
+}
+
+/// Fails on an argument `mode` does not take (`flags`, or `valued` followed by its value), so a
+/// flag of another mode never starts a long pass that ignores it.
+fn accept_only(args: &[String], mode: &str, flags: &[&str], valued: &[&str]) -> Result<(), String> {
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        if valued.contains(&arg.as_str()) {
+            rest.next();
+        } else if !flags.contains(&arg.as_str()) {
+            let mut known: Vec<&str> = flags.to_vec();
+            known.extend_from_slice(valued);
+            return Err(format!(
+                "cargo xtask mutants {mode}: {arg:?} is not one of its arguments ({}); see `cargo xtask --help`",
+                known.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn a_flag_of_another_mode_is_refused_before_any_pass_starts() {
+        // `--list` and `--unjudged` belong to `--kernels`: without it they once started the
+        // crates' pass, which ignores them.
+        let error = run_command(&args(&["--list", "--unjudged"])).expect_err("the crates' pass takes no --list");
+        assert!(error.contains("\"--list\""), "{error}");
+        let error = run_command(&args(&["--summary", "--kernels"])).expect_err("--summary takes no --kernels");
+        assert!(error.contains("\"--kernels\""), "{error}");
+        let error = run_command(&args(&["--kernels", "--al"])).expect_err("a misspelt flag");
+        assert!(error.contains("\"--al\""), "{error}");
+    }
+
+    #[test]
+    fn every_modes_own_arguments_are_accepted() {
+        let kernels = ["--kernels", "--source", "w4a16_gemv", "--only", "1,2", "--from", "3", "--limit", "4", "--list"];
+        assert_eq!(accept_only(&args(&kernels), "--kernels", KERNEL_FLAGS, KERNEL_VALUED), Ok(()));
+        assert_eq!(accept_only(&args(&["--summary", "--check"]), "--summary", SUMMARY_FLAGS, &[]), Ok(()));
+        assert_eq!(accept_only(&args(&["--all"]), "(the crates' pass)", CRATE_FLAGS, &[]), Ok(()));
     }
 }
