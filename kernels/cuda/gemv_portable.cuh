@@ -332,3 +332,8 @@ __device__ __forceinline__ gemv_u16 gemv_f32_to_bf16(float value) {
     if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return (gemv_u16)0x7FC0u;
     return (gemv_u16)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
 }
+
+// f32 -> an f32 Y element: the value itself, every NaN as 0x7FC00000 (which rounds to bf16 0x7FC0).
+__device__ __forceinline__ float gemv_f32_y(float value) {
+    return (__float_as_uint(value) & 0x7FFFFFFFu) > 0x7F800000u ? __uint_as_float(0x7FC00000u) : value;
+}

@@ -51,6 +51,18 @@ struct GatheredRows {
     }
 };
 
+// Stores output (token t, row `row`) of a launch whose Y `rows` lays out: `value`, the f32 its bf16
+// result rounds, as Y's format says: bf16 (Y_F32 false: the rounding) or f32 (gemv_f32_y). Row
+// strides count elements, so an f32 Y's element sits at the same index as a bf16 Y's.
+template <class Rows>
+__device__ __forceinline__ void store_output(gemv_u16* y, bool y_f32, const Rows& rows, int t, int row, float value) {
+    if (y_f32) {
+        store_global(reinterpret_cast<float*>(y) + ((rows.y_row(y, t) - y) + row), gemv_f32_y(value));
+    } else {
+        store_global(rows.y_row(y, t) + row, gemv_f32_to_bf16(value));
+    }
+}
+
 // Which pairs block `pair`'s row block [first_row, first_row + rows) of N computes, for a block of
 // THREADS threads and a kernel CHUNK pairs wide: returns how many (at most CHUNK), listed
 // ascending in `tokens` (their X rows) and `pair_rows` (their Y rows), with their expert in

@@ -246,8 +246,8 @@ __device__ __forceinline__ void fill_scale_table(Table& table, int tid) {
 // barrier.
 template <int TILES, int FAULT, class TokenRows, class Table>
 __device__ __forceinline__ void fast_tile(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
-                                          float global_scale, int m, int n, int k, const TokenRows& token_rows,
-                                          bool x16, const Table& scale_table, int row0) {
+                                          bool y_f32, float global_scale, int m, int n, int k,
+                                          const TokenRows& token_rows, bool x16, const Table& scale_table, int row0) {
     const int tid = (int)threadIdx.x;
     const int warp = tid / kWarp;
     const int lane = tid % kWarp;
@@ -330,21 +330,22 @@ __device__ __forceinline__ void fast_tile(const gemv_u16* x, const gemv_u8* pack
         total = __fadd_rn(total, partials[((w * TILES + tile) * 4 + element) * kWarp + source_lane]);
     }
     if (token < m && row0 + r < n) {
-        store_global(token_rows.y_row(y, token) + (row0 + r),
-                     gemv_f32_to_bf16(__fmul_rn(__fmul_rn(total, kOutputScale), global_scale)));
+        gemv_routing::store_output(y, y_f32, token_rows, token, row0 + r,
+                                   __fmul_rn(__fmul_rn(total, kOutputScale), global_scale));
     }
 }
 
 // A single launch's block: rows 16 b .. 16 b + 15 for tokens 0 .. m - 1 (m <= 8 * TILES).
 template <int TILES, int FAULT>
 __device__ __forceinline__ void fast_entry(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
-                                           float global_scale, int m, int n, int k, int x_stride, int y_stride) {
+                                           float global_scale, int m, int n, int k, int x_stride, int y_stride,
+                                           int y_f32) {
     GEMV_ALLOW_DEPENDENTS();
     GEMV_SHARED(gemv_u32, scale_table, 256);
     fill_scale_table(scale_table, (int)threadIdx.x);
     const bool x16 = (((gemv_u64)x) & 15u) == 0u && x_stride % 8 == 0;  // every token row 16-byte aligned
-    fast_tile<TILES, FAULT>(x, packed, scales, y, global_scale, m, n, k, gemv_routing::StridedRows{x_stride, y_stride},
-                            x16, scale_table, (int)blockIdx.x * kTileRows);
+    fast_tile<TILES, FAULT>(x, packed, scales, y, y_f32 != 0, global_scale, m, n, k,
+                            gemv_routing::StridedRows{x_stride, y_stride}, x16, scale_table, (int)blockIdx.x * kTileRows);
 }
 
 // A grouped launch's block (gemv_routing.cuh): 16 rows of one expert for a chunk of up to 8 * TILES
@@ -373,7 +374,7 @@ __device__ __forceinline__ void fast_grouped_entry(const gemv_u16* x, const gemv
     const gemv_u64 matrix = (gemv_u64)expert * (gemv_u64)n * (gemv_u64)k;
     const float global_scale = __ldg(global_scales + (per_expert_scales ? expert : 0u));
     const bool x16 = (((gemv_u64)x) & 15u) == 0u && k % 8 == 0;
-    fast_tile<TILES, kNone>(x, packed + matrix / 2, scales + matrix / 16, y, global_scale, m, n, k,
+    fast_tile<TILES, kNone>(x, packed + matrix / 2, scales + matrix / 16, y, false, global_scale, m, n, k,
                             gemv_routing::GatheredRows{&tokens, &pair_rows, k, n}, x16, scale_table, row0);
 }
 
@@ -389,8 +390,10 @@ __device__ __forceinline__ void fast_grouped_entry(const gemv_u16* x, const gemv
 #define GEMV_DEFINE_FAST_ENTRY(name, tiles, rows, min_blocks)                                                    \
     GEMV_KERNEL(GEMV_ENTRY_NAME(name), gemv_fast::kThreadsPerBlock, min_blocks)                                  \
     (const gemv_u16* __restrict__ x, const gemv_u8* __restrict__ packed, const gemv_u8* __restrict__ scales,     \
-     gemv_u16* __restrict__ y, float global_scale, int m, int n, int k, int x_stride, int y_stride) {            \
-        gemv_fast::fast_entry<tiles, gemv_fast::kNone>(x, packed, scales, y, global_scale, m, n, k, x_stride, y_stride);    \
+     gemv_u16* __restrict__ y, float global_scale, int m, int n, int k, int x_stride, int y_stride,             \
+     int y_f32) {                                                                                                \
+        gemv_fast::fast_entry<tiles, gemv_fast::kNone>(x, packed, scales, y, global_scale, m, n, k, x_stride,     \
+                                                       y_stride, y_f32);                                         \
     }
 
 GEMV_FAST_KERNELS(GEMV_DEFINE_FAST_ENTRY)

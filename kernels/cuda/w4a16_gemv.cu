@@ -243,11 +243,10 @@ __device__ __forceinline__ bool stores(int lane, int m, int n, int row0) {
 }
 
 template <int MAX_M, int ROWS, class Rows>
-__device__ __forceinline__ void store(float total, gemv_u16* y, float global_scale, const Rows& token_rows, int lane,
-                                      int row0) {
+__device__ __forceinline__ void store(float total, gemv_u16* y, bool y_f32, float global_scale, const Rows& token_rows,
+                                      int lane, int row0) {
     const int o = lane / Tree<MAX_M, ROWS>::kLanesPerOutput;
-    store_global(token_rows.y_row(y, o % MAX_M) + (row0 + o / MAX_M),
-                 gemv_f32_to_bf16(__fmul_rn(total, global_scale)));
+    gemv_routing::store_output(y, y_f32, token_rows, o % MAX_M, row0 + o / MAX_M, __fmul_rn(total, global_scale));
 }
 
 template <int MAX_M, int ROWS>
@@ -340,8 +339,8 @@ __device__ __forceinline__ float gemv_rows(const gemv_u16* x, const gemv_u8* pac
 // with no rows this round of a persistent grid, while it still takes the block's barriers).
 template <int MAX_M, int ROWS, int SLICE, int DEPTH, class Rows>
 __device__ __forceinline__ void gemv_warp_rows(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales,
-                                               gemv_u16* y, float global_scale, int m, int n, int k,
-                                               const Rows& token_rows, bool x_aligned, const Loads& loads, int tid,
+                                               gemv_u16* y, bool y_f32, float global_scale, int m, int n,
+                                               int k, const Rows& token_rows, bool x_aligned, const Loads& loads, int tid,
                                                int lane, int row0, bool active) {
     // X staged times 2^S is exact unless some |x| >= 2^(128 - S) overflows it; then an output of the
     // block is infinite or NaN (the overflowed x meets a weight in every output that reads it).
@@ -363,7 +362,7 @@ __device__ __forceinline__ void gemv_warp_rows(const gemv_u16* x, const gemv_u8*
         if (tid == 0) gemv_note_fallback();
         total = gemv_rows_plain<MAX_M, ROWS>(x, packed, scales, m, n, k, token_rows, lane, row0);
     }
-    if (mine) store<MAX_M, ROWS>(total, y, global_scale, token_rows, lane, row0);
+    if (mine) store<MAX_M, ROWS>(total, y, y_f32, global_scale, token_rows, lane, row0);
 }
 
 // Entry: reads the alignments once; the passes then branch on them uniformly. A grid sized by N
@@ -374,7 +373,8 @@ __device__ __forceinline__ void gemv_warp_rows(const gemv_u16* x, const gemv_u8*
 // warp runs every round (the block's barriers), those past the last group inactive.
 template <int MAX_M, int ROWS, int SLICE, int DEPTH, bool PERSISTENT>
 __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
-                                           float global_scale, int m, int n, int k, int x_stride, int y_stride) {
+                                           float global_scale, int m, int n, int k, int x_stride, int y_stride,
+                                           int y_f32) {
     GEMV_ALLOW_DEPENDENTS();
     const int tid = (int)threadIdx.x;
     const int lane = tid % kWarp;
@@ -390,8 +390,8 @@ __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* pac
     const StridedRows token_rows{x_stride, y_stride};
     if constexpr (!PERSISTENT) {
         const int row0 = ((int)blockIdx.x * kWarps + warp) * ROWS;
-        gemv_warp_rows<MAX_M, ROWS, SLICE, DEPTH>(x, packed, scales, y, global_scale, m, n, k, token_rows, x_aligned,
-                                                  loads, tid, lane, row0, true);
+        gemv_warp_rows<MAX_M, ROWS, SLICE, DEPTH>(x, packed, scales, y, y_f32 != 0, global_scale, m, n, k, token_rows,
+                                                  x_aligned, loads, tid, lane, row0, true);
     } else {
         static_assert(DEPTH >= 2, "persistent grids run the ring pipeline");
         const int groups = (n + ROWS - 1) / ROWS;
@@ -403,8 +403,9 @@ __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* pac
             const int group = (int)blockIdx.x + blocks * (warp + kWarps * round);
             const bool active = group < groups;
             // An inactive warp's rows start past N: it loads nothing and stores nothing.
-            gemv_warp_rows<MAX_M, ROWS, SLICE, DEPTH>(x, packed, scales, y, global_scale, m, n, k, token_rows,
-                                                      x_aligned, loads, tid, lane, active ? group * ROWS : n, active);
+            gemv_warp_rows<MAX_M, ROWS, SLICE, DEPTH>(x, packed, scales, y, y_f32 != 0, global_scale, m, n, k,
+                                                      token_rows, x_aligned, loads, tid, lane,
+                                                      active ? group * ROWS : n, active);
         }
     }
 }
@@ -426,9 +427,10 @@ __device__ __forceinline__ void gemv_entry(const gemv_u16* x, const gemv_u8* pac
 #define GEMV_DEFINE_ENTRY(name, max_m, rows, min_blocks, depth, persistent)                                      \
     GEMV_KERNEL(GEMV_ENTRY_NAME(name), gemv::kThreadsPerBlock, min_blocks)                                      \
     (const gemv_u16* __restrict__ x, const gemv_u8* __restrict__ packed, const gemv_u8* __restrict__ scales,     \
-     gemv_u16* __restrict__ y, float global_scale, int m, int n, int k, int x_stride, int y_stride) {            \
+     gemv_u16* __restrict__ y, float global_scale, int m, int n, int k, int x_stride, int y_stride,             \
+     int y_f32) {                                                                                                \
         gemv::gemv_entry<max_m, rows, gemv::SliceTokens<min_blocks>::value, depth, persistent != 0>(              \
-            x, packed, scales, y, global_scale, m, n, k, x_stride, y_stride);                                    \
+            x, packed, scales, y, global_scale, m, n, k, x_stride, y_stride, y_f32);                             \
     }
 
 GEMV_KERNELS(GEMV_DEFINE_ENTRY)

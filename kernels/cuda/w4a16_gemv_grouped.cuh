@@ -39,6 +39,6 @@ __device__ __forceinline__ void grouped_entry(const gemv_u16* x, const gemv_u8* 
     loads.scales16 = (((gemv_u64)expert_scales) & 1u) == 0u && (k / kGroup) % 2 == 0;
     const bool x_aligned = (((gemv_u64)x) & 15u) == 0u && k % 8 == 0;
     const GatheredRows token_rows{&tokens, &pair_rows, k, n};
-    gemv_warp_rows<MAX_M, ROWS, SLICE, DEPTH>(x, expert_packed, expert_scales, y, global_scale, m, n, k, token_rows,
-                                              x_aligned, loads, tid, lane, block_row + warp * ROWS, true);
+    gemv_warp_rows<MAX_M, ROWS, SLICE, DEPTH>(x, expert_packed, expert_scales, y, false, global_scale, m, n, k,
+                                              token_rows, x_aligned, loads, tid, lane, block_row + warp * ROWS, true);
 }

@@ -2,7 +2,7 @@
 //! gemv-core's [`LaunchShape`]; this adds what only buffers have: bounds and overlap.
 
 use crate::{BufferRange, Error, Result};
-use gemv_core::{GemvShape, KernelSpec, LaunchShape, Operand, strided_span};
+use gemv_core::{GemvShape, KernelSpec, LaunchShape, Operand, YFormat, strided_span};
 
 /// `Y[0..m) = contract(W, X[0..m))` for one kernel launch.
 ///
@@ -19,8 +19,9 @@ pub struct GemvArgs {
     pub packed: BufferRange,
     /// E4M3 block scales `[N][K/16]`.
     pub scales: BufferRange,
-    /// Y: row t at element `t * y_row_stride`, N bf16 each; at least
-    /// `2 ((m - 1) y_row_stride + N)` bytes, 2-byte aligned; nothing else is written.
+    /// Y: row t at element `t * y_row_stride`, N elements of `y_format` each (`e` bytes: 2 for
+    /// bf16, 4 for f32); at least `e ((m - 1) y_row_stride + N)` bytes, `e`-byte aligned; nothing
+    /// else is written.
     pub y: BufferRange,
     /// The FP32 global scale.
     pub global_scale: f32,
@@ -34,6 +35,8 @@ pub struct GemvArgs {
     pub x_row_stride: usize,
     /// Elements from one row of Y to the next (at least N).
     pub y_row_stride: usize,
+    /// Y's element type: the contract's bf16 result or the f32 value it rounds.
+    pub y_format: YFormat,
 }
 
 impl GemvArgs {
@@ -49,13 +52,19 @@ impl GemvArgs {
         n: usize,
         k: usize,
     ) -> Self {
-        Self { x, packed, scales, y, global_scale, m, n, k, x_row_stride: k, y_row_stride: n }
+        Self { x, packed, scales, y, global_scale, m, n, k, x_row_stride: k, y_row_stride: n, y_format: YFormat::Bf16 }
+    }
+
+    /// These arguments writing Y as `format`.
+    pub fn with_y_format(self, format: YFormat) -> Self {
+        Self { y_format: format, ..self }
     }
 
     /// The bytes of Y a launch may write: from its first row's first element to its last row's
     /// last (elements between rows inside this span are not written).
     pub fn y_written(&self) -> BufferRange {
-        self.y.buffer.range(self.y.offset, strided_span(self.m, self.n, self.y_row_stride).saturating_mul(2))
+        let bytes = strided_span(self.m, self.n, self.y_row_stride).saturating_mul(self.y_format.element_bytes());
+        self.y.buffer.range(self.y.offset, bytes)
     }
 
     /// The bytes of X a launch may read: from its first row's first element to its last row's
@@ -76,7 +85,7 @@ impl GemvArgs {
 
     /// The launch's shape, validated (M, N, K and strides that cover their rows).
     pub fn launch_shape(&self) -> Result<LaunchShape> {
-        Ok(LaunchShape::new(self.m, self.n, self.k, self.x_row_stride, self.y_row_stride)?)
+        Ok(LaunchShape::new(self.m, self.n, self.k, self.x_row_stride, self.y_row_stride)?.with_y_format(self.y_format))
     }
 
     /// Checks the shape, the kernel's width, every range against what the launch needs
@@ -95,5 +104,14 @@ impl GemvArgs {
             }
         }
         Ok(launch.shape())
+    }
+}
+
+/// Refuses a Y format other than bf16 on `backend`, one that writes the contract's bf16 result
+/// only ([`Error::Unsupported`], as for any capability a backend lacks).
+pub fn bf16_y_only(backend: &'static str, format: YFormat) -> Result<()> {
+    match format {
+        YFormat::Bf16 => Ok(()),
+        _ => Err(Error::Unsupported { backend, what: "f32 Y (YFormat::F32)" }),
     }
 }

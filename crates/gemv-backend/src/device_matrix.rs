@@ -7,7 +7,7 @@
 //! buffers are freed when the matrix drops.
 
 use crate::{BufferRange, DeviceBuffer, GemvArgs, GpuBackend, KernelHandle, ResolvedTiers, Result};
-use gemv_core::{GemvCall, GemvShape, Launch, LaunchShape, Nvfp4View, Operand, TIERS};
+use gemv_core::{GemvCall, GemvShape, Launch, LaunchShape, Nvfp4View, Operand, TIERS, YElement};
 use std::sync::Arc;
 
 /// How a [`DeviceMatrix`] reaches its backend: a borrow, an `Arc` or a `Box` of any backend
@@ -134,7 +134,18 @@ impl<B: BackendRef> DeviceMatrix<B> {
     /// as the call lays it out (rows `y_row_stride` apart, N values each, zeros between). The
     /// conformance gates run every backend through this.
     pub fn call(&self, tiers: &ResolvedTiers, x: &[u16], call: &GemvCall) -> Result<Vec<u16>> {
-        let shape = call.shape(self.n, self.k)?;
+        self.call_as(tiers, x, call)
+    }
+
+    /// [`Self::call`] with Y as f32 ([`YFormat::F32`]: the values the bf16 result rounds, for a
+    /// tensor-parallel all-reduce), on a backend that writes it.
+    pub fn call_f32(&self, tiers: &ResolvedTiers, x: &[u16], call: &GemvCall) -> Result<Vec<f32>> {
+        self.call_as(tiers, x, call)
+    }
+
+    /// [`Self::call`] with Y's elements as `T` (Y's format is `T`'s).
+    fn call_as<T: YElement>(&self, tiers: &ResolvedTiers, x: &[u16], call: &GemvCall) -> Result<Vec<T>> {
+        let shape = call.shape(self.n, self.k)?.with_y_format(T::FORMAT);
         let plan = tiers.plan_call(call)?;
         self.run(x, shape, |x_buf, y_buf| {
             for planned in &plan {
@@ -165,36 +176,39 @@ impl<B: BackendRef> DeviceMatrix<B> {
     fn part_args(&self, x: DeviceBuffer, y: DeviceBuffer, part: &LaunchShape, x_at: usize, y_at: usize) -> GemvArgs {
         GemvArgs {
             x: BufferRange { buffer: x, offset: 2 * x_at, len: part.bytes(Operand::X) },
-            y: BufferRange { buffer: y, offset: 2 * y_at, len: part.bytes(Operand::Y) },
+            y: BufferRange { buffer: y, offset: part.y_format().element_bytes() * y_at, len: part.bytes(Operand::Y) },
             m: part.shape().m,
             x_row_stride: part.x_row_stride(),
             y_row_stride: part.y_row_stride(),
+            y_format: part.y_format(),
             ..self.args(x, y, 0, part.shape().m)
         }
     }
 
     /// Uploads `x` (exactly the elements `shape`'s X spans), runs `launch` over X and a Y of the
-    /// elements `shape`'s Y spans, and returns Y. Y is zeroed first only where its rows leave
-    /// gaps: a launch writes every element of its rows, and a backend's fresh buffer is left as
-    /// it comes (a backend may poison it, so an element a kernel forgets shows).
-    fn run(
+    /// elements `shape`'s Y spans (of `T`, the size of its format's elements), and returns Y. Y is
+    /// zeroed first only where its rows leave gaps: a launch writes every element of its rows,
+    /// and a backend's fresh buffer is left as it comes (a backend may poison it, so an element a
+    /// kernel forgets shows).
+    fn run<T: bytemuck::Pod>(
         &self,
         x: &[u16],
         shape: LaunchShape,
         launch: impl FnOnce(DeviceBuffer, DeviceBuffer) -> Result<()>,
-    ) -> Result<Vec<u16>> {
+    ) -> Result<Vec<T>> {
         let GemvShape { m, n, k } = shape.shape();
-        let (x_len, y_len) = (shape.bytes(Operand::X) / 2, shape.bytes(Operand::Y) / 2);
+        debug_assert_eq!(shape.y_format().element_bytes(), std::mem::size_of::<T>());
+        let (x_len, y_len) = (shape.bytes(Operand::X) / 2, shape.bytes(Operand::Y) / std::mem::size_of::<T>());
         if x.len() != x_len {
             return Err(
                 gemv_core::CoreError::LengthMismatch { what: "x", expected: x_len, found: x.len(), m, n, k }.into()
             );
         }
         let x_buf = self.backend.backend().alloc(2 * x_len)?;
-        let result = self.backend.backend().alloc(2 * y_len).and_then(|y_buf| {
+        let result = self.backend.backend().alloc(shape.bytes(Operand::Y)).and_then(|y_buf| {
             let outcome = (|| {
                 self.backend.backend().upload(x_buf.whole(), bytemuck::cast_slice(x))?;
-                let mut y = vec![0u16; y_len];
+                let mut y = vec![T::zeroed(); y_len];
                 if y_len > m * n {
                     self.backend.backend().upload(y_buf.whole(), bytemuck::cast_slice(&y))?;
                 }

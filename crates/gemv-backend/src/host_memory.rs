@@ -112,11 +112,12 @@ impl HostMemory {
 
     /// Writes a validated launch's Y, `y` as `[m][N]`, each row at its stride; the elements
     /// between rows are left as they are.
-    pub fn write_y_rows(&self, args: &GemvArgs, y: &[u16]) -> Result<()> {
-        let (n, stride) = (args.n, args.y_row_stride);
+    pub fn write_y_rows<T: bytemuck::Pod>(&self, args: &GemvArgs, y: &[T]) -> Result<()> {
+        let (n, stride, bytes) = (args.n, args.y_row_stride, std::mem::size_of::<T>());
+        debug_assert_eq!(bytes, args.y_format.element_bytes(), "Y's elements are the format's");
         self.write_with("y", args.y_written(), |out| {
             for (t, row) in y.chunks_exact(n).take(args.m).enumerate() {
-                out[2 * t * stride..][..2 * n].copy_from_slice(bytemuck::cast_slice(row));
+                out[bytes * t * stride..][..bytes * n].copy_from_slice(bytemuck::cast_slice(row));
             }
         })
     }

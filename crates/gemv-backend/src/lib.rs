@@ -33,7 +33,7 @@ mod tiers;
 
 #[cfg(feature = "host-memory")]
 pub use aligned_bytes::{AlignedBytes, DEVICE_ALIGNMENT};
-pub use args::GemvArgs;
+pub use args::{GemvArgs, bf16_y_only};
 pub use backend::{GpuBackend, resolved_spec};
 #[cfg(feature = "bench")]
 pub use bench_timers::{BenchTimers, PeerTiming, time_with_host_clock};

@@ -22,6 +22,7 @@ pub use data::{
     EXTREME_ROWS, GLOBAL_SCALE, Lcg, activations, extreme_activations, matrix, matrix_with_scales, order_sensitive,
     overflowing_product, staged_overflow,
 };
+pub use gates::f32_y::fast_f32_failure;
 pub use gates::fast::{RowsLaunch, fast_bound_failure, invariance_failure, pairs_bound_failure};
 pub use grouped_expected::GroupedExpected;
 pub use large::{LARGE_SHAPE, weights_past_2_gib};

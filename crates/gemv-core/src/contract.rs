@@ -35,10 +35,18 @@ pub fn widen_bf16(x: &[u16]) -> Vec<f32> {
     x.iter().map(|&b| bf16_to_f32(b)).collect()
 }
 
-/// Computes `Y[t][n]` for every t < m of one weight row `n`, writing `out[t]`.
+/// Computes, for every t < m of one weight row `n`, the value `Y[t][n]` rounds
+/// (`total * global_scale`), writing `finish` of it to `out[t]`.
 ///
 /// `x` is `[m][K]` f32 (widened bf16); `partials` is scratch of at least `m * 64`.
-pub(crate) fn contract_column(w: &Nvfp4View<'_>, x: &[f32], m: usize, n: usize, partials: &mut [f32], out: &mut [u16]) {
+fn contract_column<T>(
+    w: &Nvfp4View<'_>,
+    x: &[f32],
+    (m, n): (usize, usize),
+    partials: &mut [f32],
+    out: &mut [T],
+    finish: fn(f32) -> T,
+) {
     let k = w.k();
     let table = e4m3_table();
     let partials = &mut partials[..m * PARTIALS];
@@ -72,13 +80,31 @@ pub(crate) fn contract_column(w: &Nvfp4View<'_>, x: &[f32], m: usize, n: usize, 
             }
             d /= 2;
         }
-        out[t] = f32_to_bf16(a[0] * w.global_scale());
+        out[t] = finish(a[0] * w.global_scale());
     }
 }
 
 /// `Y = contract(W, X)` for `x: [m][K]` bf16 bits into `y: [m][N]`, over `threads` OS threads
 /// (split over N). Lengths are validated; the result is the same bits for any thread count.
 pub fn gemv_contract(w: &Nvfp4View<'_>, x: &[u16], m: usize, y: &mut [u16], threads: usize) -> Result<()> {
+    contract_into(w, x, m, y, threads, f32_to_bf16)
+}
+
+/// The values `Y = contract(W, X)` rounds, as an f32 Y ([`crate::YFormat::F32`]:
+/// `total * global_scale`, every NaN as [`crate::F32_Y_NAN`]), for `x: [m][K]` bf16 bits into
+/// `y: [m][N]`, over `threads` OS threads. Rounding each to bf16 gives [`gemv_contract`]'s bits.
+pub fn gemv_contract_f32(w: &Nvfp4View<'_>, x: &[u16], m: usize, y: &mut [f32], threads: usize) -> Result<()> {
+    contract_into(w, x, m, y, threads, crate::f32_y_element)
+}
+
+fn contract_into<T: Copy + Default + Send>(
+    w: &Nvfp4View<'_>,
+    x: &[u16],
+    m: usize,
+    y: &mut [T],
+    threads: usize,
+    finish: fn(f32) -> T,
+) -> Result<()> {
     let (n, k) = (w.n(), w.k());
     crate::GemvShape::new(m, n, k)?;
     check_len("x", x.len(), m * k, m, n, k)?;
@@ -86,7 +112,7 @@ pub fn gemv_contract(w: &Nvfp4View<'_>, x: &[u16], m: usize, y: &mut [u16], thre
     let xf = widen_bf16(x);
     let threads = threads.clamp(1, n);
     let columns_per_thread = n.div_ceil(threads);
-    let mut transposed = vec![0u16; n * m]; // [n][m], so each thread owns a contiguous slice
+    let mut transposed = vec![T::default(); n * m]; // [n][m], so each thread owns a contiguous slice
     std::thread::scope(|scope| {
         for (chunk_index, chunk) in transposed.chunks_mut(columns_per_thread * m).enumerate() {
             let xf = &xf;
@@ -94,7 +120,7 @@ pub fn gemv_contract(w: &Nvfp4View<'_>, x: &[u16], m: usize, y: &mut [u16], thre
                 let mut partials = vec![0f32; m * PARTIALS];
                 let first = chunk_index * columns_per_thread;
                 for (offset, out) in chunk.chunks_mut(m).enumerate() {
-                    contract_column(w, xf, m, first + offset, &mut partials, out);
+                    contract_column(w, xf, (m, first + offset), &mut partials, out, finish);
                 }
             });
         }

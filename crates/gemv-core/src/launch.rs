@@ -10,7 +10,7 @@
 use crate::plan::Launch;
 use crate::shape::{GROUP_SIZE, GemvShape};
 use crate::tiers::KernelSpec;
-use crate::{CoreError, Result};
+use crate::{CoreError, Result, YFormat};
 
 /// An operand of a launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -38,14 +38,6 @@ impl Operand {
             Operand::Y => "y",
         }
     }
-
-    /// The byte alignment its offset needs (bf16 operands: 2).
-    pub fn alignment(self) -> usize {
-        match self {
-            Operand::X | Operand::Y => 2,
-            Operand::Packed | Operand::Scales => 1,
-        }
-    }
 }
 
 /// Elements a strided `[rows][width]` operand spans: `(rows - 1) * stride + width` (0 rows: 0),
@@ -60,6 +52,7 @@ pub struct LaunchShape {
     shape: GemvShape,
     x_row_stride: usize,
     y_row_stride: usize,
+    y_format: YFormat,
 }
 
 impl LaunchShape {
@@ -72,7 +65,7 @@ impl LaunchShape {
                 return Err(CoreError::RowStrideTooSmall { what, stride, width });
             }
         }
-        Ok(Self { shape, x_row_stride, y_row_stride })
+        Ok(Self { shape, x_row_stride, y_row_stride, y_format: YFormat::Bf16 })
     }
 
     /// Contiguous rows: strides K and N.
@@ -95,6 +88,26 @@ impl LaunchShape {
         self.y_row_stride
     }
 
+    /// This launch writing Y as `format`.
+    pub fn with_y_format(self, format: YFormat) -> Self {
+        Self { y_format: format, ..self }
+    }
+
+    /// Y's element type.
+    pub fn y_format(&self) -> YFormat {
+        self.y_format
+    }
+
+    /// The byte alignment `operand`'s offset needs: X's and Y's element size (Y's by its format),
+    /// 1 for the weights' bytes.
+    pub fn alignment(&self, operand: Operand) -> usize {
+        match operand {
+            Operand::X => 2,
+            Operand::Y => self.y_format.element_bytes(),
+            Operand::Packed | Operand::Scales => 1,
+        }
+    }
+
     /// The bytes `operand` spans: for X and Y from the first row's first element to the last
     /// row's last (saturating).
     pub fn bytes(&self, operand: Operand) -> usize {
@@ -103,7 +116,7 @@ impl LaunchShape {
             Operand::X => strided_span(m, k, self.x_row_stride).saturating_mul(2),
             Operand::Packed => n * k / 2,
             Operand::Scales => n * k / GROUP_SIZE,
-            Operand::Y => strided_span(m, n, self.y_row_stride).saturating_mul(2),
+            Operand::Y => strided_span(m, n, self.y_row_stride).saturating_mul(self.y_format.element_bytes()),
         }
     }
 
@@ -120,7 +133,7 @@ impl LaunchShape {
     /// alignment ([`CoreError::Misaligned`]).
     pub fn check_operand(&self, operand: Operand, offset: usize, len: usize) -> Result<()> {
         let GemvShape { m, n, k } = self.shape;
-        let (what, needed, align) = (operand.name(), self.bytes(operand), operand.alignment());
+        let (what, needed, align) = (operand.name(), self.bytes(operand), self.alignment(operand));
         if len < needed {
             return Err(CoreError::RangeTooSmall { what, len, needed, m, n, k });
         }
@@ -134,7 +147,7 @@ impl LaunchShape {
     /// and the element offsets of its first rows of X and Y.
     pub fn part(&self, launch: &Launch) -> Result<(LaunchShape, usize, usize)> {
         let GemvShape { n, k, .. } = self.shape;
-        let part = Self::new(launch.rows, n, k, self.x_row_stride, self.y_row_stride)?;
+        let part = Self::new(launch.rows, n, k, self.x_row_stride, self.y_row_stride)?.with_y_format(self.y_format);
         Ok((part, launch.row_offset * self.x_row_stride, launch.row_offset * self.y_row_stride))
     }
 }
@@ -173,5 +186,25 @@ mod tests {
         assert_eq!(part.bytes(Operand::X), 2 * 48);
         assert_eq!(strided_span(0, 48, 50), 0);
         assert_eq!(strided_span(usize::MAX, 2, 2), usize::MAX);
+    }
+
+    #[test]
+    fn an_f32_y_takes_four_bytes_an_element_and_four_byte_alignment() {
+        let shape = LaunchShape::new(2, 64, 32, 32, 70).expect("wide rows").with_y_format(YFormat::F32);
+        assert_eq!(shape.y_format(), YFormat::F32);
+        assert_eq!(shape.bytes(Operand::Y), 4 * (70 + 64));
+        assert_eq!(shape.bytes(Operand::X), 2 * 2 * 32, "X stays bf16");
+        assert!(shape.check_operand(Operand::Y, 4, 4 * (70 + 64)).is_ok());
+        assert!(matches!(
+            shape.check_operand(Operand::Y, 2, 4 * (70 + 64)),
+            Err(CoreError::Misaligned { what: "y", offset: 2, align: 4 })
+        ));
+        assert!(matches!(
+            shape.check_operand(Operand::Y, 0, 2 * (70 + 64)),
+            Err(CoreError::RangeTooSmall { what: "y", .. })
+        ));
+        let launch = Launch { tier: 0, row_offset: 1, rows: 1 };
+        let (part, _, y_at) = shape.part(&launch).expect("a launch of the plan");
+        assert_eq!((part.y_format(), y_at), (YFormat::F32, 70), "a part keeps the format; offsets count elements");
     }
 }

@@ -40,12 +40,13 @@ mod shape;
 mod tiers;
 mod tuned_table;
 mod tuning;
+mod y_format;
 
 pub use bf16_element::{Bf16Element, bf16_bits, bf16_bits_mut};
 pub use builds::{MODULE_BUILDS, ModuleBuild, dependent_module_build, module_build, module_builds};
 pub use call::GemvCall;
 pub use checkpoint_names::{Nvfp4Layout, Nvfp4TensorNames};
-pub use contract::{PARTIALS, fused_multiply_add, gemv_contract, host_threads, widen_bf16};
+pub use contract::{PARTIALS, fused_multiply_add, gemv_contract, gemv_contract_f32, host_threads, widen_bf16};
 pub use error::{CoreError, Result};
 pub use experts::{Nvfp4Experts, Nvfp4ExpertsView, expert_global_scale};
 pub use family::{Family, FamilyChoice, select_family};
@@ -69,3 +70,4 @@ pub use tiers::{
 pub use tuning::{
     DeviceTuning, Evidence, TUNED_DEVICES, TunedKernel, TunedLaunch, TunedPlan, device_tuning, tuning_is_consistent,
 };
+pub use y_format::{F32_Y_NAN, YElement, YFormat, f32_y_element};

@@ -11,7 +11,9 @@
 //! ```
 //!
 //! The first term is the f32 summation error, the second the f32 multiply by `gs` and the bf16
-//! rounding (relative 2^-9), the last the spacing of bf16 subnormals.
+//! rounding (relative 2^-9), the last the spacing of bf16 subnormals. An f32 Y (the values before
+//! the bf16 rounding) has the bound without the rounding's terms:
+//! `|gs| (g_h S + u (|E| + g_h S)) + 2^-149`.
 //!
 //! The fast (tensor-core) family's bound, [`fast_reference`], has the same form with what a
 //! tensor core may do instead of IEEE f32 steps: any summation order inside and across mma steps
@@ -33,19 +35,29 @@ pub struct ReferenceOutput {
     pub value: f64,
     /// The largest distance the contract's bf16 output may have from `value`.
     pub bound: f64,
+    /// The largest distance an f32 Y (the value before the bf16 rounding) may have from `value`.
+    pub f32_bound: f64,
 }
 
 impl ReferenceOutput {
     /// Whether a bf16 output (raw bits) is within the bound. NaN matches only a NaN reference.
     pub fn admits(&self, found: u16) -> bool {
-        let found = f64::from(bf16_to_f32(found));
+        self.within(f64::from(bf16_to_f32(found)), self.bound)
+    }
+
+    /// Whether an f32 Y element is within the f32 bound. NaN matches only a NaN reference.
+    pub fn admits_f32(&self, found: f32) -> bool {
+        self.within(f64::from(found), self.f32_bound)
+    }
+
+    fn within(&self, found: f64, bound: f64) -> bool {
         if self.value.is_nan() || found.is_nan() {
             return self.value.is_nan() && found.is_nan();
         }
         if self.value.is_infinite() || found.is_infinite() {
             return self.value == found;
         }
-        (found - self.value).abs() <= self.bound
+        (found - self.value).abs() <= bound
     }
 }
 
@@ -103,7 +115,8 @@ fn reference_with(
             let summation = gamma * abs_sum + flushed;
             let bound =
                 gs.abs() * (summation + (u + 2f64.powi(-8) * (1.0 + u)) * (sum.abs() + summation)) + 2f64.powi(-133);
-            out.push(ReferenceOutput { value: gs * sum, bound });
+            let f32_bound = gs.abs() * (summation + u * (sum.abs() + summation)) + 2f64.powi(-149);
+            out.push(ReferenceOutput { value: gs * sum, bound, f32_bound });
         }
     }
     Ok(out)

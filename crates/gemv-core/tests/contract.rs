@@ -3,7 +3,8 @@
 
 use gemv_core::codec::{bf16_to_f32, decode_e4m3, encode_e4m3, f32_to_bf16};
 use gemv_core::{
-    CoreError, GemvShape, Nvfp4Matrix, Nvfp4View, f64_reference, gemv_contract, quantize_f32, rounding_depth,
+    CoreError, F32_Y_NAN, GemvShape, Nvfp4Matrix, Nvfp4View, f64_reference, gemv_contract, gemv_contract_f32,
+    quantize_f32, rounding_depth,
 };
 
 /// A small deterministic generator (tests need no RNG crate).
@@ -240,4 +241,37 @@ fn shape_arithmetic_counts_groups_and_the_bytes_a_launch_moves() {
     assert_eq!(shape.bytes_moved(), 120 + 15 + 288 + 30);
     let qkv = GemvShape::new(8, 5120, 5120).expect("valid");
     assert_eq!(qkv.bytes_moved(), 13_107_200 + 1_638_400 + 81_920 + 81_920);
+}
+
+#[test]
+fn an_f32_y_holds_the_values_the_bf16_result_rounds() {
+    let mut seed = 11;
+    let (m, n, k) = (3, 29, 16 * 70);
+    let w = random_matrix(n, k, &mut seed);
+    let mut x = random_x(m, k, &mut seed);
+    // Token 1's products overflow (infinities of both signs meet: NaN), token 2 holds a NaN.
+    x[k..2 * k].fill(f32_to_bf16(3.0e38));
+    x[2 * k + 5] = 0x7FC1;
+    let mut y = vec![0u16; m * n];
+    gemv_contract(&w.view(), &x, m, &mut y, 2).expect("runs");
+    let mut y32 = vec![0f32; m * n];
+    gemv_contract_f32(&w.view(), &x, m, &mut y32, 3).expect("runs");
+    for (i, (&bf16, &value)) in y.iter().zip(&y32).enumerate() {
+        assert_eq!(f32_to_bf16(value), bf16, "output {i}");
+        assert!(!value.is_nan() || value.to_bits() == F32_Y_NAN, "output {i}: NaN written as {:#x}", value.to_bits());
+    }
+    assert!(y32[n..].iter().all(|v| v.is_nan()), "every non-finite case reaches the f32 Y as NaN");
+    // Some value is not a bf16 already: the f32 Y keeps what the rounding drops, within the f64
+    // reference's f32 bound, tighter than the bf16 one.
+    assert!(y32[..n].iter().any(|&v| bf16_to_f32(f32_to_bf16(v)) != v));
+    let reference = f64_reference(&w.view(), &x[..k], 1).expect("token 0");
+    for (row, (r, &value)) in reference.iter().zip(&y32[..n]).enumerate() {
+        assert!(r.admits_f32(value) && r.f32_bound < r.bound, "row {row}: {value} against {r:?}");
+        assert!(!r.admits_f32(value + (r.f32_bound * 2.0) as f32), "row {row}: the f32 bound can fail");
+    }
+    let mut short = vec![0f32; m * n - 1];
+    assert!(matches!(
+        gemv_contract_f32(&w.view(), &x, m, &mut short, 1),
+        Err(CoreError::LengthMismatch { what: "y", .. })
+    ));
 }

@@ -8,7 +8,7 @@ use crate::simd::{SIMD_VARIABLE, SimdPath, exact_float_mode};
 use crate::weights::CpuWeights;
 use gemv_backend::{
     BufferRange, DeviceBuffer, DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, GroupedArgs, HostMemory,
-    KernelHandle, Result, TimerKind, resolved_spec,
+    KernelHandle, Result, TimerKind, bf16_y_only, resolved_spec,
 };
 use gemv_core::{
     Bf16Element, GemvCall, KillSwitches, MODULE_NAME, Operand, bf16_bits, bf16_bits_mut, host_threads, select_family,
@@ -236,6 +236,7 @@ impl GpuBackend for CpuBackend {
     fn launch_gemv(&self, kernel: KernelHandle, args: &GemvArgs) -> Result<()> {
         let spec = resolved_spec(NAME, kernel)?;
         let shape = args.validate(spec)?;
+        bf16_y_only(NAME, args.y_format)?;
         let (m, n, k) = (shape.m, shape.n, shape.k);
         let mut arrangements = self.arrangements();
         let source = Source { packed: args.packed_read(), scales: args.scales_read(), n, k };

@@ -22,6 +22,7 @@ pub struct EmuArgs {
     pub k: c_int,
     pub x_stride: c_int,
     pub y_stride: c_int,
+    pub y_f32: c_int,
     pub global_scales: *const f32,
     pub per_expert_scales: c_int,
     pub routing: *const u32,

@@ -24,7 +24,7 @@ use gemv_backend::{
     DeviceInfo, DeviceKind, Error, GemvArgs, GpuBackend, GroupedArgs, HostMemory, KernelHandle, Result, TimerKind,
     resolved_spec,
 };
-use gemv_core::host_threads;
+use gemv_core::{YFormat, host_threads};
 use gemv_cuda::launch::{THREADS_PER_BLOCK, grid_size, grouped_grid_size, kernel_int};
 use std::ffi::{CStr, CString, c_int};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -274,13 +274,13 @@ impl CudaEmulator {
                 launch.m,
                 launch.n,
                 launch.k,
-                (launch.k, launch.n),
+                (launch.k, launch.n, YFormat::Bf16),
             )
         }
     }
 
     /// Runs `kernel` with `regions` as x, packed, scales and y (in that order), X's and Y's rows
-    /// `strides` elements apart.
+    /// `strides` elements apart, Y's elements of the format that follows them.
     ///
     /// # Safety
     /// Each region must be valid for its length for the whole call: readable, and for y also
@@ -296,7 +296,7 @@ impl CudaEmulator {
         m: usize,
         n: usize,
         k: usize,
-        (x_stride, y_stride): (usize, usize),
+        (x_stride, y_stride, y_format): (usize, usize, YFormat),
     ) -> Result<()> {
         let args = ffi::EmuArgs {
             x: regions[0].base.cast(),
@@ -309,6 +309,7 @@ impl CudaEmulator {
             k: kernel_int(NAME, "K", k)?,
             x_stride: kernel_int(NAME, "X row stride", x_stride)?,
             y_stride: kernel_int(NAME, "Y row stride", y_stride)?,
+            y_f32: c_int::from(y_format == YFormat::F32),
             global_scales: std::ptr::null(),
             per_expert_scales: 0,
             routing: std::ptr::null(),
@@ -458,7 +459,7 @@ impl GpuBackend for CudaEmulator {
                     m,
                     n,
                     k,
-                    (args.x_row_stride, args.y_row_stride),
+                    (args.x_row_stride, args.y_row_stride, args.y_format),
                 )
             }
         })??;
@@ -496,6 +497,7 @@ impl GpuBackend for CudaEmulator {
                 k: kernel_int(NAME, "K", k)?,
                 x_stride: kernel_int(NAME, "K", k)?,
                 y_stride: kernel_int(NAME, "N", n)?,
+                y_f32: 0,
                 global_scales: at.global_scales.cast(),
                 per_expert_scales: c_int::from(args.per_expert_global_scales()),
                 routing: at.routing.cast(),

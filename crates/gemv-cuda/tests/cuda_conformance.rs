@@ -250,6 +250,82 @@ fn an_engine_launches_on_its_own_stream_and_memory_and_replays_a_captured_graph(
     }
 }
 
+/// A row-parallel tensor-parallel shard's step: Y as f32 (the values the bf16 result rounds, for
+/// the engine's all-reduce to sum), through the plan on the engine's stream: the exact family the
+/// host's f32 contract bit for bit, rounding to the bf16 launch's result; the fast family (sm_80+)
+/// within its f32 bound, rounding to its own bf16 result; a strided f32 Y's gaps untouched; an f32
+/// view too short for the call a typed error.
+#[test]
+fn an_engine_writes_an_f32_y_for_a_tensor_parallel_all_reduce() {
+    if cuda().is_none() {
+        return;
+    }
+    use gemv_conformance as conformance;
+    use gemv_core::codec::f32_to_bf16;
+    use gemv_core::{gemv_contract_f32, host_threads};
+    use gemv_cuda::{FamilyChoice, GemvCall};
+    let (_context, stream, kernels) = engine();
+    let (n, k) = (67, 2576);
+    let matrix = conformance::matrix(n, k, 31);
+    let view = matrix.view();
+    let packed = stream.clone_htod(view.packed()).expect("packed");
+    let scales = stream.clone_htod(view.scales()).expect("scales");
+    let weights = gemv_cuda::CudaWeights {
+        packed: packed.slice(..),
+        scales: scales.slice(..),
+        global_scale: view.global_scale(),
+        n,
+        k,
+    };
+    for m in [1, 9, 20] {
+        let x_host = conformance::activations(m, k, 32 + m as u64);
+        let x = stream.clone_htod(&x_host).expect("x");
+        let mut expected = vec![0f32; m * n];
+        gemv_contract_f32(&view, &x_host, m, &mut expected, host_threads()).expect("contract");
+        let mut families = vec![FamilyChoice::Exact];
+        if kernels.tiers().family(FamilyChoice::Fast).is_ok() {
+            families.push(FamilyChoice::Fast);
+        }
+        for family in families {
+            let call = GemvCall::new(m).with_family(family);
+            let mut y32 = stream.alloc_zeros::<f32>(m * n).expect("f32 y");
+            kernels.gemv(&stream, &weights, &x.slice(..), &mut y32.slice_mut(..), &call).expect("f32 launches");
+            let found = stream.clone_dtoh(&y32).expect("f32 y back");
+            let mut y = stream.alloc_zeros::<u16>(m * n).expect("y");
+            kernels.gemv(&stream, &weights, &x.slice(..), &mut y.slice_mut(..), &call).expect("bf16 launches");
+            let rounded: Vec<u16> = found.iter().map(|&v| f32_to_bf16(v)).collect();
+            assert_eq!(rounded, stream.clone_dtoh(&y).expect("y back"), "M = {m}, {family:?}: f32 rounds to bf16");
+            if family == FamilyChoice::Exact {
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&found), bits(&expected), "M = {m}: exact f32 Y");
+            } else {
+                let failure = conformance::fast_f32_failure(&matrix, &x_host, m, &found);
+                assert!(failure.is_none(), "M = {m}: fast f32 Y: {failure:?}");
+            }
+            // Y's rows N + 3 apart: the elements between them keep their marker.
+            let y_stride = n + 3;
+            let marker = vec![f32::from_bits(0x5A5A_5A5A); (m - 1) * y_stride + n];
+            let mut y_wide = stream.clone_htod(&marker).expect("strided y");
+            let strided = call.with_y_row_stride(y_stride);
+            kernels.gemv(&stream, &weights, &x.slice(..), &mut y_wide.slice_mut(..), &strided).expect("strided f32");
+            let wide = stream.clone_dtoh(&y_wide).expect("strided y back");
+            for (i, (&value, &before)) in wide.iter().zip(&marker).enumerate() {
+                let (t, column) = (i / y_stride, i % y_stride);
+                let wanted = if column < n { found[t * n + column] } else { before };
+                assert_eq!(value.to_bits(), wanted.to_bits(), "M = {m}, {family:?}: strided f32 Y element {i}");
+            }
+        }
+        let mut short = stream.alloc_zeros::<f32>(m * n - 1).expect("short y");
+        let error = kernels
+            .gemv(&stream, &weights, &x.slice(..), &mut short.slice_mut(..), &GemvCall::new(m))
+            .expect_err("an f32 Y one element short");
+        assert!(
+            matches!(error, gemv_backend::Error::Core(gemv_core::CoreError::RangeTooSmall { what: "y", .. })),
+            "{error}"
+        );
+    }
+}
+
 /// A routed mixture-of-experts layer from an engine: stacked experts, X, the routing and Y in its
 /// own device memory, one launch per step, bit-exact against the host contract; then captured
 /// into a graph and replayed with a new routing written between replays (the routing is read

@@ -5,7 +5,8 @@ use gemv_backend::{
     resolved_spec,
 };
 use gemv_core::{
-    ExpertRouting, KERNELS, MODULE_NAME, Nvfp4ExpertsView, Nvfp4View, gemv_contract, grouped_contract, host_threads,
+    ExpertRouting, KERNELS, MODULE_NAME, Nvfp4ExpertsView, Nvfp4View, YFormat, gemv_contract, gemv_contract_f32,
+    grouped_contract, host_threads,
 };
 use std::sync::{Arc, Mutex};
 
@@ -179,6 +180,9 @@ impl GpuBackend for MockBackend {
     }
 }
 
+/// The host contract writing Y's elements as `T` (`gemv_contract`, `gemv_contract_f32`).
+type HostContract<T> = fn(&Nvfp4View<'_>, &[u16], usize, &mut [T], usize) -> gemv_core::Result<()>;
+
 impl MockBackend {
     /// The grouped launch itself (the host contract of every pair), bypassing any hook.
     pub fn launch_grouped_unhooked(&self, args: &GroupedArgs) -> Result<()> {
@@ -199,6 +203,23 @@ impl MockBackend {
         Ok(())
     }
 
+    /// Computes a validated launch's Y with `contract` (the host contract writing Y's format) and
+    /// writes it.
+    fn host_contract<T: bytemuck::Pod>(
+        &self,
+        args: &GemvArgs,
+        (m, n, k): (usize, usize, usize),
+        contract: HostContract<T>,
+    ) -> Result<()> {
+        let y = self.memory.with_launch_inputs(args, |inputs| -> Result<Vec<T>> {
+            let weights = Nvfp4View::new(inputs.packed, inputs.scales, args.global_scale, n, k)?;
+            let mut y = vec![T::zeroed(); m * n];
+            contract(&weights, &inputs.x, m, &mut y, self.threads)?;
+            Ok(y)
+        })??;
+        self.memory.write_y_rows(args, &y)
+    }
+
     /// The launch itself, bypassing any hook.
     pub fn launch_unhooked(&self, kernel: KernelHandle, args: &GemvArgs) -> Result<()> {
         let spec = resolved_spec(NAME, kernel)?;
@@ -208,13 +229,10 @@ impl MockBackend {
         }
         let shape = args.validate(spec)?;
         let (m, n, k) = (shape.m, shape.n, shape.k);
-        let y = self.memory.with_launch_inputs(args, |inputs| -> Result<Vec<u16>> {
-            let weights = Nvfp4View::new(inputs.packed, inputs.scales, args.global_scale, n, k)?;
-            let mut y = vec![0u16; m * n];
-            gemv_contract(&weights, &inputs.x, m, &mut y, self.threads)?;
-            Ok(y)
-        })??;
-        self.memory.write_y_rows(args, &y)?;
+        match args.y_format {
+            YFormat::F32 => self.host_contract(args, (m, n, k), gemv_contract_f32)?,
+            _ => self.host_contract(args, (m, n, k), gemv_contract)?,
+        }
         self.log.lock().unwrap_or_else(|p| p.into_inner()).push(LaunchRecord { kernel: spec.name, m });
         tracing::trace!(kernel = spec.name, m, n, k, "host launch");
         Ok(())

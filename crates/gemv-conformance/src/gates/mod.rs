@@ -10,6 +10,7 @@
 mod agreement;
 mod bad_input;
 mod bound;
+pub(super) mod f32_y;
 pub(super) mod fast;
 mod grouped;
 mod guards;
@@ -54,12 +55,16 @@ pub(super) fn run(backend: &dyn GpuBackend, gate: Gate) -> Vec<GateResult> {
             guards::guards(backend, &mut cases);
             guards::shared_buffer(backend, &mut cases);
             strides::exact_strides(backend, &mut cases);
+            f32_y::exact_f32_y(backend, &mut cases);
         }
         Gate::Impulse => impulse::impulse(backend, &mut cases),
         Gate::OddShapes => shapes::odd_shapes(backend, &mut cases),
         Gate::BadInput => bad_input::bad_input(backend, &mut cases),
         Gate::SpecialValues => values::special_values(backend, &mut cases),
-        Gate::FastBound => fast::fast_bound(backend, &mut cases),
+        Gate::FastBound => {
+            fast::fast_bound(backend, &mut cases);
+            f32_y::fast_f32_y(backend, &mut cases);
+        }
         Gate::FastInvariance => fast::fast_invariance(backend, &mut cases),
         Gate::GroupedExperts => grouped::grouped_experts(backend, &mut cases),
     }

@@ -9,8 +9,8 @@
 use super::{Cases, diff, host, lookup};
 use crate::data::{activations, matrix};
 use gemv_backend::{GemvArgs, GpuBackend, KernelHandle, Result};
-use gemv_core::strided_span;
 use gemv_core::{Family, Nvfp4Matrix, family_kernels};
+use gemv_core::{YFormat, strided_span};
 
 /// Between X's rows: bf16 996.0, finite and far from the activations' range.
 const X_GAP: u16 = 0x4479;
@@ -30,22 +30,34 @@ pub(super) fn strided_launch(
     w: &Nvfp4Matrix,
     x: &[u16],
     m: usize,
-    (x_pad, y_pad): (usize, usize),
+    pads: (usize, usize),
 ) -> Result<(Vec<u16>, Option<usize>)> {
+    strided_launch_as(backend, handle, (w, x, m), pads, (YFormat::Bf16, Y_GAP))
+}
+
+/// [`strided_launch`] writing Y as `y_format`, whose elements are `T`, the gaps between its rows
+/// holding `y_gap`.
+pub(super) fn strided_launch_as<T: bytemuck::Pod + PartialEq>(
+    backend: &dyn GpuBackend,
+    handle: KernelHandle,
+    (w, x, m): (&Nvfp4Matrix, &[u16], usize),
+    (x_pad, y_pad): (usize, usize),
+    (y_format, y_gap): (YFormat, T),
+) -> Result<(Vec<T>, Option<usize>)> {
     let (n, k) = (w.n(), w.k());
     let (x_stride, y_stride) = (k + x_pad, n + y_pad);
     let mut x_rows = vec![X_GAP; strided_span(m, k, x_stride)];
     for t in 0..m {
         x_rows[t * x_stride..t * x_stride + k].copy_from_slice(&x[t * k..(t + 1) * k]);
     }
-    let y_gaps = vec![Y_GAP; strided_span(m, n, y_stride)];
+    let y_gaps = vec![y_gap; strided_span(m, n, y_stride)];
     let mut buffers = Vec::new();
     let result = (|| {
         for bytes in [
             bytemuck::cast_slice::<u16, u8>(&x_rows),
             w.view().packed(),
             w.view().scales(),
-            bytemuck::cast_slice::<u16, u8>(&y_gaps),
+            bytemuck::cast_slice::<T, u8>(&y_gaps),
         ] {
             let buffer = backend.alloc(bytes.len())?;
             buffers.push(buffer);
@@ -62,14 +74,14 @@ pub(super) fn strided_launch(
             k,
             x_row_stride: x_stride,
             y_row_stride: y_stride,
+            y_format,
         };
         backend.launch_gemv(handle, &args)?;
         backend.synchronize()?;
-        let mut bytes = vec![0u8; 2 * y_gaps.len()];
-        backend.download(buffers[3].whole(), &mut bytes)?;
-        let after: Vec<u16> = bytes.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect();
+        let mut after = vec![T::zeroed(); y_gaps.len()];
+        backend.download(buffers[3].whole(), bytemuck::cast_slice_mut(&mut after))?;
         let rows = (0..m).flat_map(|t| after[t * y_stride..t * y_stride + n].iter().copied()).collect();
-        let changed = (0..after.len()).find(|&i| i % y_stride >= n && after[i] != Y_GAP);
+        let changed = (0..after.len()).find(|&i| i % y_stride >= n && after[i] != y_gap);
         Ok((rows, changed))
     })();
     for buffer in buffers {

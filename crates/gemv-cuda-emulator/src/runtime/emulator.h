@@ -9,7 +9,7 @@ extern "C" {
 
 // The gemv kernel signature every registered entry point has.
 typedef void (*EmuEntry)(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
-                         float global_scale, int m, int n, int k, int x_stride, int y_stride);
+                         float global_scale, int m, int n, int k, int x_stride, int y_stride, int y_f32);
 
 // The grouped kernels' signature (a routed mixture-of-experts layer).
 typedef void (*EmuGroupedEntry)(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales, gemv_u16* y,
@@ -33,6 +33,7 @@ struct EmuArgs {
     float global_scale;
     int m, n, k;
     int x_stride, y_stride;  // elements between rows of X and of Y
+    int y_f32;               // Y's elements are f32 (else bf16)
     // A grouped launch's own arguments (unused by the gemv signature): one or E global scales,
     // the routing's u32 expert ids, E, M x top_k and top-k.
     const float* global_scales;

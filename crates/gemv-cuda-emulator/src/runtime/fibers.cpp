@@ -90,7 +90,7 @@ void fiber_main() {
             kernel->grouped_entry(a.x, a.packed, a.scales, a.y, a.global_scales, a.per_expert_scales, a.routing,
                                   a.experts, a.pairs, a.top_k, a.n, a.k);
         } else {
-            kernel->entry(a.x, a.packed, a.scales, a.y, a.global_scale, a.m, a.n, a.k, a.x_stride, a.y_stride);
+            kernel->entry(a.x, a.packed, a.scales, a.y, a.global_scale, a.m, a.n, a.k, a.x_stride, a.y_stride, a.y_f32);
         }
         async_copies_at_exit();
         run = t_block;

@@ -7,18 +7,18 @@
 
 #define EMU_FAST_ARGS                                                                                              \
     const gemv_u16 *x, const gemv_u8 *packed, const gemv_u8 *scales, gemv_u16 *y, float global_scale, int m, int n, \
-        int k, int x_stride, int y_stride
+        int k, int x_stride, int y_stride, int y_f32
 
 // The m16 kernel with a planted wrong fragment index (rows g + 8 and k 2t + 8 swapped in A): the
 // fast gates must fail it.
 GEMV_KERNEL(emu_test_fast_wrong_fragment, gemv_fast::kThreadsPerBlock, 1)(EMU_FAST_ARGS) {
-    gemv_fast::fast_entry<2, gemv_fast::kWrongFragment>(x, packed, scales, y, global_scale, m, n, k, x_stride, y_stride);
+    gemv_fast::fast_entry<2, gemv_fast::kWrongFragment>(x, packed, scales, y, global_scale, m, n, k, x_stride, y_stride, y_f32);
 }
 
 // The m16 kernel whose warp partials are added in reverse order when M > 8: a token's bits then
 // depend on M, which gate 11's batch invariance must catch.
 GEMV_KERNEL(emu_test_fast_order_depends_on_m, gemv_fast::kThreadsPerBlock, 1)(EMU_FAST_ARGS) {
-    gemv_fast::fast_entry<2, gemv_fast::kOrderDependsOnM>(x, packed, scales, y, global_scale, m, n, k, x_stride, y_stride);
+    gemv_fast::fast_entry<2, gemv_fast::kOrderDependsOnM>(x, packed, scales, y, global_scale, m, n, k, x_stride, y_stride, y_f32);
 }
 
 #define GEMV_EMU_FAST_ENTRY(name, ...) {#name, &name, emu_launch_bound_##name, nullptr},

@@ -5,7 +5,7 @@
 
 #define EMU_ARGS                                                                                                   \
     const gemv_u16 *x, const gemv_u8 *packed, const gemv_u8 *scales, gemv_u16 *y, float global_scale, int m, int n, \
-        int k, int x_stride, int y_stride
+        int k, int x_stride, int y_stride, int y_f32
 
 namespace emu_test {
 constexpr unsigned kFull = 0xFFFFFFFFu;

@@ -23,6 +23,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaStream, CudaView, CudaViewMu
 use gemv_backend::{Error, KernelHandle, ResolvedTiers, Result};
 use gemv_core::{
     Bf16Element, GROUPED_KERNELS, GemvCall, GroupedCall, KERNELS, KernelSpec, KillSwitches, LaunchShape, Operand,
+    YElement,
 };
 use std::sync::Arc;
 
@@ -166,20 +167,22 @@ impl CudaKernels {
     /// call, the matrix and both views are validated once, before anything is enqueued; then one
     /// driver call per launch, nothing else (no allocation, copy or synchronisation), so a graph
     /// capture of the stream records it. The views start at row 0 of X and Y and span
-    /// `(m - 1) * stride + width` elements at least.
-    pub fn gemv<T: Bf16Element>(
+    /// `(m - 1) * stride + width` elements at least. Y's element type names what is written: the
+    /// bf16 result (`u16`, `half::bf16`), or (`f32`, [`gemv_core::YFormat::F32`]) the values it
+    /// rounds, for a row-parallel tensor-parallel shard whose all-reduce sums f32 and rounds once.
+    pub fn gemv<T: Bf16Element, Y: YElement>(
         &self,
         stream: &CudaStream,
         weights: &CudaWeights<'_>,
         x: &CudaView<'_, T>,
-        y: &mut CudaViewMut<'_, T>,
+        y: &mut CudaViewMut<'_, Y>,
         call: &GemvCall,
     ) -> Result<()> {
         let shape = self.checked(weights, x, y, call)?;
         for planned in self.tiers.plan_call(call)? {
             let (part, x_start, y_start) = shape.part(&planned.launch)?;
             let x_rows = x.slice(x_start..x_start + part.bytes(Operand::X) / 2);
-            let mut y_rows = y.slice_mut(y_start..y_start + part.bytes(Operand::Y) / 2);
+            let mut y_rows = y.slice_mut(y_start..y_start + part.bytes(Operand::Y) / std::mem::size_of::<Y>());
             self.enqueue_checked(stream, planned.kernel, weights, &x_rows, &mut y_rows, &part)?;
         }
         Ok(())
@@ -188,13 +191,13 @@ impl CudaKernels {
     /// Enqueues one launch of `kernel` (any kernel the device loaded, whatever the plan would
     /// pick: a benchmark's or a test's choice) for `call`, whose M must be within the kernel's
     /// width; the call's family policy does not apply. Validated like [`Self::gemv`].
-    pub fn launch_kernel<T: Bf16Element>(
+    pub fn launch_kernel<T: Bf16Element, Y: YElement>(
         &self,
         stream: &CudaStream,
         kernel: &'static KernelSpec,
         weights: &CudaWeights<'_>,
         x: &CudaView<'_, T>,
-        y: &mut CudaViewMut<'_, T>,
+        y: &mut CudaViewMut<'_, Y>,
         call: &GemvCall,
     ) -> Result<()> {
         let shape = self.checked(weights, x, y, call)?;
@@ -264,16 +267,16 @@ impl CudaKernels {
     }
 
     /// The call's shape over `weights`, with the weights' and the views' lengths checked against it.
-    fn checked<T: Bf16Element>(
+    fn checked<T: Bf16Element, Y: YElement>(
         &self,
         weights: &CudaWeights<'_>,
         x: &CudaView<'_, T>,
-        y: &CudaViewMut<'_, T>,
+        y: &CudaViewMut<'_, Y>,
         call: &GemvCall,
     ) -> Result<LaunchShape> {
-        let shape = call.shape(weights.n, weights.k)?;
+        let shape = call.shape(weights.n, weights.k)?.with_y_format(Y::FORMAT);
         // Lengths in bytes; views are element-aligned.
-        let lens = [2 * x.len(), weights.packed.len(), weights.scales.len(), 2 * y.len()];
+        let lens = [2 * x.len(), weights.packed.len(), weights.scales.len(), std::mem::size_of::<Y>() * y.len()];
         for (operand, len) in Operand::ALL.into_iter().zip(lens) {
             shape.check_operand(operand, 0, len)?;
         }
@@ -281,13 +284,13 @@ impl CudaKernels {
     }
 
     /// Enqueues the kernel `handle` names over views already checked against `shape`.
-    fn enqueue_checked<T: Bf16Element>(
+    fn enqueue_checked<T: Bf16Element, Y: YElement>(
         &self,
         stream: &CudaStream,
         handle: KernelHandle,
         weights: &CudaWeights<'_>,
         x: &CudaView<'_, T>,
-        y: &mut CudaViewMut<'_, T>,
+        y: &mut CudaViewMut<'_, Y>,
         shape: &LaunchShape,
     ) -> Result<()> {
         let kernel = gemv_backend::resolved_spec(NAME, handle)?;

@@ -9,7 +9,7 @@ use crate::error::CudaError;
 use crate::launch::{THREADS_PER_BLOCK, grid_size, grouped_grid_size, kernel_int};
 use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use gemv_backend::{GroupedArgs, Result};
-use gemv_core::{GemvShape, GroupedKernelSpec, KernelSpec, LaunchShape};
+use gemv_core::{GemvShape, GroupedKernelSpec, KernelSpec, LaunchShape, YFormat};
 use std::ffi::c_void;
 
 /// Device addresses of a launch's operands.
@@ -54,6 +54,7 @@ pub(super) unsafe fn enqueue(
     let (m32, n32, k32) = (kernel_int(NAME, "M", m)?, kernel_int(NAME, "N", n)?, kernel_int(NAME, "K", k)?);
     let x_stride = kernel_int(NAME, "X row stride", launch.x_row_stride())?;
     let y_stride = kernel_int(NAME, "Y row stride", launch.y_row_stride())?;
+    let y_f32 = i32::from(launch.y_format() == YFormat::F32);
     let config = LaunchConfig {
         grid_dim: (grid_size(NAME, spec, n, multiprocessors)?, 1, 1),
         block_dim: (THREADS_PER_BLOCK, 1, 1),
@@ -63,16 +64,17 @@ pub(super) unsafe fn enqueue(
         LaunchOrder::Serialized => {
             let mut builder = stream.launch_builder(function);
             builder.arg(&operands.x).arg(&operands.packed).arg(&operands.scales).arg(&operands.y);
-            builder.arg(&global_scale).arg(&m32).arg(&n32).arg(&k32).arg(&x_stride).arg(&y_stride);
+            builder.arg(&global_scale).arg(&m32).arg(&n32).arg(&k32).arg(&x_stride).arg(&y_stride).arg(&y_f32);
             // SAFETY: the argument list matches the kernels' signature (four device pointers,
-            // f32, five i32). By this function's contract every operand holds the bytes M, N, K
-            // and the strides need; the kernels read only those and write only Y's m rows.
+            // f32, six i32). By this function's contract every operand holds the bytes M, N, K,
+            // the strides and Y's format need; the kernels read only those and write only Y's m
+            // rows.
             unsafe { builder.launch(config) }.map(drop)
         }
         LaunchOrder::ProgrammaticDependent => {
             let Operands { mut x, mut packed, mut scales, mut y } = operands;
-            let (mut scale, mut m32, mut n32, mut k32, mut x_stride, mut y_stride) =
-                (global_scale, m32, n32, k32, x_stride, y_stride);
+            let (mut scale, mut m32, mut n32, mut k32, mut x_stride, mut y_stride, mut y_f32) =
+                (global_scale, m32, n32, k32, x_stride, y_stride, y_f32);
             let mut params = [
                 param(&mut x),
                 param(&mut packed),
@@ -84,6 +86,7 @@ pub(super) unsafe fn enqueue(
                 param(&mut k32),
                 param(&mut x_stride),
                 param(&mut y_stride),
+                param(&mut y_f32),
             ];
             // SAFETY: as above, the parameters in the kernels' order and sizes (u64 addresses,
             // f32, i32), each a local alive for the call; `function` comes from the dependent

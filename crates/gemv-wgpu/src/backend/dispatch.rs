@@ -5,7 +5,7 @@ use super::{Binding, NAME, WgpuBackend};
 use crate::error::WgpuError;
 use crate::launch::{WgpuRange, WgpuWeights};
 use crate::shader::{rows_per_workgroup, shader_source};
-use gemv_backend::{GemvArgs, KernelHandle, Result, resolved_spec};
+use gemv_backend::{GemvArgs, KernelHandle, Result, bf16_y_only, resolved_spec};
 use gemv_core::{KernelSpec, Operand};
 
 /// `Params` in the template: 12 u32 words.
@@ -135,6 +135,7 @@ impl WgpuBackend {
     ) -> Result<()> {
         let spec = resolved_spec(NAME, kernel)?;
         let shape = args.validate(spec)?;
+        bf16_y_only(NAME, args.y_format)?;
         let launch = args.launch_shape()?;
         let y = self.checked_range("y", args.y)?;
         let mut inputs = Vec::with_capacity(3);
