@@ -131,7 +131,8 @@ step tuned tuned.log 90 "$here/gemv" bench --backend "$backend" $three_shapes --
   --family exact --family fast --peak-gbps 4800 $quick
 # 5b. A chain of 8 dependent layers (docs/kernels.md, builds for programmatic dependent launch):
 #     each family's plan launched one after the other and as programmatic dependents, whose
-#     kernels stream their weights while the step before finishes, on the 5120 x 5120 projection
+#     kernels stream their weights while the step before finishes, each also captured into a CUDA
+#     graph and replayed (the `graph` arms; a driver that cannot capture leaves a note), on the 5120 x 5120 projection
 #     and a 2048 x 2048 one (where a launch's ramp weighs most), M = 1, 4, 16.
 step chain bench.log 60 "$here/gemv" bench --backend "$backend" --chain 8 $chain_shapes --m 1,4,16 \
   --family exact --family fast ${quick:---rounds 5 --launches 10}

@@ -16,6 +16,19 @@ pub trait BenchTimers: GpuBackend {
         time_with_host_clock(self, launches, repeats)
     }
 
+    /// Captures `launches` (in order) into one graph, replays it once untimed, and returns the
+    /// device time of `repeats` more replays; `Ok(None)` where the backend has no graphs. A
+    /// replay writes what running the launches once writes: a decode step captured once and
+    /// replayed, as an engine does to take the host out of the step.
+    fn time_launches_as_graph(
+        &self,
+        launches: &[(KernelHandle, GemvArgs)],
+        repeats: usize,
+    ) -> Result<Option<Duration>> {
+        let _ = (launches, repeats);
+        Ok(None)
+    }
+
     /// Runs the grouped launches `launches` in order, `repeats` times, and returns the device
     /// time of the whole span (the host clock unless the backend has events).
     fn time_grouped(&self, launches: &[GroupedArgs], repeats: usize) -> Result<Duration> {

@@ -370,10 +370,11 @@ fn fast_family_gates_run_on_the_emulator() {
     assert!(stdout.lines().any(|l| l.starts_with("11 ") && l.contains("all ") && l.ends_with("pass")), "{stdout}");
 }
 
-/// `--chain` on the emulator emulating sm_90: every step of both arms proved against the host
-/// contract (the dependent arm runs the builds for programmatic dependent launch, whose reads of
-/// X before their wait the emulator would fault), then a row per M and family with both arms and
-/// their ratio; below sm_90 there is no dependent arm, and a note says why.
+/// `--chain` on the emulator emulating sm_90: every step of every arm proved against the host
+/// contract (the dependent arms run the builds for programmatic dependent launch, whose reads of
+/// X before their wait the emulator would fault; the graph arms replay their capture), then a row
+/// per M and family with every arm and its ratio to the serialized one; below sm_90 there is no
+/// dependent arm, and a note says why.
 #[cfg(feature = "emulator")]
 #[test]
 fn the_chain_bench_times_serialized_and_dependent_launches_on_the_emulator() {
@@ -382,7 +383,7 @@ fn the_chain_bench_times_serialized_and_dependent_launches_on_the_emulator() {
     both.extend(["--rounds", "1", "--launches", "1", "--cold-mb", "0", "--family", "exact", "--family", "fast"]);
     let (code, stdout, stderr) = gemv(&both);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
-    assert!(stderr.contains("proved every step of the serialized and dependent arms"), "{stderr}");
+    assert!(stderr.contains("proved every step of the serialized, dependent, graph, dependent graph arms"), "{stderr}");
     let rows: Vec<Vec<&str>> = stdout
         .lines()
         .filter(|line| line.starts_with("| 64x64 |"))
@@ -390,8 +391,8 @@ fn the_chain_bench_times_serialized_and_dependent_launches_on_the_emulator() {
         .collect();
     assert_eq!(rows.len(), 4, "{stdout}");
     for row in &rows {
-        // shape, M, family, kernels, serialized, dependent, ratio: every time a positive number.
-        assert_eq!(row.len(), 7, "{row:?}");
+        // shape, M, family, kernels, four arms, three ratios: every time a positive number.
+        assert_eq!(row.len(), 11, "{row:?}");
         assert!(row[4..].iter().all(|f| f.parse::<f64>().is_ok_and(|v| v > 0.0)), "{row:?}");
     }
     let mut older = args.to_vec();
@@ -399,7 +400,7 @@ fn the_chain_bench_times_serialized_and_dependent_launches_on_the_emulator() {
     let (code, stdout, stderr) = gemv(&older);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("note: no dependent arm: cuda-emu emulating 8.9"), "{stdout}");
-    assert!(!stdout.contains("dependent / serialized"), "{stdout}");
+    assert!(!stdout.contains("dependent / serialized") && stdout.contains("| graph / serialized |"), "{stdout}");
 }
 
 /// `bench --moe` with two families proves and times each family's grouped and pair-by-pair

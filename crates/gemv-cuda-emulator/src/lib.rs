@@ -395,7 +395,27 @@ impl CudaEmulator {
 }
 
 /// The host clock times its launches; it has no device copy and no peer.
-impl gemv_backend::BenchTimers for CudaEmulator {}
+impl gemv_backend::BenchTimers for CudaEmulator {
+    /// A graph as the emulator runs one: every launch checked up front (a capture records only
+    /// launches that enqueue), then the launches in order once per replay; host-clock time of
+    /// the timed replays.
+    fn time_launches_as_graph(
+        &self,
+        launches: &[(KernelHandle, GemvArgs)],
+        repeats: usize,
+    ) -> Result<Option<std::time::Duration>> {
+        for (kernel, args) in launches {
+            args.validate(resolved_spec(NAME, *kernel)?)?;
+        }
+        let replay = || launches.iter().try_for_each(|(kernel, args)| self.launch_gemv(*kernel, args));
+        replay()?;
+        let start = std::time::Instant::now();
+        for _ in 0..repeats {
+            replay()?;
+        }
+        Ok(Some(start.elapsed()))
+    }
+}
 
 impl GpuBackend for CudaEmulator {
     fn name(&self) -> &'static str {

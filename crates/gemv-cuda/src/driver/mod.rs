@@ -162,32 +162,55 @@ impl CudaBackend {
     }
 
     fn launch_locked(&self, buffers: &Buffers<'_>, kernel: KernelHandle, args: &GemvArgs) -> Result<()> {
+        let prepared = self.prepare(buffers, kernel, args)?;
+        // SAFETY: `prepare` validated the launch against live buffers, which the `buffers` lock
+        // keeps alive while it is enqueued; the stream is this backend's, in its context.
+        unsafe { self.enqueue_prepared(&self.stream, &prepared) }
+    }
+
+    /// Resolves and validates one launch: its function, and the device addresses of its operands
+    /// (taken here, so that enqueuing it does nothing else: a graph capture records the launch
+    /// alone).
+    fn prepare(&self, buffers: &Buffers<'_>, kernel: KernelHandle, args: &GemvArgs) -> Result<PreparedLaunch> {
         let spec = resolved_spec(NAME, kernel)?;
         args.validate(spec)?;
-        let launch = args.launch_shape()?;
         let operands = Operands {
             x: self.address(buffers, "x", args.x)?,
             packed: self.address(buffers, "packed", args.packed)?,
             scales: self.address(buffers, "scales", args.scales)?,
             y: self.address(buffers, "y", args.y)?,
         };
-        let function = self.function(spec)?;
-        // SAFETY: `validate` proved every range lies inside a live buffer of this backend (held
-        // alive by the `buffers` lock for the enqueue), holds what the launch needs, fits the
-        // kernel's width, and Y overlaps no input.
-        unsafe {
-            enqueue(
-                &self.stream,
-                &function,
-                spec,
-                operands,
-                args.global_scale,
-                &launch,
-                self.multiprocessors,
-                self.order,
-            )
-        }
+        Ok(PreparedLaunch {
+            function: self.function(spec)?,
+            spec,
+            operands,
+            global_scale: args.global_scale,
+            launch: args.launch_shape()?,
+        })
     }
+
+    /// Enqueues a prepared launch on `stream`.
+    ///
+    /// # Safety
+    /// `stream` belongs to this backend's context, and the buffers `prepared` addresses stay
+    /// alive, Y written by nothing else, until the launch has run (or, captured into a graph,
+    /// until every replay has).
+    unsafe fn enqueue_prepared(&self, stream: &CudaStream, prepared: &PreparedLaunch) -> Result<()> {
+        let PreparedLaunch { function, spec, operands, global_scale, launch } = prepared;
+        // SAFETY: `prepare` proved every range lies inside a live buffer of this backend, holds
+        // what the launch needs, fits the kernel's width, and Y overlaps no input; the caller
+        // keeps them alive (this function's contract).
+        unsafe { enqueue(stream, function, spec, *operands, *global_scale, launch, self.multiprocessors, self.order) }
+    }
+}
+
+/// One gemv launch resolved and validated against the buffer table, ready to enqueue.
+struct PreparedLaunch {
+    function: CudaFunction,
+    spec: &'static KernelSpec,
+    operands: Operands,
+    global_scale: f32,
+    launch: gemv_core::LaunchShape,
 }
 
 /// The device's SM count (a persistent kernel's grid is sized from it).

@@ -3,8 +3,10 @@
 //! runs in each family's dispatch plan, launched one after the other (`serialized`) and, where
 //! the backend has them, as programmatic dependent launches (`dependent`: CUDA sm_90 and newer,
 //! the emulator at 9.0 and newer), whose kernels start streaming their weights while the step
-//! before them finishes and read X only after it has. The time per step of each arm, and their
-//! ratio, say what the overlap saves.
+//! before them finishes and read X only after it has; then each of those captured into a CUDA
+//! graph and replayed (`graph`, `dependent graph`: where the backend has graphs), as an engine
+//! replays a decode step to take the host out of it. The time per step of each arm, and its
+//! ratio to the serialized arm, say what the overlap and the graph save.
 //!
 //! Each matrix's global scale is set so that a step keeps its activations' magnitude (one over
 //! the weights' root mean square times the square root of K): a long chain neither overflows nor
@@ -33,6 +35,38 @@ struct ChainArm {
     label: &'static str,
     backend: Box<dyn BenchTimers>,
     tiers: ResolvedTiers,
+    /// Launched as one captured graph, replayed.
+    graph: bool,
+}
+
+impl ChainArm {
+    fn new(label: &'static str, backend: Box<dyn BenchTimers>, graph: bool) -> Self {
+        let tiers = ResolvedTiers::resolve(backend.as_ref(), KillSwitches::process());
+        Self { label, backend, tiers, graph }
+    }
+
+    /// Device time of `repeats` runs of `launches` (replays of their graph on a graph arm; a
+    /// graph arm replays once more untimed first).
+    fn time(&self, launches: &[(KernelHandle, GemvArgs)], repeats: usize) -> Result<std::time::Duration, String> {
+        let timed = if self.graph {
+            self.backend
+                .time_launches_as_graph(launches, repeats)
+                .and_then(|time| time.ok_or(gemv_backend::Error::Unsupported { backend: "bench", what: "graphs" }))
+        } else {
+            self.backend.time_launches(launches, repeats)
+        };
+        timed.map_err(|e| format!("{} arm: {e}", self.label))
+    }
+
+    /// Runs `launches` once (a graph arm: captured, then replayed) and waits for them.
+    fn run(&self, launches: &[(KernelHandle, GemvArgs)]) -> Result<(), String> {
+        if self.graph {
+            return self.time(launches, 0).map(drop);
+        }
+        let backend: &dyn GpuBackend = self.backend.as_ref();
+        launches.iter().try_for_each(|(kernel, args)| backend.launch_gemv(*kernel, args).map_err(|e| e.to_string()))?;
+        backend.synchronize().map_err(|e| e.to_string())
+    }
 }
 
 /// One timed row.
@@ -102,10 +136,8 @@ fn launches_run(arm: &ChainArm) -> Result<(), String> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| e.to_string())?;
     let buffers = [backend.alloc(32).map_err(|e| e.to_string())?, backend.alloc(32).map_err(|e| e.to_string())?];
-    let launched = chain_launches(&arm.tiers, Family::Exact, 1, &matrices, 0, &buffers, 2).and_then(|launches| {
-        launches.iter().try_for_each(|(kernel, args)| backend.launch_gemv(*kernel, args).map_err(|e| e.to_string()))?;
-        backend.synchronize().map_err(|e| e.to_string())
-    });
+    let launched =
+        chain_launches(&arm.tiers, Family::Exact, 1, &matrices, 0, &buffers, 2).and_then(|launches| arm.run(&launches));
     for buffer in buffers {
         let _ = backend.free(buffer);
     }
@@ -132,10 +164,8 @@ fn prove(arms: &[ChainArm], families: &[Family], ms: &[usize], steps: usize) -> 
                     (0..=steps).map(|_| backend.alloc(2 * m * n)).collect::<Result<Vec<_>, _>>().map_err(context)?;
                 backend.upload(buffers[0].whole(), bytemuck::cast_slice(&x0)).map_err(context)?;
                 // One buffer per step's output, so that every step can be read back.
-                for (kernel, args) in chain_launches(&arm.tiers, family, m, &matrices, 0, &buffers, steps)? {
-                    backend.launch_gemv(kernel, &args).map_err(context)?;
-                }
-                backend.synchronize().map_err(context)?;
+                arm.run(&chain_launches(&arm.tiers, family, m, &matrices, 0, &buffers, steps)?)
+                    .map_err(|e| format!("chain proof on {} M = {m}: {e}", arm.label))?;
                 let mut steps_out = Vec::with_capacity(steps);
                 for buffer in &buffers[1..] {
                     let mut y = vec![0u16; m * n];
@@ -227,9 +257,7 @@ fn measure(
             list.extend(chain_launches(&arm.tiers, family, m, &chain.matrices, index * steps, &chain.buffers, steps)?);
         }
         // Warm-up: one chain.
-        arm.backend
-            .time_launches(&list[..list.len() / options.launches], 1)
-            .map_err(|e| format!("{label} chain on {}: {e}", arm.label))?;
+        arm.time(&list[..list.len() / options.launches], 1).map_err(|e| format!("{label} chain: {e}"))?;
         lists.push(list);
     }
     let mut samples = vec![Vec::with_capacity(options.rounds); arms.len()];
@@ -237,10 +265,7 @@ fn measure(
         for turn in 0..arms.len() {
             let index = (turn + round) % arms.len();
             let arm = &arms[index];
-            let elapsed = arm
-                .backend
-                .time_launches(&lists[index], 1)
-                .map_err(|e| format!("{label} chain on {}: {e}", arm.label))?;
+            let elapsed = arm.time(&lists[index], 1).map_err(|e| format!("{label} chain: {e}"))?;
             samples[index].push(elapsed.as_secs_f64() / (options.launches * steps) as f64);
         }
     }
@@ -266,18 +291,10 @@ pub fn run(options: &BenchOptions, steps: usize, out: &mut dyn Write) -> Result<
     let serialized = crate::backends::open(options.backend).map_err(CliError::BackendUnavailable)?;
     let info = serialized.device_info();
     let mut notes = Vec::new();
-    let mut arms = vec![ChainArm {
-        label: "serialized",
-        tiers: ResolvedTiers::resolve(serialized.as_ref(), KillSwitches::process()),
-        backend: serialized,
-    }];
+    let mut arms = vec![ChainArm::new("serialized", serialized, false)];
     match open_dependent(info.backend) {
         Ok(dependent) => {
-            let arm = ChainArm {
-                label: "dependent",
-                tiers: ResolvedTiers::resolve(dependent.as_ref(), KillSwitches::process()),
-                backend: dependent,
-            };
+            let arm = ChainArm::new("dependent", dependent, false);
             // A device or driver that refuses the launches leaves the serialized arm to time.
             match launches_run(&arm) {
                 Ok(()) => arms.push(arm),
@@ -285,6 +302,26 @@ pub fn run(options: &BenchOptions, steps: usize, out: &mut dyn Write) -> Result<
             }
         }
         Err(reason) => notes.push(format!("no dependent arm: {reason}")),
+    }
+    // Each arm again, captured into a graph: on a backend of its own (capturing needs a stream
+    // of its own, which changes how the backend tracks its buffers' streams).
+    let with_dependent = arms.len() > 1;
+    for (label, dependent) in [("graph", false), ("dependent graph", true)] {
+        if dependent && !with_dependent {
+            continue;
+        }
+        let opened = if dependent {
+            open_dependent(info.backend)
+        } else {
+            crate::backends::open(options.backend).map_err(|e| e.to_string())
+        };
+        match opened.map(|backend| ChainArm::new(label, backend, true)) {
+            Ok(arm) => match launches_run(&arm) {
+                Ok(()) => arms.push(arm),
+                Err(reason) => notes.push(format!("no {label} arm: {reason}")),
+            },
+            Err(reason) => notes.push(format!("no {label} arm: {reason}")),
+        }
     }
     let mut families = Vec::new();
     for &choice in if options.families.is_empty() { &[FamilyChoice::Auto][..] } else { &options.families[..] } {
@@ -308,7 +345,7 @@ pub fn run(options: &BenchOptions, steps: usize, out: &mut dyn Write) -> Result<
     }
     eprintln!(
         "bench: proved every step of the {} arms at N = K = {PROOF_SIZE}",
-        arms.iter().map(|arm| arm.label).collect::<Vec<_>>().join(" and ")
+        arms.iter().map(|arm| arm.label).collect::<Vec<_>>().join(", ")
     );
     let mut rows = Vec::new();
     let total = options.shapes.len() * options.ms.len() * families.len();
@@ -358,18 +395,18 @@ fn print(
     for arm in arms {
         header.push_str(&format!(" {} |", arm.label));
     }
-    if arms.len() > 1 {
-        header.push_str(" dependent / serialized |");
+    for arm in &arms[1..] {
+        header.push_str(&format!(" {} / serialized |", arm.label));
     }
     writeln!(out, "{header}")?;
-    writeln!(out, "|{}", "---|".repeat(4 + arms.len() + usize::from(arms.len() > 1)))?;
+    writeln!(out, "|{}", "---|".repeat(4 + 2 * arms.len() - 1))?;
     for row in rows {
         let mut line = format!("| {} | {} | {} | {} |", row.shape, row.m, row.family.name(), row.kernels);
         for micros in &row.micros {
             line.push_str(&format!(" {micros:.2} |"));
         }
-        if let [serialized, dependent] = row.micros[..] {
-            line.push_str(&format!(" {:.3} |", dependent / serialized));
+        for micros in &row.micros[1..] {
+            line.push_str(&format!(" {:.3} |", micros / row.micros[0]));
         }
         writeln!(out, "{line}")?;
     }

@@ -66,8 +66,9 @@ pub struct BenchOptions {
     /// N = K) as STEPS matrices, the Y of each step the X of the next, in each --family's plan,
     /// launched one after the other and, where the backend has them (CUDA sm_90+, the emulator
     /// at 9.0+), as programmatic dependent launches, which start streaming their weights while
-    /// the step before them finishes. Prints the time per step of each and their ratio.
-    /// 2..=64.
+    /// the step before them finishes; each also captured into a CUDA graph and replayed, where
+    /// the backend has graphs (CUDA; the emulator runs a graph's launches in order). Prints the
+    /// time per step of each and its ratio to the serialized launches. 2..=64.
     #[arg(long, value_name = "STEPS", value_parser = parse_chain_steps)]
     pub chain: Option<usize>,
     /// Skip the peer rows: on CUDA the bench also times cuBLAS's BF16 GEMM on the same shape
