@@ -112,8 +112,9 @@ fn render_rows(verdicts: &BTreeMap<usize, Verdict>) -> String {
     text
 }
 
-/// Records a verdict at `stem`'s mutant `verdict.mutant`, replacing the mutant's earlier one
-/// wherever it was. The argument written for an earlier `Missed` of the same change is kept while
+/// Records a verdict on `stem`'s mutant `verdict.mutant` (numbered as the pass's checkout
+/// numbers it), at the number and line its key has in the sources as they stand (as given where
+/// its code is gone), replacing the mutant's earlier one wherever it was. The argument written for an earlier `Missed` of the same change is kept while
 /// the verdict stays `Missed`. Every other row is then settled where its mutant now lives
 /// ([`settle`]), so a row whose code moved to another source is never overwritten by the verdict
 /// on the mutant that now has its old number.
@@ -127,8 +128,20 @@ pub(super) fn record(stem: &str, mut verdict: Verdict) -> Result<(), String> {
     {
         verdict.argument = earlier.argument.clone();
     }
-    let placed = (stem.to_string(), verdict);
-    write_changed(&files, &settle(&files, &homes(&sources), Some(&placed)))
+    let homes = homes(&sources);
+    let placed = place(stem, verdict, &homes);
+    write_changed(&files, &settle(&files, &homes, Some(&placed)))
+}
+
+/// Where a verdict the pass judged goes: the pass numbers its mutants in its own checkout of
+/// HEAD, which the working tree's sources may have moved on from, so a verdict goes where its
+/// mutant lives now (by key: stem, number, line) and never takes another mutant's number; where
+/// its code is gone, at the stem and number it was judged at.
+fn place(stem: &str, verdict: Verdict, homes: &BTreeMap<String, (String, usize, usize)>) -> (String, Verdict) {
+    match homes.get(&verdict.key).filter(|_| !verdict.key.is_empty()) {
+        Some((home, number, line)) => (home.clone(), Verdict { mutant: *number, line: *line, ..verdict }),
+        None => (stem.to_string(), verdict),
+    }
 }
 
 /// Every kernel source's stem and current mutants.
@@ -567,5 +580,22 @@ mod tests {
         let document = format!("intro\n{BEGIN}\nold table\n{END}\nafter\n");
         assert_eq!(with_table(&document, "new\n"), Ok(format!("intro\n{BEGIN}\nnew\n{END}\nafter\n")));
         assert!(with_table("no markers", "new\n").is_err());
+    }
+
+    #[test]
+    fn a_verdict_numbered_in_an_older_checkout_goes_where_its_mutant_lives_now() {
+        // Mutants moved up by 8 since the pass's checkout: its #126 (key "k") is #134 now, and
+        // #126 is another mutant's ("j"), whose row must survive the new verdict.
+        let homes: BTreeMap<String, (String, usize, usize)> =
+            [("k".to_string(), ("a".to_string(), 134, 140)), ("j".to_string(), ("a".to_string(), 126, 123))].into();
+        let files: BTreeMap<String, BTreeMap<usize, Verdict>> =
+            [("a".to_string(), [(126, verdict(126, "j", 123, "IdenticalPtx", ""))].into())].into();
+        let placed = place("a", verdict(126, "k", 140, "Killed", ""), &homes);
+        assert_eq!((placed.0.as_str(), placed.1.mutant, placed.1.line), ("a", 134, 140));
+        let settled = settle(&files, &homes, Some(&placed));
+        assert_eq!(settled["a"][&126].key, "j", "the row already at #126 stays");
+        assert_eq!(settled["a"][&134].key, "k", "the verdict at its mutant's number now");
+        let gone = place("a", verdict(7, "gone", 3, "Killed", ""), &homes);
+        assert_eq!((gone.0.as_str(), gone.1.mutant), ("a", 7), "code that is gone keeps the number it had");
     }
 }
