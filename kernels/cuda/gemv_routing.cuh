@@ -52,8 +52,9 @@ struct GatheredRows {
 };
 
 // Stores output (token t, row `row`) of a launch whose Y `rows` lays out: `value`, the f32 its bf16
-// result rounds, as Y's format says: bf16 (Y_F32 false: the rounding) or f32 (gemv_f32_y). Row
-// strides count elements, so an f32 Y's element sits at the same index as a bf16 Y's.
+// result rounds, as Y's format says: bf16 (`y_f32` false: the contract's rounding) or f32
+// (gemv_f32_y). Row strides count elements, so an f32 Y's element sits at the same index as a bf16
+// Y's.
 template <class Rows>
 __device__ __forceinline__ void store_output(gemv_u16* y, bool y_f32, const Rows& rows, int t, int row, float value) {
     if (y_f32) {

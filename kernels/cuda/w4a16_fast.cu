@@ -345,7 +345,8 @@ __device__ __forceinline__ void fast_entry(const gemv_u16* x, const gemv_u8* pac
     fill_scale_table(scale_table, (int)threadIdx.x);
     const bool x16 = (((gemv_u64)x) & 15u) == 0u && x_stride % 8 == 0;  // every token row 16-byte aligned
     fast_tile<TILES, FAULT>(x, packed, scales, y, y_f32 != 0, global_scale, m, n, k,
-                            gemv_routing::StridedRows{x_stride, y_stride}, x16, scale_table, (int)blockIdx.x * kTileRows);
+                            gemv_routing::StridedRows{x_stride, y_stride}, x16, scale_table,
+                            (int)blockIdx.x * kTileRows);
 }
 
 // A grouped launch's block (gemv_routing.cuh): 16 rows of one expert for a chunk of up to 8 * TILES

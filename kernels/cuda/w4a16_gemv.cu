@@ -340,8 +340,8 @@ __device__ __forceinline__ float gemv_rows(const gemv_u16* x, const gemv_u8* pac
 template <int MAX_M, int ROWS, int SLICE, int DEPTH, class Rows>
 __device__ __forceinline__ void gemv_warp_rows(const gemv_u16* x, const gemv_u8* packed, const gemv_u8* scales,
                                                gemv_u16* y, bool y_f32, float global_scale, int m, int n,
-                                               int k, const Rows& token_rows, bool x_aligned, const Loads& loads, int tid,
-                                               int lane, int row0, bool active) {
+                                               int k, const Rows& token_rows, bool x_aligned, const Loads& loads,
+                                               int tid, int lane, int row0, bool active) {
     // X staged times 2^S is exact unless some |x| >= 2^(128 - S) overflows it; then an output of the
     // block is infinite or NaN (the overflowed x meets a weight in every output that reads it).
     // Only then does the block run again on the plain path: the same bits, slower, on inputs no
