@@ -137,8 +137,8 @@ impl<B: BackendRef> DeviceMatrix<B> {
         self.call_as(tiers, x, call)
     }
 
-    /// [`Self::call`] with Y as f32 ([`YFormat::F32`]: the values the bf16 result rounds, for a
-    /// tensor-parallel all-reduce), on a backend that writes it.
+    /// [`Self::call`] with Y as f32 ([`gemv_core::YFormat::F32`]: the values the bf16 result
+    /// rounds, for a tensor-parallel all-reduce), on a backend that writes it.
     pub fn call_f32(&self, tiers: &ResolvedTiers, x: &[u16], call: &GemvCall) -> Result<Vec<f32>> {
         self.call_as(tiers, x, call)
     }
