@@ -39,13 +39,14 @@ mod kernel_pass;
 mod mutations;
 mod processes;
 mod ptx_identity;
+mod summary;
 mod verdicts;
 
 use kernel_pass::Selection;
 
 /// Checks that docs/testing.md's mutation summary is fresh and every missed kernel mutant argued.
 pub fn check_summary() -> Result<(), String> {
-    verdicts::summary(true)
+    summary::summary(true)
 }
 
 /// The arguments of each mode: `--summary`'s, `--kernels`' (flags, then those with a value) and
@@ -65,7 +66,7 @@ pub fn run_command(args: &[String]) -> Result<(), String> {
     };
     if args.iter().any(|a| a == "--summary") {
         accept_only(args, "--summary", SUMMARY_FLAGS, &[])?;
-        return verdicts::summary(args.iter().any(|a| a == "--check"));
+        return summary::summary(args.iter().any(|a| a == "--check"));
     }
     if args.iter().any(|a| a == "--kernels") {
         accept_only(args, "--kernels", KERNEL_FLAGS, KERNEL_VALUED)?;
