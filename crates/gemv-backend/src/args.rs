@@ -55,11 +55,6 @@ impl GemvArgs {
         Self { x, packed, scales, y, global_scale, m, n, k, x_row_stride: k, y_row_stride: n, y_format: YFormat::Bf16 }
     }
 
-    /// These arguments writing Y as `format`.
-    pub fn with_y_format(self, format: YFormat) -> Self {
-        Self { y_format: format, ..self }
-    }
-
     /// The bytes of Y a launch may write: from its first row's first element to its last row's
     /// last (elements between rows inside this span are not written).
     pub fn y_written(&self) -> BufferRange {

@@ -28,14 +28,6 @@ impl YFormat {
             YFormat::F32 => 4,
         }
     }
-
-    /// The name used in messages and on the command line.
-    pub const fn name(self) -> &'static str {
-        match self {
-            YFormat::Bf16 => "bf16",
-            YFormat::F32 => "f32",
-        }
-    }
 }
 
 mod sealed {

@@ -48,14 +48,13 @@ impl ChainArm {
     /// Device time of `repeats` runs of `launches` (replays of their graph on a graph arm; a
     /// graph arm replays once more untimed first).
     fn time(&self, launches: &[(KernelHandle, GemvArgs)], repeats: usize) -> Result<std::time::Duration, String> {
-        let timed = if self.graph {
-            self.backend
-                .time_launches_as_graph(launches, repeats)
-                .and_then(|time| time.ok_or(gemv_backend::Error::Unsupported { backend: "bench", what: "graphs" }))
-        } else {
-            self.backend.time_launches(launches, repeats)
-        };
-        timed.map_err(|e| format!("{} arm: {e}", self.label))
+        if !self.graph {
+            return self.backend.time_launches(launches, repeats).map_err(|e| e.to_string());
+        }
+        self.backend
+            .time_launches_as_graph(launches, repeats)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "the backend has no graphs".to_string())
     }
 
     /// Runs `launches` once (a graph arm: captured, then replayed) and waits for them.
@@ -257,7 +256,8 @@ fn measure(
             list.extend(chain_launches(&arm.tiers, family, m, &chain.matrices, index * steps, &chain.buffers, steps)?);
         }
         // Warm-up: one chain.
-        arm.time(&list[..list.len() / options.launches], 1).map_err(|e| format!("{label} chain: {e}"))?;
+        arm.time(&list[..list.len() / options.launches], 1)
+            .map_err(|e| format!("{label} chain on {}: {e}", arm.label))?;
         lists.push(list);
     }
     let mut samples = vec![Vec::with_capacity(options.rounds); arms.len()];
@@ -265,7 +265,7 @@ fn measure(
         for turn in 0..arms.len() {
             let index = (turn + round) % arms.len();
             let arm = &arms[index];
-            let elapsed = arm.time(&lists[index], 1).map_err(|e| format!("{label} chain: {e}"))?;
+            let elapsed = arm.time(&lists[index], 1).map_err(|e| format!("{label} chain on {}: {e}", arm.label))?;
             samples[index].push(elapsed.as_secs_f64() / (options.launches * steps) as f64);
         }
     }
